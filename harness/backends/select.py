@@ -1,0 +1,109 @@
+"""Choosing and opening a backend from command-line settings (`--backend`, `--device-model`).
+
+`auto` takes a GPU backend when a CUDA GPU and the backend are present, else the simulator, and
+says which. A GPU backend plans for the live GPU with the copy bandwidth measured at the start as
+its ceiling; the simulator plans for a datasheet model and divides by its datasheet bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.backends import GPU_BACKENDS, Backend, BackendUnavailable, backend_class
+from harness.device import cuda_available, device_model, live_device, model_for_gpu_name
+from kernels.plan import DeviceSpec
+
+DEFAULT_DEVICE_MODEL = "h100"
+TIMERS = ("auto", "cupti", "events", "graph")
+
+
+@dataclass
+class OpenedBackend:
+    """A ready backend with the device its plans are made for.
+
+    ceiling_bytes_per_s: what efficiency columns divide by. notice: one line for the user
+    ("simulated (h200)" or "triton on NVIDIA H200, copy bandwidth 4.28 TB/s").
+    """
+
+    backend: Backend
+    device: DeviceSpec
+    ceiling_bytes_per_s: float
+    ceiling_kind: str
+    notice: str
+    environment: dict
+
+
+def check_choices(backend: str, device_model_name: str | None, timer: str) -> None:
+    """Validate the settings before anything is opened or written."""
+    if backend != "auto":
+        backend_class_name_ok(backend)
+    if device_model_name is not None:
+        device_model(device_model_name)
+    if timer not in TIMERS:
+        raise ValueError(f"timer: {timer!r} unknown; allowed: {', '.join(TIMERS)}")
+
+
+def backend_class_name_ok(name: str) -> None:
+    from harness.backends import BACKEND_MODULES
+
+    if name not in BACKEND_MODULES:
+        raise ValueError(f"backend: {name!r} unknown; allowed: auto, {', '.join(BACKEND_MODULES)}")
+
+
+def resolve_backend_name(name: str) -> tuple[str, str]:
+    """(backend name, why) for `auto`; the name itself otherwise."""
+    if name != "auto":
+        return name, "asked for"
+    if not cuda_available():
+        return "simulator", "no CUDA GPU found"
+    try:
+        backend_class("triton")
+    except BackendUnavailable as exc:
+        return "simulator", str(exc)
+    return "triton", "CUDA GPU found"
+
+
+def open_backend(
+    name: str = "auto",
+    *,
+    device_model_name: str | None = None,
+    timer: str = "auto",
+    cold_l2: bool = True,
+) -> OpenedBackend:
+    """Open the backend `name` (auto, simulator, triton, flashinfer).
+
+    device_model_name: the simulator's model (default: the preset matching the GPU present,
+    else h100). timer/cold_l2: for GPU backends. Raises BackendUnavailable with one line when a
+    GPU backend cannot run here.
+    """
+    from harness.environment import environment_record, measure_copy_bandwidth
+
+    check_choices(name, device_model_name, timer)
+    chosen, why = resolve_backend_name(name)
+    cls = backend_class(chosen)
+    if chosen in GPU_BACKENDS:
+        if not cuda_available():
+            raise BackendUnavailable(
+                f"backend {chosen}: no CUDA GPU (torch.cuda.is_available() is False); "
+                "use --backend simulator"
+            )
+        bandwidth = measure_copy_bandwidth()
+        device = live_device(hbm_bytes_per_s=bandwidth)
+        backend = cls(device=device, timer=timer, cold_l2=cold_l2)
+        env = environment_record(device, timer=getattr(backend, "timer_name", timer), cold_l2=cold_l2,
+                                 stopping=getattr(backend, "stopping", None),
+                                 copy_bandwidth_bytes_per_s=bandwidth)
+        notice = (f"{chosen} on {device.name} ({why}); ceiling = measured copy bandwidth "
+                  f"{bandwidth / 1e12:.2f} TB/s")
+        return OpenedBackend(backend, device, bandwidth, "measured copy bandwidth", notice, env)
+    if device_model_name is None and cuda_available():
+        import torch
+
+        preset = model_for_gpu_name(torch.cuda.get_device_properties(0).name)
+        device = preset or device_model(DEFAULT_DEVICE_MODEL)
+    else:
+        device = device_model(device_model_name or DEFAULT_DEVICE_MODEL)
+    backend = cls(device)
+    env = environment_record(None, timer="simulated", cold_l2=None)
+    notice = f"simulated ({device.name}): {why}; numbers are a model, not a measurement"
+    return OpenedBackend(backend, device, device.hbm_bytes_per_s, "datasheet bandwidth", notice, env)

@@ -1,0 +1,121 @@
+"""Runner: every (case, policy) of a suite through one backend, one row each.
+
+The runner plans each case with each policy, hands the plan to the correctness gate (which
+verifies before it times, and never times a wrong output), and turns the result into a flat row.
+It knows nothing of studies or the CLI: it takes plain objects and returns plain rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from harness.backends import Backend, Measurement
+from kernels.plan import DeviceSpec, Plan, Policy
+from workloads.batch import DecodeBatch
+
+# Per-request arrays are stored for batches up to this size (the dashboard's timeline and
+# hover text use them); larger batches keep only the summary columns, to keep files small.
+MAX_STORED_REQUESTS = 4096
+
+
+@dataclass
+class CaseRun:
+    """What the runner needs of a case: a batch and an identifier."""
+
+    case_id: str
+    batch: DecodeBatch
+
+
+@dataclass
+class Runner:
+    """Plans and measures cases with policies on one backend.
+
+    backend: a Backend (simulator, triton, flashinfer). device: the DeviceSpec policies plan for
+    (the backend's device). ceiling_bytes_per_s: the bandwidth efficiency columns divide by
+    (measured copy bandwidth on a GPU, the model's achievable bandwidth in the simulator).
+    """
+
+    backend: Backend
+    device: DeviceSpec
+    ceiling_bytes_per_s: float | None = None
+    run_id: str = ""
+    on_row: Callable[[dict], None] | None = None
+    extra_columns: dict = field(default_factory=dict)
+
+    def measure_one(self, case: CaseRun, policy: Policy) -> tuple[dict, Plan | None]:
+        """Plan `case` with `policy`, gate and measure it; returns the row and the plan."""
+        from harness.gate import gate_and_measure
+
+        batch = case.batch
+        t0 = time.perf_counter()
+        try:
+            plan = policy.plan(batch.kv_lens, batch.shape, self.device)
+        except ValueError as exc:
+            meas = Measurement(status="failed", message=f"plan: {exc}")
+            return self._row(case, policy, None, meas, 0.0), None
+        plan_us = (time.perf_counter() - t0) * 1e6
+        meas = gate_and_measure(self.backend, batch, plan)
+        return self._row(case, policy, plan, meas, plan_us), plan
+
+    def run(self, cases: Iterable[CaseRun], policies: Sequence[Policy], progress=None) -> list[dict]:
+        """Measure every case with every policy, in case order then policy order."""
+        rows = []
+        for case in cases:
+            for policy in policies:
+                row, _ = self.measure_one(case, policy)
+                rows.append(row)
+                if self.on_row:
+                    self.on_row(row)
+                if progress is not None:
+                    progress.update(1)
+        return rows
+
+    def _row(self, case: CaseRun, policy: Policy, plan: Plan | None, meas: Measurement, plan_us: float) -> dict:
+        batch = case.batch
+        row = {
+            "run_id": self.run_id,
+            "case_id": case.case_id,
+            "distribution": batch.distribution,
+            "dist_params": json.dumps(batch.params, sort_keys=True, default=_plain),
+            "batch_size": batch.batch_size,
+            "seed": batch.seed,
+            **{k: v for k, v in batch.shape.to_dict().items()},
+            "total_tokens": batch.total_tokens,
+            "max_kv_len": int(batch.kv_lens.max()),
+            "policy": policy.name,
+            "policy_params": json.dumps(policy.params(), sort_keys=True, default=_plain),
+            "backend": self.backend.name,
+            "device": self.device.name,
+            "simulated": not self.device.live,
+            "plan_us": plan_us,
+        }
+        row.update(meas.to_row())
+        ceiling = self.ceiling_bytes_per_s
+        bw = row.get("achieved_bytes_per_s", float("nan"))
+        row["ceiling_bytes_per_s"] = ceiling if ceiling else float("nan")
+        row["bw_fraction"] = bw / ceiling if ceiling and bw == bw else float("nan")
+        if plan is not None:
+            summary = plan.summary()
+            row.update({k: summary[k] for k in ("num_items", "num_tasks", "grid_size", "max_splits", "split_requests", "schedule", "ctas_per_sm")})
+            row["waves"] = plan.waves(self.device.sm_count)
+            row["plan_notes"] = json.dumps(plan.notes, sort_keys=True, default=_plain)
+            if batch.batch_size <= MAX_STORED_REQUESTS:
+                row["kv_lens"] = batch.kv_lens.tolist()
+                row["splits"] = plan.splits.tolist()
+        row.update(self.extra_columns)
+        return row
+
+
+def _plain(obj):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)

@@ -1,0 +1,40 @@
+# kvtune: the two commands a new user runs (see README.md).
+#   make demo   set up .venv, run a quick `kvtune bench` (GPU if present, else the simulator)
+#   make test   set up .venv, run the test suite (CPU only; Triton kernels under the interpreter)
+#
+# Without an NVIDIA GPU the CPU build of torch is installed before the project, so pip does not
+# pull a multi-GB CUDA build. TORCH_CPU names it; on a machine whose pip cannot find it locally,
+# add the PyTorch CPU index: make test TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_CPU ?= torch==2.13.0
+TORCH_CPU_INDEX ?=
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.kvtune-installed
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+
+.PHONY: demo test setup clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+ifneq ($(HAS_GPU),yes)
+	$(PY) -m pip install -q "$(TORCH_CPU)" $(if $(TORCH_CPU_INDEX),--index-url $(TORCH_CPU_INDEX))
+endif
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/kvtune info
+	$(VENV)/bin/kvtune bench --suite threshold --backend auto \
+	    --policies flashinfer-tensor-core,fa3,trtllm-oversub,fixed-split,no-split --out results
+	@echo "Results are under results/ (one folder per run: manifest.json, measurements.parquet)."
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+clean-venv:
+	rm -rf $(VENV)

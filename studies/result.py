@@ -1,0 +1,196 @@
+"""The outcome of a tuning run: the tuned table of SplitParams per batch-size bucket, with evidence.
+
+This is the contract between `kvtune tune` (which writes it) and `kvtune export`, the dashboard
+and `load_heuristic` (which read it). It is stored twice, identically:
+- as `results/<run-id>/tuning.json` next to the run's manifest and measurements;
+- in the Optuna storage, as the user attribute `kvtune_result` of each bucket's study
+  (`<study>/<bucket>`), holding that bucket's `BucketResult.to_dict()`, and the attribute
+  `kvtune_run` holding the run-level fields (everything in `TuningResult.to_dict()` but buckets).
+Everything is plain JSON: numbers, strings, lists, dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernels.plan import SplitParams
+
+TUNING_FILE = "tuning.json"
+RESULT_ATTR = "kvtune_result"
+RUN_ATTR = "kvtune_run"
+
+
+@dataclass(frozen=True)
+class CaseEvidence:
+    """One case of a bucket: the tuned config's latency against every baseline's (microseconds).
+
+    oracle_us: the best per-request split found by the exhaustive search (None when not run).
+    """
+
+    case_id: str
+    batch_size: int
+    tuned_us: float
+    baselines_us: dict[str, float]
+    oracle_us: float | None = None
+
+    @property
+    def best_baseline_us(self) -> float:
+        return min(self.baselines_us.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "case_id": self.case_id,
+            "batch_size": self.batch_size,
+            "tuned_us": self.tuned_us,
+            "baselines_us": dict(self.baselines_us),
+            "oracle_us": self.oracle_us,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CaseEvidence":
+        return cls(d["case_id"], int(d["batch_size"]), float(d["tuned_us"]),
+                   {k: float(v) for k, v in d["baselines_us"].items()},
+                   None if d.get("oracle_us") is None else float(d["oracle_us"]))
+
+
+@dataclass(frozen=True)
+class Finalist:
+    """A top config re-measured interleaved at the end: its score samples and their spread."""
+
+    params: SplitParams
+    score_median: float
+    score_p10: float
+    score_p90: float
+    ctas: int
+    chosen: bool = False
+
+    def to_dict(self) -> dict:
+        return {"params": self.params.to_dict(), "score_median": self.score_median,
+                "score_p10": self.score_p10, "score_p90": self.score_p90, "ctas": self.ctas,
+                "chosen": self.chosen}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Finalist":
+        return cls(SplitParams(**d["params"]), float(d["score_median"]), float(d["score_p10"]),
+                   float(d["score_p90"]), int(d["ctas"]), bool(d.get("chosen", False)))
+
+
+@dataclass(frozen=True)
+class BucketResult:
+    """The tuned params of one batch-size bucket [min_batch, max_batch] and why they won.
+
+    score: geometric mean over cases of tuned / best baseline latency (lower is better).
+    worst: the largest such ratio over the cases. regret_geomean: tuned / oracle (None if no oracle).
+    """
+
+    name: str
+    min_batch: int
+    max_batch: int
+    study_name: str
+    params: SplitParams
+    score: float
+    worst: float
+    n_trials: int
+    cases: tuple[CaseEvidence, ...] = ()
+    finalists: tuple[Finalist, ...] = ()
+    regret_geomean: float | None = None
+    pareto_front: tuple[dict, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "min_batch": self.min_batch,
+            "max_batch": self.max_batch,
+            "study_name": self.study_name,
+            "params": self.params.to_dict(),
+            "score": self.score,
+            "worst": self.worst,
+            "n_trials": self.n_trials,
+            "cases": [c.to_dict() for c in self.cases],
+            "finalists": [f.to_dict() for f in self.finalists],
+            "regret_geomean": self.regret_geomean,
+            "pareto_front": list(self.pareto_front),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BucketResult":
+        return cls(
+            name=d["name"], min_batch=int(d["min_batch"]), max_batch=int(d["max_batch"]),
+            study_name=d["study_name"], params=SplitParams(**d["params"]),
+            score=float(d["score"]), worst=float(d["worst"]), n_trials=int(d["n_trials"]),
+            cases=tuple(CaseEvidence.from_dict(c) for c in d.get("cases", [])),
+            finalists=tuple(Finalist.from_dict(f) for f in d.get("finalists", [])),
+            regret_geomean=d.get("regret_geomean"),
+            pareto_front=tuple(d.get("pareto_front", [])),
+        )
+
+
+@dataclass(frozen=True)
+class TuningResult:
+    """A whole tuning run: buckets in batch order plus where and how it was tuned.
+
+    device: DeviceSpec.to_dict() of the device planned for (live or model). shape:
+    AttentionShape.to_dict(). kernel: what the latencies are of ("triton-splitkv",
+    "flashinfer-tensor-core", or "simulated:<model>"). provenance: storage (credentials
+    removed), suite, seeds, sampler, timer, cold/hot, versions, git commit, run id.
+    """
+
+    study: str
+    buckets: tuple[BucketResult, ...]
+    device: dict
+    shape: dict
+    kernel: str
+    backend: str
+    simulated: bool
+    provenance: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "study": self.study,
+            "buckets": [b.to_dict() for b in self.buckets],
+            "device": dict(self.device),
+            "shape": dict(self.shape),
+            "kernel": self.kernel,
+            "backend": self.backend,
+            "simulated": self.simulated,
+            "provenance": dict(self.provenance),
+        }
+
+    def run_fields(self) -> dict:
+        d = self.to_dict()
+        d.pop("buckets")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TuningResult":
+        return cls(
+            study=d["study"],
+            buckets=tuple(BucketResult.from_dict(b) for b in d["buckets"]),
+            device=dict(d["device"]), shape=dict(d["shape"]), kernel=d["kernel"],
+            backend=d["backend"], simulated=bool(d["simulated"]),
+            provenance=dict(d.get("provenance", {})),
+        )
+
+    def bucket_table(self) -> list[tuple[int, int, SplitParams]]:
+        """(min_batch, max_batch, params) in batch order: what BucketedPolicy takes."""
+        return [(b.min_batch, b.max_batch, b.params) for b in sorted(self.buckets, key=lambda b: b.min_batch)]
+
+
+def save_tuning_result(run_dir: str | Path, result: TuningResult) -> Path:
+    from harness.store import atomic_write_json
+
+    path = Path(run_dir) / TUNING_FILE
+    atomic_write_json(path, result.to_dict())
+    return path
+
+
+def load_tuning_result(run_dir: str | Path) -> TuningResult:
+    path = Path(run_dir) / TUNING_FILE
+    if not path.is_file():
+        raise ValueError(f"run: {run_dir} has no {TUNING_FILE} (not a finished tuning run)")
+    try:
+        return TuningResult.from_dict(json.loads(path.read_text()))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"run: {path} is not a valid tuning result ({exc})") from exc

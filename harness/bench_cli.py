@@ -22,6 +22,13 @@ def add_suite_arguments(p) -> None:
     p.add_argument("--shape", default=DEFAULT_SHAPE_NAME, help=f"attention shape (default {DEFAULT_SHAPE_NAME})")
     p.add_argument("--page-size", type=int, help="tokens per KV page (default 16)")
     p.add_argument("--dtype", help="bf16 or fp16 (default bf16)")
+    add_head_arguments(p)
+
+
+def add_head_arguments(p) -> None:
+    p.add_argument("--num-qo-heads", type=int, help="override the shape's query heads")
+    p.add_argument("--num-kv-heads", type=int, help="override the shape's KV heads")
+    p.add_argument("--head-dim", type=int, help="override the shape's head_dim (64, 128, 256)")
 
 
 def add_backend_arguments(p) -> None:
@@ -51,6 +58,7 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--shape", default="llama3-8b", help="attention shape (default llama3-8b)")
     p.add_argument("--page-size", type=int)
     p.add_argument("--dtype")
+    add_head_arguments(p)
     p.add_argument("--heuristic", help="a tuned heuristic JSON (from `kvtune export`) instead of --policy")
     p.set_defaults(handler=run_plan)
 
@@ -61,9 +69,15 @@ def add_info_parser(sub) -> None:
 
 
 def resolve_shape(args):
+    """The named shape with --page-size/--dtype/--num-qo-heads/--num-kv-heads/--head-dim applied."""
+    from dataclasses import replace
+
     from workloads.shapes import get_shape
 
-    return get_shape(args.shape, page_size=args.page_size, dtype=args.dtype)
+    shape = get_shape(args.shape, page_size=args.page_size, dtype=args.dtype)
+    heads = {k: getattr(args, k, None) for k in ("num_qo_heads", "num_kv_heads", "head_dim")}
+    heads = {k: v for k, v in heads.items() if v is not None}
+    return replace(shape, **heads) if heads else shape
 
 
 def resolve_suite(args, shape):

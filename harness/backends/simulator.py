@@ -1,0 +1,74 @@
+"""The simulator backend: predicts a plan's time with the model of harness/sim_model.py.
+
+Its numbers are a MODEL, never a measurement: every Measurement says timer="simulated", comes from
+the backend called "simulator", and names the device model it used.
+"""
+
+from __future__ import annotations
+
+from harness.backends import Measurement, Verification
+from harness.sim_model import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
+from kernels.plan import DeviceSpec, Plan
+from workloads.batch import DecodeBatch
+
+
+class SimulatorBackend:
+    """Backend that models a DeviceSpec on the CPU. It can model every valid plan."""
+
+    name = "simulator"
+
+    def __init__(self, device: DeviceSpec, constants: SimConstants = DEFAULT_CONSTANTS) -> None:
+        self.device = device
+        self.constants = constants
+
+    def unsupported_reason(self, plan: Plan) -> str | None:
+        return None
+
+    def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
+        return Verification(ok=True, checked=False, message="simulated: no output to check")
+
+    def simulate(self, batch: DecodeBatch, plan: Plan) -> SimResult:
+        """The full model result (timeline included) of `plan` on `batch`."""
+        _check_plan_matches(batch, plan)
+        return simulate(plan, batch.shape, self.device, self.constants)
+
+    def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
+        result = self.simulate(batch, plan)
+        t = result.time_us
+        return Measurement(
+            status="ok",
+            latency_us=t,
+            p10_us=t,
+            p90_us=t,
+            mean_us=t,
+            std_us=0.0,
+            samples=1,
+            rel_spread=0.0,
+            noise_met=True,
+            timer="simulated",
+            cold_l2=True,
+            bytes_moved=batch.min_bytes,
+            achieved_bytes_per_s=batch.min_bytes / (t * 1e-6),
+            checked=False,
+            message=f"simulated ({self.device.name})",
+            extra={
+                "sim_stage1_us": result.stage1_us,
+                "sim_merge_us": result.merge_us,
+                "sim_model": self.device.name,
+            },
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def _check_plan_matches(batch: DecodeBatch, plan: Plan) -> None:
+    if plan.batch_size != batch.batch_size or not (plan.kv_lens == batch.kv_lens).all():
+        raise ValueError(
+            "plan: its kv_lens differ from the batch's; plan the batch it is measured on"
+        )
+
+
+BACKEND = SimulatorBackend
+
+__all__ = ["BACKEND", "SimConstants", "SimResult", "SimulatorBackend", "simulate"]

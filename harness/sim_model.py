@@ -1,0 +1,352 @@
+"""A discrete-event model of one split-KV decode launch on a GPU described by a DeviceSpec.
+
+This is a MODEL, never a measurement. It predicts how long a Plan takes from how its tasks
+(work items x KV heads) land on CTA slots and share HBM bandwidth:
+
+- CTA slots: `sm_count x ctas_per_sm` (the plan's occupancy, capped by the device's
+  `max_ctas_per_sm`). Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
+  scheduler spreads the first CTAs over the SMs before it doubles up on any of them.
+- Dispatch. Static grids: CTA `i` runs task `i`; CTAs start in grid order, each on the first free
+  slot (lowest slot id among slots freed at the same instant). Persistent grids launch
+  `plan.grid_size` CTAs the same way; under `persistent-round-robin` CTA `i` runs tasks
+  i, i+grid, i+2*grid, ... in order; under `persistent-heavy-first` an atomic counter hands the
+  next task of the (longest-first) list to whichever CTA frees first.
+- Each task first spends a fixed start time on its slot without touching HBM (a CTA's launch and
+  prologue, `cta_start_us`; a persistent CTA's later tasks pay `persistent_task_us` instead), then
+  streams its bytes. Streaming tasks share the achievable HBM bandwidth equally and none exceeds
+  the per-CTA rate cap.
+- Split requests add a merge launch that reads every partial output and LSE and writes the final
+  output; every launch adds `launch_us`.
+
+Because all streaming tasks get the same rate, the model keeps one clock S(t) = bytes served to
+each streaming task so far; a task that starts streaming at S0 with b bytes ends when S = S0 + b,
+so a heap of those finish points gives the next event in O(log n). A plan of 100,000 tasks
+simulates in a fraction of a second.
+
+Not modelled: L2 hits, per-SM bandwidth limits (the cap is per CTA), differences between
+kernels (one set of constants per simulator), clock changes, jitter between CTAs (equal tasks
+started together finish together, so wave quantization is sharper than on a GPU).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
+
+FLOAT32_BYTES = 4
+
+
+@dataclass(frozen=True)
+class SimConstants:
+    """The model's constants. Defaults are fitted by hand to one H200 (132 SMs, datasheet 4.8 TB/s)
+    running FlashInfer 0.5.3's tensor-core decode (bf16, 8 KV heads, G=4, head_dim 128, page 16,
+    262,144 total tokens, median of triton.testing.do_bench); see shared/BACKGROUND.md section 2.
+    A later fit to measurements replaces them; every field can be overridden.
+
+    hbm_efficiency: fraction of the datasheet `hbm_bytes_per_s` that decode streaming reaches,
+        0 < x <= 1. Default 0.87: a device copy measured 4.28 TB/s (0.89 of 4.8) and uniform
+        batches reached about 4.1 TB/s (0.86) including launch and start overheads, which the
+        model charges separately.
+    cta_rate_cap_bytes_per_s: most bytes/s one CTA streams, > 0 (inf: no cap). Default 40 GB/s:
+        skew80 at B=48 and B=256 (no split, one CTA of 107 MB per KV head) ran 2681 and 2702 us;
+        the model then says about 2730 and 2746 us, and 1385 us for B=32 (2 CTAs of 53.7 MB per
+        head; measured 1484). The cap belongs to that kernel: FlashInfer's CUDA-core kernel ran
+        the same B=256 batch in 11.8 ms, so modelling it needs its own constants.
+    cta_start_us: time a newly started CTA holds its slot before it streams (launch of the block,
+        prologue, first loads in flight), >= 0. Default 1.5 us: uniform B=256 (2048 CTAs, ~8
+        waves) ran 273 us against 262 us for B=16 (one wave) on the same bytes.
+    persistent_task_us: the same for each task after the first of a persistent CTA (fetching the
+        next tile, new pointers, pipeline refill), >= 0. Default 0.5 us: not measured; chosen
+        below cta_start_us because block launch is skipped.
+    launch_us: cost of one kernel launch as CUDA-event timing sees it (launch latency, ramp and
+        drain), >= 0. Default 3 us, typical of Hopper; with the others it puts uniform B=16 at
+        about 267 us against 262 measured.
+    merge_fixed_us: fixed work of the merge kernel beyond its launch and its bytes (a tiny,
+        latency-bound kernel), >= 0. Default 2 us.
+    """
+
+    hbm_efficiency: float = 0.87
+    cta_rate_cap_bytes_per_s: float = 40e9
+    cta_start_us: float = 1.5
+    persistent_task_us: float = 0.5
+    launch_us: float = 3.0
+    merge_fixed_us: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1):
+            raise ValueError(
+                f"hbm_efficiency: {self.hbm_efficiency!r} out of range; allowed: (0, 1]"
+            )
+        if not (
+            isinstance(self.cta_rate_cap_bytes_per_s, (int, float))
+            and self.cta_rate_cap_bytes_per_s > 0
+        ):
+            raise ValueError(
+                f"cta_rate_cap_bytes_per_s: {self.cta_rate_cap_bytes_per_s!r} must be > 0"
+            )
+        for name in ("cta_start_us", "persistent_task_us", "launch_us", "merge_fixed_us"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}: {value!r} out of range; allowed: a finite number >= 0")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_CONSTANTS = SimConstants()
+
+TIMELINE_COLUMNS = (
+    "task",
+    "request",
+    "split",
+    "kv_head",
+    "cta",
+    "sm",
+    "slot",
+    "start_us",
+    "stream_start_us",
+    "end_us",
+    "bytes",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """Predicted time of one plan and its timeline. Times in microseconds from the launch call.
+
+    time_us = stage1_us + merge_us. stage1_us: launch_us plus the first kernel's makespan.
+    merge_us: the merge launch, 0 when no request is split. num_slots: CTA slots modelled.
+    hbm_bytes: bytes the model moves in both launches.
+    Timeline, one row per task (work item x KV head), [num_tasks] numpy arrays in task order:
+    task (dispatch index), request, split, kv_head, cta (the CTA that ran it), sm, slot (slot
+    within the SM), start_us (slot taken), stream_start_us (start cost paid), end_us, bytes.
+    """
+
+    time_us: float
+    stage1_us: float
+    merge_us: float
+    num_slots: int
+    hbm_bytes: int
+    task: np.ndarray
+    request: np.ndarray
+    split: np.ndarray
+    kv_head: np.ndarray
+    cta: np.ndarray
+    sm: np.ndarray
+    slot: np.ndarray
+    start_us: np.ndarray
+    stream_start_us: np.ndarray
+    end_us: np.ndarray
+    bytes: np.ndarray
+
+    def to_frame(self):
+        """The timeline as a pandas DataFrame (columns TIMELINE_COLUMNS), e.g. for a Gantt chart."""
+        import pandas as pd
+
+        return pd.DataFrame({name: getattr(self, name) for name in TIMELINE_COLUMNS})
+
+
+def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
+    """HBM bytes of each task, float64 [num_tasks] in dispatch order.
+
+    A task reads its KV range of one head (tokens x kv_bytes_per_token_per_head) and the G query
+    rows of that head, and writes either the final output (dtype, request not split) or a float32
+    partial output plus one float32 LSE per query head (request split).
+    """
+    dtype_bytes = DTYPE_BYTES[shape.dtype]
+    G, D = shape.group_size, shape.head_dim
+    kv = plan.item_tokens().astype(np.float64) * shape.kv_bytes_per_token_per_head
+    split = plan.splits[plan.work_request] > 1
+    out = np.where(split, G * (D * FLOAT32_BYTES + FLOAT32_BYTES), G * D * dtype_bytes)
+    per_item = kv + G * D * dtype_bytes + out
+    return np.tile(per_item, plan.num_kv_heads)
+
+
+def merge_bytes(plan: Plan, shape: AttentionShape) -> int:
+    """HBM bytes of the merge launch: read every partial output and LSE of the split requests,
+    write their final output. 0 when nothing is split."""
+    split = plan.splits > 1
+    if not split.any():
+        return 0
+    H, D = shape.num_qo_heads, shape.head_dim
+    partials = int(plan.splits[split].sum()) * H * (D * FLOAT32_BYTES + FLOAT32_BYTES)
+    final = int(split.sum()) * H * D * DTYPE_BYTES[shape.dtype]
+    return partials + final
+
+
+def num_slots(plan: Plan, device: DeviceSpec) -> int:
+    """CTA slots: SMs times the plan's CTAs per SM, capped by the device's occupancy."""
+    return device.sm_count * min(plan.ctas_per_sm, device.max_ctas_per_sm)
+
+
+def simulate(
+    plan: Plan,
+    shape: AttentionShape,
+    device: DeviceSpec,
+    constants: SimConstants = DEFAULT_CONSTANTS,
+) -> SimResult:
+    """Predict the time of `plan` on `device` (see the module docstring for the model)."""
+    if plan.num_kv_heads != shape.num_kv_heads:
+        raise ValueError(
+            f"num_kv_heads: plan has {plan.num_kv_heads}, shape has {shape.num_kv_heads}; they must match"
+        )
+    if plan.page_size != shape.page_size:
+        raise ValueError(
+            f"page_size: plan has {plan.page_size}, shape has {shape.page_size}; they must match"
+        )
+    c = constants
+    bw_bytes_per_us = device.hbm_bytes_per_s * c.hbm_efficiency * 1e-6
+    cap_bytes_per_us = c.cta_rate_cap_bytes_per_s * 1e-6
+    nbytes = task_bytes(plan, shape)
+    slots = num_slots(plan, device)
+    start, stream, end, cta, slot_of = _run_events(
+        nbytes.tolist(),
+        slots,
+        plan.grid_size,
+        heavy_first_counter=plan.schedule == "persistent-heavy-first",
+        cta_start_us=c.cta_start_us,
+        next_task_us=c.persistent_task_us,
+        bw_bytes_per_us=bw_bytes_per_us,
+        cap_bytes_per_us=cap_bytes_per_us,
+    )
+    start += c.launch_us
+    stream += c.launch_us
+    end += c.launch_us
+    stage1_us = float(end.max())
+
+    mbytes = merge_bytes(plan, shape)
+    merge_us = c.launch_us + c.merge_fixed_us + mbytes / bw_bytes_per_us if mbytes else 0.0
+
+    n_tasks = plan.num_tasks
+    task = np.arange(n_tasks, dtype=np.int64)
+    item = task % plan.num_items
+    return SimResult(
+        time_us=stage1_us + merge_us,
+        stage1_us=stage1_us,
+        merge_us=merge_us,
+        num_slots=slots,
+        hbm_bytes=int(nbytes.sum()) + mbytes,
+        task=task,
+        request=plan.work_request[item],
+        split=plan.work_split[item],
+        kv_head=task // plan.num_items,
+        cta=cta,
+        sm=slot_of % device.sm_count,
+        slot=slot_of // device.sm_count,
+        start_us=start,
+        stream_start_us=stream,
+        end_us=end,
+        bytes=nbytes,
+    )
+
+
+def _run_events(
+    nbytes: list,
+    slots: int,
+    grid: int,
+    *,
+    heavy_first_counter: bool,
+    cta_start_us: float,
+    next_task_us: float,
+    bw_bytes_per_us: float,
+    cap_bytes_per_us: float,
+):
+    """The event loop of one launch. Returns start, stream start and end times (us from the first
+    CTA's start) and the CTA and slot of every task, as numpy arrays in task order.
+
+    A static grid is the round-robin walk with grid == tasks: CTA i runs only task i.
+    """
+    n_tasks = len(nbytes)
+    start = [0.0] * n_tasks
+    stream = [0.0] * n_tasks
+    end = [0.0] * n_tasks
+    slot_of = [0] * n_tasks
+    # Below this many streaming tasks each runs at the cap; above it they split the bandwidth.
+    saturating = bw_bytes_per_us / cap_bytes_per_us
+
+    # Tasks paying their start cost, as (time_us it is paid, slot, task). Each cost is a constant
+    # added to a non-decreasing clock, so one FIFO per cost stays sorted: no heap needed.
+    new_cta: deque = deque()
+    next_task: deque = deque()
+    finish: list = []  # heap of (S at which the task's bytes are served, slot, task)
+    first_wave = min(slots, grid)
+    for s in range(first_wave):
+        # CTA s starts on slot s and takes task s (the counter hands out 0, 1, ... too).
+        slot_of[s] = s
+        new_cta.append((cta_start_us, s, s))
+    next_cta = first_wave
+    counter = first_wave  # next task of the heavy-first atomic counter
+
+    now = 0.0
+    served = 0.0  # S(t): bytes served so far to every task that has streamed since t = 0
+    n_stream = 0
+    rate = 0.0
+    inf = math.inf
+    heappush, heappop = heapq.heappush, heapq.heappop
+    while True:
+        t_finish = now + (finish[0][0] - served) / rate if finish else inf
+        if new_cta:
+            queue = new_cta if not next_task or new_cta[0][0] <= next_task[0][0] else next_task
+        elif next_task:
+            queue = next_task
+        elif finish:
+            queue = None
+        else:
+            break
+        if queue is not None and queue[0][0] < t_finish:
+            t, s, task = queue.popleft()
+            served += (t - now) * rate
+            now = t
+            stream[task] = t
+            heappush(finish, (served + nbytes[task], s, task))
+            n_stream += 1
+        else:
+            served, s, task = heappop(finish)
+            now = t_finish
+            end[task] = now
+            n_stream -= 1
+            # What this slot runs next: the same CTA's next task, a new CTA, or nothing. Late
+            # heavy-first CTAs (grid > slots) start only once the counter is empty: no work.
+            if heavy_first_counter:
+                if counter < n_tasks:
+                    start[counter] = now
+                    slot_of[counter] = s
+                    next_task.append((now + next_task_us, s, counter))
+                    counter += 1
+            elif task + grid < n_tasks:
+                nxt = task + grid
+                start[nxt] = now
+                slot_of[nxt] = s
+                next_task.append((now + next_task_us, s, nxt))
+            elif next_cta < grid:
+                start[next_cta] = now
+                slot_of[next_cta] = s
+                new_cta.append((now + cta_start_us, s, next_cta))
+                next_cta += 1
+        if n_stream > saturating:
+            rate = bw_bytes_per_us / n_stream
+        else:
+            rate = cap_bytes_per_us if n_stream else 0.0
+    slot = np.asarray(slot_of, dtype=np.int64)
+    task_ids = np.arange(n_tasks, dtype=np.int64)
+    # With the counter every CTA stays on its first slot (late CTAs get nothing), so CTA = slot.
+    cta = slot if heavy_first_counter else task_ids % grid
+    return np.asarray(start), np.asarray(stream), np.asarray(end), cta, slot
+
+
+__all__ = [
+    "DEFAULT_CONSTANTS",
+    "TIMELINE_COLUMNS",
+    "SimConstants",
+    "SimResult",
+    "merge_bytes",
+    "num_slots",
+    "simulate",
+    "task_bytes",
+]

@@ -1,0 +1,200 @@
+"""The project's tunable split rule (ParametricPolicy) and the tuned table of it by batch size
+(BucketedPolicy, registry name `tuned`), which the tuning study produces and export loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from kernels.plan import (
+    MAX_BATCH,
+    PERSISTENT_SCHEDULES,
+    AttentionShape,
+    DeviceSpec,
+    Plan,
+    SplitParams,
+    as_kv_lens,
+    build_plan,
+    split_by_count,
+)
+from kernels.policy_common import cdiv, check_int, plain_notes, smallest_fitting
+
+
+@dataclass(frozen=True)
+class ParametricPolicy:
+    """The five-knob split rule that kvtune tunes (SplitParams).
+
+    Rule, for B requests of L_b tokens, H_kv KV heads, S SMs, page size P:
+      ctas = min(ctas_per_sm, device.max_ctas_per_sm); slots = S * ctas      (one wave)
+      budget = max(max_waves * slots, B * H_kv)   (never below one CTA per request and head)
+      c = the smallest multiple of P with c >= max(min_tokens_per_cta, P) such that
+          H_kv * sum_b min(ceil(L_b / c), max_splits) <= budget
+          (binary search over c from that minimum up to max_L, where every request is one piece
+          and the condition always holds)
+      splits_b = min(ceil(L_b / c), max_splits); request b is cut into splits_b equal page-aligned
+          pieces (split_by_count: ceil(pages_b / splits_b) pages each, so the count can end lower).
+    So requests no longer than min_tokens_per_cta are never split, a piece is never shorter than
+    about c / 2, no request has more than max_splits pieces, and the launch has at most `budget`
+    tasks. Items are ordered by `schedule`; a persistent grid has min(slots, tasks) CTAs; the plan
+    assumes `ctas` CTAs per SM.
+    """
+
+    split_params: SplitParams = field(default_factory=SplitParams)
+    name: ClassVar[str] = "parametric"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.split_params, SplitParams):
+            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")
+
+    def params(self) -> dict:
+        return self.split_params.to_dict()
+
+    @classmethod
+    def from_params(cls, **params) -> ParametricPolicy:
+        return cls(SplitParams(**params))
+
+    @classmethod
+    def default_params(cls) -> dict:
+        return SplitParams().to_dict()
+
+    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
+        kv_lens = as_kv_lens(kv_lens)
+        p = self.split_params
+        batch, heads, page = kv_lens.shape[0], shape.num_kv_heads, shape.page_size
+        ctas = min(p.ctas_per_sm, device.max_ctas_per_sm)
+        slots = device.sm_count * ctas
+        budget = max(p.max_waves * slots, batch * heads)
+        pages = cdiv(kv_lens, page)
+        min_pages = cdiv(max(p.min_tokens_per_cta, page), page)
+        max_pages = int(pages.max())
+
+        def fits(chunk_pages: int) -> bool:
+            wanted = np.minimum(cdiv(pages, chunk_pages), p.max_splits)
+            return heads * int(wanted.sum()) <= budget
+
+        # Counting in pages is exact: ceil(L / (c * P)) == ceil(ceil(L / P) / c).
+        chunk_pages = smallest_fitting(min_pages, max(min_pages, max_pages), fits)
+        wanted = np.minimum(cdiv(pages, chunk_pages), p.max_splits)
+        notes = plain_notes(
+            chunk_tokens=chunk_pages * page,
+            budget_tasks=budget,
+            cta_slots=slots,
+            split_requests=int((wanted > 1).sum()),
+        )
+        return build_plan(
+            kv_lens,
+            split_by_count(kv_lens, wanted, page),
+            num_kv_heads=heads,
+            page_size=page,
+            schedule=p.schedule,
+            ctas_per_sm=ctas,
+            grid_size=slots if p.schedule in PERSISTENT_SCHEDULES else None,
+            notes=notes,
+        )
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """SplitParams for batch sizes min_batch..max_batch (inclusive), 1..MAX_BATCH."""
+
+    min_batch: int
+    max_batch: int
+    params: SplitParams
+
+    def to_dict(self) -> dict:
+        return {
+            "min_batch": self.min_batch,
+            "max_batch": self.max_batch,
+            "params": self.params.to_dict(),
+        }
+
+
+def _as_bucket(index: int, entry) -> Bucket:
+    if isinstance(entry, Bucket):
+        lo, hi, params = entry.min_batch, entry.max_batch, entry.params
+    elif isinstance(entry, dict):
+        unknown = set(entry) - {"min_batch", "max_batch", "params"}
+        if unknown or "params" not in entry:
+            raise ValueError(
+                f"buckets[{index}]: needs keys min_batch, max_batch, params; got {', '.join(sorted(entry))}"
+            )
+        lo, hi, params = entry.get("min_batch"), entry.get("max_batch"), entry["params"]
+    elif isinstance(entry, (tuple, list)) and len(entry) == 3:
+        lo, hi, params = entry
+    else:
+        raise ValueError(f"buckets[{index}]: {entry!r} is not (min_batch, max_batch, SplitParams)")
+    check_int(f"buckets[{index}].min_batch", lo, 1, MAX_BATCH)
+    check_int(f"buckets[{index}].max_batch", hi, int(lo), MAX_BATCH)
+    if isinstance(params, dict):
+        params = SplitParams(**params)
+    if not isinstance(params, SplitParams):
+        raise ValueError(
+            f"buckets[{index}].params: {params!r} is not a SplitParams or a dict of its fields"
+        )
+    return Bucket(int(lo), int(hi), params)
+
+
+@dataclass(frozen=True)
+class BucketedPolicy:
+    """A tuned heuristic: ParametricPolicy with SplitParams looked up by batch size.
+
+    buckets: ordered, non-overlapping (min_batch, max_batch, SplitParams) ranges, given as Bucket,
+        3-tuples or dicts {"min_batch", "max_batch", "params"} (params a SplitParams or its dict);
+        ValueError if empty, overlapping or out of order. Gaps are allowed.
+    A batch of B requests is planned with the bucket whose range holds B; a B outside every range
+    takes the nearest bucket (smallest distance from B to the range; a tie goes to the bucket of
+    smaller batches). The default is one bucket over every batch size with the default SplitParams.
+    """
+
+    buckets: tuple = ((1, MAX_BATCH, SplitParams()),)
+    name: ClassVar[str] = "tuned"
+
+    def __post_init__(self) -> None:
+        entries = self.buckets
+        if isinstance(entries, (str, bytes, dict)) or not hasattr(entries, "__iter__"):
+            raise ValueError("buckets: need a list of (min_batch, max_batch, SplitParams)")
+        normalized = tuple(_as_bucket(i, e) for i, e in enumerate(entries))
+        if not normalized:
+            raise ValueError("buckets: need at least one (min_batch, max_batch, SplitParams)")
+        for i in range(1, len(normalized)):
+            prev, cur = normalized[i - 1], normalized[i]
+            if cur.min_batch <= prev.max_batch:
+                raise ValueError(
+                    f"buckets[{i}]: {cur.min_batch}..{cur.max_batch} overlaps or precedes "
+                    f"buckets[{i - 1}] {prev.min_batch}..{prev.max_batch}; allowed: ranges in "
+                    "increasing order without overlap"
+                )
+        object.__setattr__(self, "buckets", normalized)
+
+    def params(self) -> dict:
+        return {"buckets": [b.to_dict() for b in self.buckets]}
+
+    @classmethod
+    def from_params(cls, **params) -> BucketedPolicy:
+        return cls(**params)
+
+    @classmethod
+    def default_params(cls) -> dict:
+        return cls().params()
+
+    def select(self, batch_size: int) -> int:
+        """Index of the bucket used for `batch_size` requests."""
+        distance = [
+            max(b.min_batch - batch_size, 0, batch_size - b.max_batch) for b in self.buckets
+        ]
+        return int(np.argmin(distance))  # argmin keeps the first (smaller batches) on a tie
+
+    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
+        kv_lens = as_kv_lens(kv_lens)
+        index = self.select(kv_lens.shape[0])
+        bucket = self.buckets[index]
+        plan = ParametricPolicy(bucket.params).plan(kv_lens, shape, device)
+        plan.notes.update(
+            bucket=index, bucket_min_batch=bucket.min_batch, bucket_max_batch=bucket.max_batch
+        )
+        return plan
+
+
+__all__ = ["ParametricPolicy", "BucketedPolicy", "Bucket"]

@@ -55,7 +55,7 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--policy", help="policy name, or NAME:key=value:...")
     p.add_argument("--kv-lens", required=True, help="comma-separated kv_len per request")
     p.add_argument("--device-model", default="h100", help="device model (default h100)")
-    p.add_argument("--shape", default="llama3-8b", help="attention shape (default llama3-8b)")
+    p.add_argument("--shape", help="attention shape (default llama3-8b, or the heuristic file's shape)")
     p.add_argument("--page-size", type=int)
     p.add_argument("--dtype")
     add_head_arguments(p)
@@ -72,9 +72,9 @@ def resolve_shape(args):
     """The named shape with --page-size/--dtype/--num-qo-heads/--num-kv-heads/--head-dim applied."""
     from dataclasses import replace
 
-    from workloads.shapes import get_shape
+    from workloads.shapes import DEFAULT_SHAPE_NAME, get_shape
 
-    shape = get_shape(args.shape, page_size=args.page_size, dtype=args.dtype)
+    shape = get_shape(args.shape or DEFAULT_SHAPE_NAME, page_size=args.page_size, dtype=args.dtype)
     heads = {k: getattr(args, k, None) for k in ("num_qo_heads", "num_kv_heads", "head_dim")}
     heads = {k: v for k, v in heads.items() if v is not None}
     return replace(shape, **heads) if heads else shape
@@ -188,28 +188,38 @@ def format_table(rows: list[dict]) -> str:
 
 
 def run_plan(args) -> int:
+    from harness.cli import parse_int_list, parse_policy_spec
     from harness.device import device_model
     from kernels import policies
 
-    shape = resolve_shape(args)
     device = device_model(args.device_model)
-    from harness.cli import parse_int_list, parse_policy_spec
-
     kv_lens = parse_int_list(args.kv_lens, "kv-lens")
     if args.heuristic:
         from harness.export import load_heuristic
 
-        policy = load_heuristic(args.heuristic, shape=shape)
+        policy = load_heuristic(args.heuristic)
+        # A tuned file is for one shape: plan for it unless the user names another (then refused).
+        shape = resolve_shape(args) if _shape_given(args) else policy.shape
     elif args.policy:
         policy = parse_policy_spec(args.policy)
+        shape = resolve_shape(args)
     else:
         raise ValueError("policy: give --policy NAME or --heuristic FILE")
     plan = policy.plan(kv_lens, shape, device)
     info = policies.describe_plan(plan, device)
     print(f"policy {policy.name} on {device.name} ({device.sm_count} SMs), shape {shape.to_dict()}")
+    notes = plan.notes
+    if "bucket_min_batch" in notes:
+        print(f"  bucket: {notes['bucket_min_batch']}..{notes['bucket_max_batch']} "
+              f"(batch size {plan.batch_size})")
     for key, value in info.items():
         print(f"  {key}: {value}")
     return 0
+
+
+def _shape_given(args) -> bool:
+    return any(getattr(args, k, None) is not None
+               for k in ("shape", "page_size", "dtype", "num_qo_heads", "num_kv_heads", "head_dim"))
 
 
 def run_info(args) -> int:

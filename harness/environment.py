@@ -25,6 +25,7 @@ PACKAGES = {
     "triton": "triton",
     "cupti_python": "cupti-python",
     "nvidia_ml_py": "nvidia-ml-py",
+    "flashinfer": "flashinfer-python",
     "numpy": "numpy",
     "kvtune": "kvtune",
 }

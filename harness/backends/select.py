@@ -90,11 +90,12 @@ def open_backend(
         bandwidth = measure_copy_bandwidth()
         device = live_device(hbm_bytes_per_s=bandwidth)
         backend = cls(device=device, timer=timer, cold_l2=cold_l2)
-        env = environment_record(device, timer=getattr(backend, "timer_name", timer), cold_l2=cold_l2,
+        env = environment_record(None, timer=getattr(backend, "timer_name", timer), cold_l2=cold_l2,
                                  stopping=getattr(backend, "stopping", None),
                                  copy_bandwidth_bytes_per_s=bandwidth)
         notice = (f"{chosen} on {device.name} ({why}); ceiling = measured copy bandwidth "
                   f"{bandwidth / 1e12:.2f} TB/s")
+        env["device_spec"] = device.to_dict()  # what the policies planned for
         return OpenedBackend(backend, device, bandwidth, "measured copy bandwidth", notice, env)
     if device_model_name is None and cuda_available():
         import torch

@@ -1,0 +1,542 @@
+"""The tuned heuristic as a versioned JSON file: build it from a finished tuning run, write it,
+and load it back as a Policy.
+
+A tuning run (studies/result.py: TuningResult) is read from its Optuna studies `<study>/<bucket>`
+(user attributes `kvtune_result` and `kvtune_run`) or from `results/<run-id>/tuning.json`.
+`build_heuristic` turns it into the file described in docs/EXPORT.md and checked by
+harness/schemas/tuned_heuristic.schema.json; `load_heuristic` reads such a file defensively and
+returns a policy that plans exactly like kernels.parametric.BucketedPolicy of its buckets.
+The dependency-free planner a serving engine vendors is harness/tuned_planner.py
+(`plan_splits` is re-exported here).
+
+Buckets: the file's buckets cover batch sizes 1..max_batch without gaps. A study whose buckets
+start above 1 or leave gaps is exported by extending its buckets the way BucketedPolicy's
+nearest-bucket rule already plans such batches (the first bucket down to 1; a gap split at its
+middle, a tie going to the smaller batches), so the file plans exactly as the study's table did;
+each extension is recorded in that bucket's evidence `notes`. Overlapping study buckets are
+refused.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import itertools
+import json
+import math
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from harness import tuned_planner
+from harness.export_targets import DEFAULT_MAX_KV_LEN_TOKENS, build_targets
+from harness.tuned_planner import (
+    MAX_FILE_BYTES,
+    check_document,
+    check_schema_version,
+    parse_document,
+    plan_pieces,
+    read_document,
+)
+from kernels.parametric import BucketedPolicy
+from kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
+from studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, TuningResult, load_tuning_result
+
+SCHEMA_VERSION = "1.0"
+SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
+DEFAULT_STORAGE = "sqlite:///results/optuna.db"
+SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype")
+
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]+@")
+_SECRET_QUERY = re.compile(r"(?P<key>[?&;](?:password|passwd|pwd|secret|token)=)[^&;\s]*", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- credentials
+
+
+def redact_url(text):
+    """`postgresql://user:pw@host/db` -> `postgresql://***@host/db`; password=... query values too."""
+    if not isinstance(text, str):
+        return text
+    text = _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
+    return _SECRET_QUERY.sub(lambda m: f"{m.group('key')}***", text)
+
+
+def _clean(value):
+    """Plain JSON with credentials removed from every string and non-finite numbers as null."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, str):
+        return redact_url(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float) or hasattr(value, "__float__"):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return str(value)
+
+
+# --------------------------------------------------------------------------- reading a run
+
+
+def open_storage(storage: str | None = None, journal: str | None = None):
+    """(Optuna storage, its description with credentials removed) for --storage or --journal.
+
+    Opening is studies.storage.open_storage's; export only refuses first what would make a new,
+    empty store (a sqlite file or journal that does not exist is a wrong path, not a new study).
+    """
+    from studies.storage import describe_storage
+    from studies.storage import open_storage as open_study_storage
+
+    if storage and journal:
+        raise ValueError("storage: give --storage URL or --journal FILE, not both")
+    if journal and not Path(journal).is_file():
+        raise ValueError(f"journal: {journal} does not exist")
+    url = None if journal else (storage or DEFAULT_STORAGE)
+    shown = describe_storage(url, journal)
+    if url and url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):].split("?")[0]).is_file():
+        raise ValueError(f"storage: {shown} does not exist (no tuning run has written it)")
+    import optuna
+
+    with warnings.catch_warnings():  # the RDB heartbeat is experimental in Optuna; export never runs trials
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return open_study_storage(url, journal), shown
+
+
+def tuning_result_from_study(study: str, storage: str | None = None,
+                             journal: str | None = None) -> tuple[TuningResult, dict]:
+    """Rebuild the TuningResult of study `study` from its bucket studies `<study>/<bucket>`.
+
+    Returns (result, source) where source says where it came from (credentials removed) and how
+    many trials each bucket study holds. ValueError when no bucket study exists or one of them
+    has not finished (no `kvtune_result` attribute).
+    """
+    import optuna
+
+    if not study or "/" in study:
+        raise ValueError(f"study: {study!r} is not a study name (give NAME, not NAME/<bucket>)")
+    handle, shown = open_storage(storage, journal)
+    try:
+        summaries = optuna.get_all_study_summaries(handle, include_best_trial=False)
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(f"storage: cannot read studies from {shown} ({type(exc).__name__})") from None
+    mine = [s for s in summaries if s.study_name.startswith(f"{study}/")]
+    if not mine:
+        names = sorted({s.study_name.split("/")[0] for s in summaries})
+        raise ValueError(f"study: no study named {study}/<bucket> in {shown}; "
+                         f"found: {', '.join(names) if names else 'none'}")
+    buckets, run, trials = [], None, {}
+    for summary in mine:
+        attrs = summary.user_attrs
+        if RESULT_ATTR not in attrs:
+            raise ValueError(f"study: {summary.study_name} has no {RESULT_ATTR} "
+                             "(its tuning did not finish; resume it with `kvtune tune --resume`)")
+        try:
+            bucket = BucketResult.from_dict(attrs[RESULT_ATTR])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"study: {summary.study_name} holds a malformed {RESULT_ATTR} ({exc})") from None
+        buckets.append(bucket)
+        trials[summary.study_name] = int(summary.n_trials)
+        this_run = attrs.get(RUN_ATTR)
+        if run is not None and this_run is not None:
+            # Hosts of one study measure slightly different bandwidths; the GPU model must agree.
+            for key, get in (("shape", lambda r: r.get("shape")), ("kernel", lambda r: r.get("kernel")),
+                             ("device", lambda r: (r.get("device") or {}).get("name")),
+                             ("SM count", lambda r: (r.get("device") or {}).get("sm_count"))):
+                if get(this_run) != get(run):
+                    raise ValueError(f"study: {summary.study_name} was tuned with another {key} than the "
+                                     f"other {study}/<bucket> studies; export one run at a time (--run)")
+        run = run or this_run
+    if run is None:
+        raise ValueError(f"study: none of the studies {study}/<bucket> holds {RUN_ATTR}")
+    buckets.sort(key=lambda b: (b.min_batch, b.max_batch))  # batch order, as tuning.json keeps them
+    try:
+        result = TuningResult.from_dict({**run, "study": study, "buckets": [b.to_dict() for b in buckets]})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"study: {study} holds a malformed {RUN_ATTR} ({exc})") from None
+    return result, {"kind": "optuna-storage", "storage": shown, "storage_trials": trials}
+
+
+def tuning_result_from_run(run_dir) -> tuple[TuningResult, dict]:
+    """The TuningResult in `<run_dir>/tuning.json` and its source description."""
+    result = load_tuning_result(run_dir)
+    return result, {"kind": "run-dir", "run_dir": str(run_dir)}
+
+
+# --------------------------------------------------------------------------- building the file
+
+
+@dataclass(frozen=True)
+class CoveredBucket:
+    """A study bucket after extension to cover batch sizes 1..max (see the module docstring)."""
+
+    min_batch: int
+    max_batch: int
+    result: BucketResult
+    notes: tuple[str, ...] = field(default=())
+
+
+def cover_buckets(buckets) -> list[CoveredBucket]:
+    """Extend study buckets so they start at 1 and leave no gap; refuse overlaps."""
+    ordered = sorted(buckets, key=lambda b: (b.min_batch, b.max_batch))
+    if not ordered:
+        raise ValueError("buckets: the tuning run has no bucket")
+    for prev, cur in itertools.pairwise(ordered):
+        if cur.min_batch <= prev.max_batch:
+            raise ValueError(f"buckets: {prev.name} ({prev.min_batch}..{prev.max_batch}) and {cur.name} "
+                             f"({cur.min_batch}..{cur.max_batch}) overlap; allowed: disjoint ranges")
+    lows = [b.min_batch for b in ordered]
+    highs = [b.max_batch for b in ordered]
+    notes = [[] for _ in ordered]
+    if lows[0] > 1:
+        notes[0].append(f"extended from min_batch {lows[0]} down to 1: smaller batches were not tuned "
+                        "and take the nearest bucket")
+        lows[0] = 1
+    for i in range(1, len(ordered)):
+        if lows[i] > highs[i - 1] + 1:
+            gap = f"{highs[i - 1] + 1}..{lows[i] - 1}"
+            middle = (highs[i - 1] + lows[i]) // 2  # a tie goes to the smaller batches
+            if middle > highs[i - 1]:
+                notes[i - 1].append(f"extended max_batch from {highs[i - 1]} to {middle} to cover the "
+                                    f"untuned batches {gap} (nearest bucket)")
+                highs[i - 1] = middle
+            if middle + 1 < lows[i]:
+                notes[i].append(f"extended min_batch from {lows[i]} down to {middle + 1} to cover the "
+                                f"untuned batches {gap} (nearest bucket)")
+                lows[i] = middle + 1
+    return [CoveredBucket(lo, hi, b, tuple(n)) for lo, hi, b, n in zip(lows, highs, ordered, notes)]
+
+
+def _geomean(values) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _positive(where: str, value) -> float:
+    number = float(value)
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{where}: {value!r} is not a positive finite latency (microseconds)")
+    return number
+
+
+def bucket_evidence(bucket: CoveredBucket) -> dict:
+    """Cases, latencies, speedups over each baseline, finalists' spread and regret of one bucket."""
+    r = bucket.result
+    where = f"buckets ({r.name})"
+    cases, ratios, best, regrets = [], {}, [], []
+    for case in r.cases:
+        tuned = _positive(f"{where}: case {case.case_id} tuned_us", case.tuned_us)
+        baselines = {k: _positive(f"{where}: case {case.case_id} {k}_us", v) for k, v in case.baselines_us.items()}
+        for name, us in baselines.items():
+            ratios.setdefault(name, []).append(us / tuned)
+        if baselines:
+            best.append(min(baselines.values()) / tuned)
+        oracle = None if case.oracle_us is None else _positive(f"{where}: case {case.case_id} oracle_us", case.oracle_us)
+        if oracle is not None:
+            regrets.append(tuned / oracle)
+        cases.append({"case_id": case.case_id, "batch_size": case.batch_size, "tuned_us": tuned,
+                      "baselines_us": baselines, "oracle_us": oracle})
+    speedup = {name: {"geomean": _geomean(v), "worst": min(v), "cases": len(v)} for name, v in sorted(ratios.items())}
+    finalists = []
+    for f in r.finalists:
+        spread = (f.score_p90 - f.score_p10) / f.score_median if f.score_median > 0 else None
+        finalists.append({"params": f.params.to_dict(), "score_median": f.score_median,
+                          "score_p10": f.score_p10, "score_p90": f.score_p90, "spread": spread,
+                          "ctas": f.ctas, "chosen": f.chosen})
+    regret = None
+    if regrets or r.regret_geomean is not None:
+        regret = {"geomean": r.regret_geomean if r.regret_geomean is not None else _geomean(regrets),
+                  "worst": max(regrets) if regrets else None, "cases": len(regrets)}
+    return _clean({
+        "min_batch": bucket.min_batch, "max_batch": bucket.max_batch,
+        "tuned_min_batch": r.min_batch, "tuned_max_batch": r.max_batch,
+        "name": r.name, "study_name": r.study_name, "n_trials": r.n_trials,
+        "score": r.score, "worst": r.worst,
+        "speedup": speedup,
+        "speedup_over_best_baseline": ({"geomean": _geomean(best), "worst": min(best), "cases": len(best)}
+                                       if best else None),
+        "cases": cases, "finalists": finalists, "regret": regret,
+        "pareto_front": list(r.pareto_front), "notes": list(bucket.notes),
+    })
+
+
+def _pick(record: dict, *keys):
+    """The first of `keys` found in the run's provenance or its nested environment/versions."""
+    nested = [record] + [record[k] for k in ("environment", "versions") if isinstance(record.get(k), dict)]
+    for key in keys:
+        for source in nested:
+            if source.get(key) is not None:
+                return source[key]
+    return None
+
+
+def build_provenance(result: TuningResult, source: dict) -> dict:
+    prov = dict(result.provenance)
+    storage = source.get("storage") or _pick(prov, "storage")
+    return _clean({
+        "study": result.study,
+        "study_names": [b.study_name for b in sorted(result.buckets, key=lambda b: b.min_batch)],
+        "exported_from": source.get("kind", "tuning-result"),
+        "storage": storage,
+        "run_dir": source.get("run_dir"),
+        "run_id": _pick(prov, "run_id"),
+        "trials": sum(b.n_trials for b in result.buckets),
+        "storage_trials": source.get("storage_trials"),
+        "backend": result.backend,
+        "suite": _pick(prov, "suite"),
+        "seeds": _pick(prov, "seeds", "seed"),
+        "sampler": _pick(prov, "sampler"),
+        "objective": _pick(prov, "objective"),
+        "timer": _pick(prov, "timer"),
+        "cold_l2": _pick(prov, "cold_l2"),
+        "torch_version": _pick(prov, "torch_version"),
+        "triton_version": _pick(prov, "triton_version"),
+        "driver_version": _pick(prov, "driver_version"),
+        "git_commit": _pick(prov, "git_commit"),
+        "run": prov,
+    })
+
+
+def device_section(result: TuningResult) -> dict:
+    spec = DeviceSpec(**{k: result.device[k] for k in
+                         ("name", "sm_count", "l2_bytes", "hbm_bytes_per_s", "max_ctas_per_sm", "live")
+                         if k in result.device})
+    measured = _pick(dict(result.provenance), "copy_bandwidth_bytes_per_s")
+    if not result.simulated and measured:
+        source = "measured"
+    else:
+        source = "simulated" if result.simulated else "datasheet"
+    return _clean({
+        "name": spec.name, "sm_count": spec.sm_count, "l2_bytes": spec.l2_bytes,
+        "max_ctas_per_sm": spec.max_ctas_per_sm,
+        "hbm_bytes_per_s": float(measured) if source == "measured" else spec.hbm_bytes_per_s,
+        "hbm_bytes_per_s_source": source,
+        "simulated": spec.name if result.simulated else None,
+    }), spec
+
+
+def kvtune_version() -> str:
+    from harness.environment import package_version
+
+    return package_version("kvtune") or "unknown"
+
+
+def build_heuristic(result: TuningResult, *, source: dict | None = None,
+                    max_kv_len_tokens: int = DEFAULT_MAX_KV_LEN_TOKENS,
+                    now: _dt.datetime | None = None) -> dict:
+    """The heuristic document (docs/EXPORT.md) of a finished tuning run; validated before return.
+
+    max_kv_len_tokens: the longest request the engine targets are checked for, 1..1,048,576.
+    """
+    from kernels.policy_common import check_int
+
+    check_int("max-kv-len", max_kv_len_tokens, 1, MAX_KV_LEN_TOKENS)
+    source = source or {"kind": "tuning-result"}
+    shape = AttentionShape(**{k: result.shape[k] for k in SHAPE_FIELDS})
+    device, spec = device_section(result)
+    covered = cover_buckets(result.buckets)
+    table = [(b.min_batch, b.max_batch, b.result.params) for b in covered]
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "kvtune_version": kvtune_version(),
+        "device": device,
+        "shape": shape.to_dict(),
+        "kernel": result.kernel,
+        "buckets": [{"min_batch": lo, "max_batch": hi, "params": p.to_dict()} for lo, hi, p in table],
+        "evidence": [bucket_evidence(b) for b in covered],
+        "provenance": build_provenance(result, source),
+        "targets": build_targets(table, shape, spec, max_kv_len_tokens),
+    }
+    validate_document(doc)
+    return doc
+
+
+def heuristic_text(doc: dict) -> str:
+    return json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_heuristic(doc: dict, path) -> Path:
+    """Validate `doc`, then write it atomically to `path` (its folder must exist)."""
+    from harness.store import atomic_write_bytes
+
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ValueError(f"output: folder {path.parent} does not exist")
+    text = heuristic_text(doc)
+    validate_document(parse_document(text))  # exactly what a reader will see
+    data = text.encode("utf-8")
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"output: the heuristic would be {len(data)} bytes; allowed: at most {MAX_FILE_BYTES}")
+    atomic_write_bytes(path, data)
+    return path
+
+
+# --------------------------------------------------------------------------- loading the file
+
+
+@functools.lru_cache(maxsize=1)
+def heuristic_schema() -> dict:
+    """The JSON Schema shipped as package data (harness/schemas/tuned_heuristic.schema.json)."""
+    from importlib.resources import files
+
+    return json.loads(files("harness").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=1)
+def _validator():
+    import jsonschema
+
+    schema = heuristic_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _path_text(parts) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _schema_error_line(error) -> str:
+    path = _path_text(error.absolute_path)
+    join = (lambda key: f"{path}.{key}" if path else key)
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [k for k in error.validator_value if k not in error.instance]
+        return f"{join(missing[0])}: required field missing"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        return f"{join(extra[0])}: unknown field; allowed: {', '.join(sorted(allowed))}"
+    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    lo, hi = error.schema.get("minimum"), error.schema.get("maximum")
+    if error.validator in ("minimum", "maximum", "exclusiveMinimum") and (lo is not None or hi is not None):
+        message += f"; allowed: {lo if lo is not None else ''}..{hi if hi is not None else ''}"
+    elif error.validator == "enum":
+        message = f"{error.instance!r} not allowed; allowed: {', '.join(map(str, error.validator_value))}"
+    return f"{path or 'heuristic'}: {message}"
+
+
+def validate_document(doc) -> dict:
+    """Full check of a parsed heuristic: major version, JSON Schema, coverage, evidence alignment."""
+    import jsonschema
+
+    if not isinstance(doc, dict):
+        raise ValueError("heuristic: the top level must be a JSON object")
+    check_schema_version(doc)  # before the schema: another major version has another schema
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
+    if error is not None:
+        raise ValueError(_schema_error_line(error))
+    check_document(doc)
+    if len(doc["evidence"]) != len(doc["buckets"]):
+        raise ValueError(f"evidence: {len(doc['evidence'])} entries for {len(doc['buckets'])} buckets; "
+                         "allowed: one per bucket, in the same order")
+    for i, (bucket, evidence) in enumerate(zip(doc["buckets"], doc["evidence"])):
+        for key in ("min_batch", "max_batch"):
+            if evidence[key] != bucket[key]:
+                raise ValueError(f"evidence[{i}].{key}: {evidence[key]} does not match "
+                                 f"buckets[{i}].{key} {bucket[key]}")
+    return doc
+
+
+def _as_shape_dict(shape) -> dict:
+    if isinstance(shape, AttentionShape):
+        return shape.to_dict()
+    if isinstance(shape, dict):
+        return dict(shape)
+    raise ValueError(f"shape: {shape!r} is not an AttentionShape")
+
+
+def check_shape(file_shape: dict, shape=None, dtype: str | None = None) -> None:
+    """ValueError naming the field when the shape/dtype asked for differs from the file's."""
+    asked = _as_shape_dict(shape) if shape is not None else {}
+    if dtype is not None:
+        asked["dtype"] = dtype
+    for key in SHAPE_FIELDS:
+        if key in asked and asked[key] != file_shape[key]:
+            raise ValueError(f"shape.{key}: the heuristic was tuned for {file_shape[key]!r}, asked to plan "
+                             f"for {asked[key]!r}; allowed: {file_shape[key]!r} (tune and export for this shape)")
+
+
+@dataclass(frozen=True, eq=False)
+class TunedHeuristic:
+    """A loaded heuristic file as a Policy (registry name `tuned`).
+
+    Plans exactly like BucketedPolicy(buckets) (whose plan notes name the bucket used and its
+    batch range) and refuses a shape other than the file's; the notes also name the file and the
+    device it was tuned on.
+    document: the validated JSON; source: the file it came from.
+    """
+
+    policy: BucketedPolicy
+    shape: AttentionShape
+    document: dict
+    source: str
+    name: ClassVar[str] = "tuned"
+
+    def params(self) -> dict:
+        return self.policy.params()
+
+    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec):
+        check_shape(self.document["shape"], shape)
+        plan = self.policy.plan(kv_lens, shape, device)
+        tuned_on = self.document["device"]["name"]
+        plan.notes.update(
+            heuristic=self.source,
+            tuned_on=tuned_on if device.name == tuned_on else f"{tuned_on} (planning for {device.name})",
+        )
+        if plan.batch_size > self.policy.buckets[-1].max_batch:
+            plan.notes["above_tuned_batches"] = True  # the last bucket, extrapolated
+        return plan
+
+
+def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuristic:
+    """Read, validate and return the heuristic in `path` as a Policy.
+
+    shape: an AttentionShape (or its dict) the caller will plan for; dtype: "bf16"/"fp16". A
+    mismatch with the file's shape is a ValueError naming the field. Also refused, each with a
+    one-line ValueError naming the field: a file over 1 MB (without reading it), JSON nested
+    deeper than 32 levels, NaN/Infinity, duplicate keys, an unknown major schema_version, a
+    schema violation (wrong type, missing field, value out of range), buckets that do not start
+    at 1 or that overlap or leave a gap, and evidence that does not match the buckets.
+    """
+    doc = validate_document(read_document(path))
+    check_shape(doc["shape"], shape, dtype)
+    buckets = [(b["min_batch"], b["max_batch"], SplitParams(**b["params"])) for b in doc["buckets"]]
+    return TunedHeuristic(BucketedPolicy(tuple(buckets)), AttentionShape(**doc["shape"]), doc,
+                          os.fspath(path))
+
+
+def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None):
+    """Pieces per request under a heuristic (a TunedHeuristic, a document or a path); numpy only.
+
+    The implementation is harness.tuned_planner.plan_splits, which a serving engine can vendor.
+    """
+    return plan_pieces(heuristic, kv_lens, num_sms, max_ctas_per_sm=max_ctas_per_sm).splits
+
+
+__all__ = [
+    "DEFAULT_STORAGE",
+    "SCHEMA_VERSION",
+    "TunedHeuristic",
+    "bucket_evidence",
+    "build_heuristic",
+    "cover_buckets",
+    "heuristic_text",
+    "load_heuristic",
+    "plan_splits",
+    "redact_url",
+    "tuned_planner",
+    "tuning_result_from_run",
+    "tuning_result_from_study",
+    "validate_document",
+    "write_heuristic",
+]

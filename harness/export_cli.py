@@ -1,0 +1,84 @@
+"""`kvtune export`: write the tuned heuristic of a finished tuning run as versioned JSON.
+
+    kvtune export --study NAME [--storage URL | --journal FILE] -o tuned.json
+    kvtune export --run results/<run-id> -o tuned.json
+
+Everything is read and validated before the output file is written (atomically, so a failed
+export never leaves a half-written file). The format is docs/EXPORT.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_parsers(sub) -> None:
+    from harness.export import DEFAULT_STORAGE
+    from harness.export_targets import DEFAULT_MAX_KV_LEN_TOKENS
+
+    p = sub.add_parser("export", help="write a finished tuning run's heuristic as versioned JSON")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--study", help="study name NAME (its bucket studies are NAME/<bucket>)")
+    source.add_argument("--run", help="a tuning run folder results/<run-id> (reads its tuning.json)")
+    p.add_argument("--storage", help=f"Optuna storage URL with --study (default {DEFAULT_STORAGE})")
+    p.add_argument("--journal", help="Optuna journal file with --study, instead of --storage")
+    p.add_argument("-o", "--output", required=True, help="the JSON file to write")
+    p.add_argument("--max-kv-len", type=int, default=DEFAULT_MAX_KV_LEN_TOKENS,
+                   help="longest request (tokens) the FlashInfer/trtllm-gen translations are checked "
+                        f"for (default {DEFAULT_MAX_KV_LEN_TOKENS})")
+    p.set_defaults(handler=run_export)
+
+
+def run_export(args) -> int:
+    from harness import export
+
+    if args.run and (args.storage or args.journal):
+        raise ValueError("storage: --storage and --journal go with --study, not --run")
+    if args.study:
+        result, source = export.tuning_result_from_study(args.study, args.storage, args.journal)
+    else:
+        result, source = export.tuning_result_from_run(args.run)
+    doc = export.build_heuristic(result, source=source, max_kv_len_tokens=args.max_kv_len)
+    path = export.write_heuristic(doc, args.output)
+    for line in summary_lines(doc):
+        print(line)
+    print(f"wrote {path}")
+    return 0
+
+
+def summary_lines(doc: dict) -> list[str]:
+    """A few lines a person reads after an export: buckets, params, evidence, targets."""
+    device = doc["device"]
+    label = f"simulated ({device['simulated']})" if device["simulated"] else f"measured on {device['name']}"
+    prov = doc["provenance"]
+    where = prov.get("storage") or prov.get("run_dir") or "a tuning result"
+    lines = [f"kvtune export: study {prov['study']} from {where}, {label}, kernel {doc['kernel']}"]
+    flashinfer = doc["targets"]["flashinfer"]["buckets"]
+    trtllm = doc["targets"]["trtllm_gen"]["buckets"]
+    for bucket, evidence, fi, tr in zip(doc["buckets"], doc["evidence"], flashinfer, trtllm):
+        p = bucket["params"]
+        knobs = " ".join(f"{k}={p[k]}" for k in ("min_tokens_per_cta", "max_waves", "max_splits",
+                                                  "ctas_per_sm", "schedule"))
+        best = evidence.get("speedup_over_best_baseline")
+        speed = (f"x{best['geomean']:.2f} over the best baseline (worst x{best['worst']:.2f})"
+                 if best else "no cases recorded")
+        if not fi["expressible"]:
+            fi_text = "not expressible"
+        elif fi["disable_split_kv"]:
+            fi_text = "disable_split_kv"
+        else:
+            fi_text = f"fixed_split_size={fi['fixed_split_size_pages']} pages"
+        tr_text = "env" if tr["expressible"] else "not expressible"
+        lines.append(f"  batch {bucket['min_batch']}..{bucket['max_batch']}: {knobs}; {speed}; "
+                     f"flashinfer: {fi_text}; trtllm-gen: {tr_text}")
+        for note in evidence["notes"]:
+            lines.append(f"    note: {note}")
+    if not doc["targets"]["trtllm_gen"]["process_wide"]["expressible"]:
+        lines.append("  trtllm-gen: no process-wide env setting reproduces it (reasons in the file)")
+    return lines
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from harness.cli import main
+
+    sys.exit(main(["export", *sys.argv[1:]]))

@@ -1,0 +1,361 @@
+"""Split counts for a decode batch from a tuned heuristic JSON (`kvtune export`), in plain numpy.
+
+This module is meant to be vendored: it imports only the Python standard library and numpy (no
+torch, no triton, nothing of kvtune), so a serving engine can copy this one file into its tree.
+To vendor it: copy `harness/tuned_planner.py` as is (keep this docstring: it says which kvtune
+version and schema it follows), then
+
+    import tuned_planner
+    heuristic = tuned_planner.load_document("tuned.json")    # once, at start-up
+    splits = tuned_planner.plan_splits(heuristic, kv_lens, num_sms=132)   # every decode step
+
+`plan_splits` returns, per request, how many KV pieces the tuned rule cuts it into; `plan_pieces`
+also returns the tokens per piece and the bucket used. They reproduce kvtune's `tuned` policy
+(kernels.parametric.BucketedPolicy of ParametricPolicy) exactly; kvtune's tests check that.
+
+The rule (schema 1.x), for B requests of L_b tokens, H_kv KV heads, S SMs and page size P, with
+the params of the bucket whose [min_batch, max_batch] holds B (the last bucket above the last
+max_batch):
+  ctas = min(ctas_per_sm, max_ctas_per_sm); budget = max(max_waves * S * ctas, B * H_kv)
+  c = the smallest whole number of pages >= ceil(max(min_tokens_per_cta, P) / P) with
+      H_kv * sum_b min(ceil(pages_b / c), max_splits) <= budget    (binary search, as FlashInfer's)
+  wanted_b = min(ceil(pages_b / c), max_splits)
+  piece_pages_b = ceil(pages_b / wanted_b);  splits_b = ceil(pages_b / piece_pages_b)
+Request b is cut into splits_b contiguous pieces of piece_pages_b pages (the last may be shorter).
+
+Reading a file is defensive: files over MAX_FILE_BYTES, JSON nested deeper than
+MAX_NESTING_DEPTH, NaN or Infinity, duplicate keys, an unknown major schema version, wrong types,
+values out of range, and buckets that leave a gap or overlap are refused with a ValueError whose
+one-line message names the field. (kvtune's own loader, harness.export.load_heuristic, adds the
+full JSON Schema check on top of this.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+SCHEMA_MAJOR = 1
+MAX_FILE_BYTES = 1_000_000
+MAX_NESTING_DEPTH = 32
+MAX_BATCH = 1 << 16
+MAX_KV_LEN_TOKENS = 1 << 20
+SCHEDULES = ("static", "static-heavy-first", "persistent-round-robin", "persistent-heavy-first")
+# Inclusive ranges of the integer knobs (kvtune's SplitParams).
+PARAM_RANGES = {
+    "min_tokens_per_cta": (1, MAX_KV_LEN_TOKENS),
+    "max_waves": (1, 64),
+    "max_splits": (1, 1024),
+    "ctas_per_sm": (1, 32),
+}
+SHAPE_RANGES = {"num_qo_heads": (1, 1024), "num_kv_heads": (1, 1024), "head_dim": (1, 1024),
+                "page_size": (1, 128)}
+
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+
+
+class TunedPieces(NamedTuple):
+    """What the tuned rule makes of one batch.
+
+    splits: [B] int64, pieces per request (>= 1). piece_tokens: [B] int64, tokens per piece
+    (a multiple of page_size; the last piece of a request may be shorter). bucket_index: which
+    entry of `buckets` was used. params: that bucket's params. chunk_tokens: the common chunk c
+    in tokens that the budget search settled on.
+    """
+
+    splits: np.ndarray
+    piece_tokens: np.ndarray
+    bucket_index: int
+    params: dict
+    chunk_tokens: int
+
+
+class _NonFinite:
+    """Stands in for a NaN/Infinity literal until the walk finds where it is."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def read_document(path) -> dict:
+    """Parse a heuristic file defensively (size, nesting, NaN/Infinity, duplicate keys).
+
+    Returns the JSON object as a dict without checking its fields (see check_document).
+    ValueError, one line, for anything unreadable.
+    """
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise ValueError(f"heuristic: cannot read {os.fspath(path)!r} ({exc.strerror})") from None
+    if size > MAX_FILE_BYTES:  # refused before reading a byte of it
+        raise ValueError(f"heuristic: file is {size} bytes; allowed: at most {MAX_FILE_BYTES} bytes")
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_FILE_BYTES + 1)  # a file that grew since stat() is still capped
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"heuristic: file is over {MAX_FILE_BYTES} bytes; allowed: at most {MAX_FILE_BYTES}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"heuristic: not UTF-8 text (byte {exc.start})") from None
+    return parse_document(text)
+
+
+def parse_document(text: str) -> dict:
+    """The JSON object in `text`, with the checks of read_document (except the file size)."""
+    if len(text) > MAX_FILE_BYTES:
+        raise ValueError(f"heuristic: text is over {MAX_FILE_BYTES} characters")
+    _check_nesting(text)
+    try:
+        doc = json.loads(text, parse_constant=_NonFinite, parse_float=_finite_float,
+                         object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"heuristic: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    _reject_non_finite(doc, "")
+    if not isinstance(doc, dict):
+        raise ValueError(f"heuristic: the top level is a JSON {type(doc).__name__}; allowed: an object")
+    return doc
+
+
+def _check_nesting(text: str) -> None:
+    # Python's json recurses once per level: measure depth first, without recursion.
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise ValueError(
+                    f"heuristic: JSON nested deeper than {MAX_NESTING_DEPTH} levels "
+                    f"(at character {match.start()}); allowed: at most {MAX_NESTING_DEPTH}"
+                )
+        elif token in "]}":
+            depth -= 1
+
+
+def _finite_float(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _unique_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"heuristic: key {key!r} appears twice in one object; allowed: once")
+        out[key] = value
+    return out
+
+
+def _reject_non_finite(node, path: str) -> None:
+    stack = [(node, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, _NonFinite):
+            raise ValueError(f"{where or 'heuristic'}: {value.text} is not allowed; allowed: a finite number")
+        if isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def schema_major(doc: dict) -> int:
+    """The major version of doc['schema_version'] ("MAJOR.MINOR"); ValueError if unreadable."""
+    version = doc.get("schema_version")
+    match = _VERSION.match(version) if isinstance(version, str) else None
+    if match is None:
+        raise ValueError(f"schema_version: {version!r} is not \"MAJOR.MINOR\"; allowed: \"{SCHEMA_MAJOR}.x\"")
+    return int(match.group(1))
+
+
+def check_schema_version(doc: dict) -> None:
+    """Refuse a major version this planner does not know (a minor one only adds information)."""
+    major = schema_major(doc)
+    if major != SCHEMA_MAJOR:
+        raise ValueError(
+            f"schema_version: {doc['schema_version']!r} has major version {major}; this planner "
+            f"reads {SCHEMA_MAJOR}.x (export the heuristic again, or use a matching kvtune)"
+        )
+
+
+def _int(where: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}: {value!r} is not an integer; allowed: {lo}..{hi}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{where}: {value} out of range; allowed: {lo}..{hi}")
+    return value
+
+
+def _object(where: str, value) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: {type(value).__name__} given; allowed: an object")
+    return value
+
+
+def _field(obj: dict, where: str, key: str):
+    if key not in obj:
+        raise ValueError(f"{where}.{key}: required field missing")
+    return obj[key]
+
+
+def check_params(params, where: str) -> dict:
+    """The five knobs of one bucket: exactly these keys, integers in range, a known schedule."""
+    params = _object(where, params)
+    allowed = (*PARAM_RANGES, "schedule")
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(f"{where}.{unknown[0]}: unknown field; allowed: {', '.join(allowed)}")
+    for key, (lo, hi) in PARAM_RANGES.items():
+        _int(f"{where}.{key}", _field(params, where, key), lo, hi)
+    schedule = _field(params, where, "schedule")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"{where}.schedule: {schedule!r} not allowed; allowed: {', '.join(SCHEDULES)}")
+    return params
+
+
+def check_buckets(buckets) -> list:
+    """Buckets ordered by batch size, starting at 1, each beginning right after the previous."""
+    if not isinstance(buckets, list) or not buckets:
+        raise ValueError("buckets: need a non-empty list of {min_batch, max_batch, params}")
+    previous_max = 0
+    for i, bucket in enumerate(buckets):
+        where = f"buckets[{i}]"
+        bucket = _object(where, bucket)
+        unknown = sorted(set(bucket) - {"min_batch", "max_batch", "params"})
+        if unknown:
+            raise ValueError(f"{where}.{unknown[0]}: unknown field; allowed: min_batch, max_batch, params")
+        lo = _int(f"{where}.min_batch", _field(bucket, where, "min_batch"), 1, MAX_BATCH)
+        hi = _int(f"{where}.max_batch", _field(bucket, where, "max_batch"), lo, MAX_BATCH)
+        if lo <= previous_max:
+            raise ValueError(
+                f"{where}.min_batch: {lo} overlaps buckets[{i - 1}] (which ends at {previous_max}); "
+                f"allowed: {previous_max + 1}"
+            )
+        if lo != previous_max + 1:
+            what = "must start at 1" if i == 0 else f"leaves batch sizes {previous_max + 1}..{lo - 1} uncovered"
+            raise ValueError(f"{where}.min_batch: {lo} {what}; allowed: {previous_max + 1}")
+        check_params(_field(bucket, where, "params"), f"{where}.params")
+        previous_max = hi
+    return buckets
+
+
+def check_document(doc) -> dict:
+    """Check every field the planner reads; return the doc. ValueError names the bad field."""
+    doc = _object("heuristic", doc)
+    check_schema_version(doc)
+    shape = _object("shape", _field(doc, "heuristic", "shape"))
+    for key, (lo, hi) in SHAPE_RANGES.items():
+        _int(f"shape.{key}", _field(shape, "shape", key), lo, hi)
+    if shape["page_size"] & (shape["page_size"] - 1):
+        raise ValueError(f"shape.page_size: {shape['page_size']} is not a power of two; allowed: 1..128")
+    if shape["num_qo_heads"] % shape["num_kv_heads"]:
+        raise ValueError("shape.num_qo_heads: not a multiple of shape.num_kv_heads")
+    device = _object("device", _field(doc, "heuristic", "device"))
+    _int("device.max_ctas_per_sm", _field(device, "device", "max_ctas_per_sm"), 1, 32)
+    check_buckets(_field(doc, "heuristic", "buckets"))
+    return doc
+
+
+def load_document(path) -> dict:
+    """read_document + check_document: a heuristic ready for plan_splits."""
+    return check_document(read_document(path))
+
+
+def _as_document(heuristic) -> dict:
+    if isinstance(heuristic, (str, os.PathLike)):
+        return load_document(heuristic)
+    document = getattr(heuristic, "document", heuristic)  # kvtune's loaded policy carries it
+    return check_document(document)
+
+
+def select_bucket(heuristic, batch_size: int) -> int:
+    """Index of the bucket that plans `batch_size` requests (the last one above its max_batch)."""
+    buckets = _as_document(heuristic)["buckets"]
+    _int("batch_size", batch_size, 1, MAX_BATCH)
+    for index, bucket in enumerate(buckets):
+        if batch_size <= bucket["max_batch"]:
+            return index
+    return len(buckets) - 1
+
+
+def _kv_lens(kv_lens) -> np.ndarray:
+    arr = np.asarray(kv_lens)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError("kv_lens: need a non-empty 1-D list of request lengths")
+    if arr.shape[0] > MAX_BATCH:
+        raise ValueError(f"kv_lens: batch size {arr.shape[0]} out of range; allowed: 1..{MAX_BATCH}")
+    integral = arr.dtype.kind in "iu" or (
+        arr.dtype.kind == "f" and bool(np.all(np.isfinite(arr))) and bool(np.all(arr == np.round(arr))))
+    if not integral:
+        raise ValueError("kv_lens: every kv_len must be an integer")
+    arr = arr.astype(np.int64)
+    bad = (arr < 1) | (arr > MAX_KV_LEN_TOKENS)
+    if bad.any():
+        raise ValueError(f"kv_len: {int(arr[bad][0])} out of range; allowed: 1..{MAX_KV_LEN_TOKENS}")
+    return arr
+
+
+def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None) -> TunedPieces:
+    """Splits and piece sizes of the tuned rule for one batch (see the module docstring).
+
+    heuristic: a document from load_document, or a path to the JSON file (read on every call:
+        load it once instead on a hot path).
+    kv_lens: [B] tokens per request, 1..1,048,576; B in 1..65,536.
+    num_sms: the GPU's SM count, 1..1024.
+    max_ctas_per_sm: the decode kernel's occupancy on this GPU, 1..32; default: the file's
+        device.max_ctas_per_sm.
+    """
+    doc = _as_document(heuristic)
+    kv = _kv_lens(kv_lens)
+    _int("num_sms", num_sms, 1, 1024)
+    occupancy = doc["device"]["max_ctas_per_sm"] if max_ctas_per_sm is None else max_ctas_per_sm
+    _int("max_ctas_per_sm", occupancy, 1, 32)
+    index = select_bucket(doc, int(kv.shape[0]))
+    params = doc["buckets"][index]["params"]
+    heads = doc["shape"]["num_kv_heads"]
+    page = doc["shape"]["page_size"]
+    max_splits = params["max_splits"]
+
+    ctas = min(params["ctas_per_sm"], occupancy)
+    budget = max(params["max_waves"] * num_sms * ctas, int(kv.shape[0]) * heads)
+    pages = -(-kv // page)
+    low = -(-max(params["min_tokens_per_cta"], page) // page)
+    high = max(low, int(pages.max()))
+    # FlashInfer's binary search, bit for bit: the smallest chunk (pages) whose task count fits.
+    while low < high:
+        mid = (low + high) // 2
+        if heads * int(np.minimum(-(-pages // mid), max_splits).sum()) <= budget:
+            high = mid
+        else:
+            low = mid + 1
+    wanted = np.minimum(-(-pages // low), max_splits)
+    piece_pages = -(-pages // wanted)
+    splits = -(-pages // piece_pages)  # equal pieces can need fewer than asked
+    return TunedPieces(splits.astype(np.int64), (piece_pages * page).astype(np.int64), index,
+                       dict(params), int(low * page))
+
+
+def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None) -> np.ndarray:
+    """Pieces per request ([B] int64, each >= 1) under the tuned heuristic; see plan_pieces."""
+    return plan_pieces(heuristic, kv_lens, num_sms, max_ctas_per_sm=max_ctas_per_sm).splits
+
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_NESTING_DEPTH",
+    "SCHEMA_MAJOR",
+    "TunedPieces",
+    "check_document",
+    "check_schema_version",
+    "load_document",
+    "parse_document",
+    "plan_pieces",
+    "plan_splits",
+    "read_document",
+    "select_bucket",
+]

@@ -1,0 +1,217 @@
+"""harness.tuned_planner: the vendorable numpy planner reproduces ParametricPolicy exactly, reads
+files defensively without jsonschema, and imports with torch and triton blocked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import tuned_planner
+from harness.device import device_model
+from kernels.parametric import ParametricPolicy
+from kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, SplitParams
+
+PLANNER_FILE = Path(tuned_planner.__file__)
+
+
+def document(buckets, shape: AttentionShape, max_ctas_per_sm=8) -> dict:
+    """The planning part of a heuristic file (what tuned_planner reads)."""
+    return {
+        "schema_version": "1.0",
+        "shape": shape.to_dict(),
+        "device": {"name": "test", "sm_count": 132, "max_ctas_per_sm": max_ctas_per_sm},
+        "buckets": [{"min_batch": lo, "max_batch": hi, "params": p.to_dict()} for lo, hi, p in buckets],
+    }
+
+
+def random_params(rng) -> SplitParams:
+    return SplitParams(
+        min_tokens_per_cta=int(rng.choice([1, 16, 100, 128, 512, 2048, 4096, 16384, 65536])),
+        max_waves=int(rng.integers(1, 65)),
+        max_splits=int(rng.choice([1, 2, 3, 7, 8, 32, 128, 1024])),
+        ctas_per_sm=int(rng.choice([1, 2, 3, 4, 8, 16])),
+        schedule=str(rng.choice(SCHEDULES)),
+    )
+
+
+def test_plan_splits_equals_parametric_policy_on_1000_random_cases():
+    rng = np.random.default_rng(11)
+    shapes = [AttentionShape(32, 8, 128, 16), AttentionShape(8, 1, 128, 1), AttentionShape(28, 4, 64, 128),
+              AttentionShape(64, 8, 256, 32, "fp16")]
+    devices = [device_model("h100"), device_model("a100"), device_model("b200"),
+               DeviceSpec("small", sm_count=7, l2_bytes=0, hbm_bytes_per_s=1e11, max_ctas_per_sm=3)]
+    for case in range(1000):
+        shape, device = shapes[case % 4], devices[(case // 4) % 4]
+        params = random_params(rng)
+        batch = int(rng.integers(1, 300)) if case % 10 else int(rng.integers(300, 3000))
+        kv_lens = rng.integers(1, int(rng.choice([300, 5000, 200_000, 1 << 20])) + 1, batch)
+        doc = document([(1, 65536, params)], shape, device.max_ctas_per_sm)
+        pieces = tuned_planner.plan_pieces(doc, kv_lens, device.sm_count)
+        plan = ParametricPolicy(params).plan(kv_lens, shape, device)
+        assert np.array_equal(pieces.splits, plan.splits), (case, params)
+        first = plan.work_split == 0  # a request's first piece has the full piece length
+        lengths = np.zeros(batch, dtype=np.int64)
+        lengths[plan.work_request[first]] = plan.item_tokens()[first]
+        multi = plan.splits > 1
+        assert np.array_equal(pieces.piece_tokens[multi], lengths[multi]), case
+        assert pieces.chunk_tokens == plan.notes["chunk_tokens"]
+
+
+def test_buckets_are_selected_by_batch_size_and_the_last_serves_larger_batches():
+    shape = AttentionShape()
+    doc = document([(1, 4, SplitParams(128, 8, 64)), (5, 16, SplitParams(65536, 1, 1)),
+                    (17, 64, SplitParams(1024, 2, 4))], shape)
+    assert [tuned_planner.select_bucket(doc, b) for b in (1, 4, 5, 16, 17, 64, 65, 65536)] == [0, 0, 1, 1, 2, 2, 2, 2]
+    kv = [131072, 2048, 2048]
+    assert tuned_planner.plan_splits(doc, kv, 132).tolist() == [64, 16, 16]
+    assert tuned_planner.plan_splits(doc, kv * 2, 132).tolist() == [1] * 6
+    assert tuned_planner.plan_pieces(doc, [50000] * 100, 132).bucket_index == 2
+
+
+def test_max_ctas_per_sm_defaults_to_the_files_device_and_can_be_overridden():
+    shape = AttentionShape()
+    params = SplitParams(256, 1, 1024, 8)
+    kv = [100_000] * 4
+    doc = document([(1, 8, params)], shape, max_ctas_per_sm=2)
+    expected = {occ: ParametricPolicy(params).plan(kv, shape, DeviceSpec("d", 132, 0, 1e12, max_ctas_per_sm=occ)).splits
+                for occ in (2, 8)}
+    # 132 SMs x 2 CTAs = 264 tasks over 4 requests x 8 heads: 8 pieces each; 8 CTAs per SM: 33.
+    assert expected[2].tolist() == [8] * 4 and expected[8].tolist() == [33] * 4
+    assert np.array_equal(tuned_planner.plan_splits(doc, kv, 132), expected[2])
+    assert np.array_equal(tuned_planner.plan_splits(doc, kv, 132, max_ctas_per_sm=8), expected[8])
+
+
+def test_a_path_is_read_and_checked(tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(document([(1, 8, SplitParams())], AttentionShape())))
+    assert tuned_planner.plan_splits(path, [131072], 132).tolist() == [32]
+    assert tuned_planner.plan_splits(str(path), [131072], 132).tolist() == [32]
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["buckets"][0].update(min_batch=2), "buckets[0].min_batch"),
+    (lambda d: d["buckets"].append({"min_batch": 10, "max_batch": 20, "params": SplitParams().to_dict()}),
+     "buckets[1].min_batch"),
+    (lambda d: d["buckets"].append({"min_batch": 8, "max_batch": 20, "params": SplitParams().to_dict()}),
+     "buckets[1].min_batch"),
+    (lambda d: d["buckets"][0]["params"].update(max_waves=2.0), "buckets[0].params.max_waves"),
+    (lambda d: d["buckets"][0]["params"].update(max_splits=True), "buckets[0].params.max_splits"),
+    (lambda d: d["buckets"][0]["params"].update(ctas_per_sm=0), "buckets[0].params.ctas_per_sm"),
+    (lambda d: d["buckets"][0]["params"].pop("schedule"), "buckets[0].params.schedule"),
+    (lambda d: d["buckets"][0]["params"].update(extra=1), "buckets[0].params.extra"),
+    (lambda d: d.update(schema_version="2.1"), "schema_version"),
+    (lambda d: d.update(schema_version=1.0), "schema_version"),
+    (lambda d: d["shape"].update(page_size=24), "shape.page_size"),
+    (lambda d: d["shape"].pop("num_kv_heads"), "shape.num_kv_heads"),
+    (lambda d: d["device"].update(max_ctas_per_sm=-1), "device.max_ctas_per_sm"),
+    (lambda d: d.update(buckets=[]), "buckets"),
+])
+def test_check_document_refuses_what_planning_cannot_trust(mutate, field):
+    doc = document([(1, 8, SplitParams())], AttentionShape())
+    mutate(doc)
+    with pytest.raises(ValueError) as info:
+        tuned_planner.plan_splits(doc, [1000], 132)
+    assert str(info.value).startswith(field) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kv_lens, num_sms, field", [
+    ([], 132, "kv_lens"), ([0, 5], 132, "kv_len"), ([1.5], 132, "kv_lens"), ([1 << 21], 132, "kv_len"),
+    ([10], 0, "num_sms"), ([10], 132.0, "num_sms"),
+])
+def test_bad_batches_are_refused(kv_lens, num_sms, field):
+    doc = document([(1, 8, SplitParams())], AttentionShape())
+    with pytest.raises(ValueError, match=field):
+        tuned_planner.plan_splits(doc, kv_lens, num_sms)
+
+
+def test_reading_refuses_nan_nesting_duplicates_and_size(tmp_path):
+    base = json.dumps(document([(1, 8, SplitParams())], AttentionShape()))
+    cases = {
+        "nan": (base.replace('"max_waves": 1', '"max_waves": NaN'), "buckets[0].params.max_waves: NaN"),
+        "nested": ('{"a": ' + "[" * 40 + "]" * 40 + "}", "nested deeper than 32"),
+        "strings do not count": ('{"a": "' + "[" * 40 + '"}', None),
+        "duplicate": (base.replace('"shape":', '"shape": 1, "shape":'), "'shape' appears twice"),
+        "big": ("[" + " " * tuned_planner.MAX_FILE_BYTES + "]", "allowed: at most"),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text)
+        if message is None:
+            assert tuned_planner.read_document(path) == {"a": "[" * 40}
+            continue
+        with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            tuned_planner.read_document(path)
+    with pytest.raises(ValueError, match="cannot read"):
+        tuned_planner.read_document(tmp_path / "missing.json")
+
+
+BLOCKED_IMPORT_SCRIPT = textwrap.dedent("""
+    import importlib.abc, json, sys
+
+    BLOCKED = ("torch", "triton", "kernels", "studies", "workloads", "optuna", "pandas", "jsonschema",
+               "scipy")
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ImportError(f"blocked import of {name}")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    for name in BLOCKED:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+        else:
+            raise SystemExit(f"the blocker let {name} through")
+    sys.path.insert(0, sys.argv[1])
+    import {module} as planner
+    doc = json.loads(sys.argv[2])
+    kv = json.loads(sys.argv[3])
+    print(json.dumps([planner.plan_splits(doc, k, 132).tolist() for k in kv]))
+    leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+    assert not leaked, leaked
+""")
+
+
+@pytest.mark.parametrize("how", ["package", "vendored copy"])
+def test_plan_splits_runs_where_torch_and_triton_cannot_be_imported(tmp_path, how):
+    doc = document([(1, 8, SplitParams(2048, 4, 32)), (9, 512, SplitParams(4096, 1, 8, 1))], AttentionShape())
+    rng = np.random.default_rng(3)
+    batches = [rng.integers(1, 200_000, int(b)).tolist() for b in (1, 3, 8, 9, 64, 600)]
+    if how == "package":
+        root, module = str(PLANNER_FILE.parents[1]), "harness.tuned_planner"
+    else:
+        shutil.copy(PLANNER_FILE, tmp_path / "tuned_planner.py")
+        root, module = str(tmp_path), "tuned_planner"
+    script = BLOCKED_IMPORT_SCRIPT.replace("{module}", module)
+    done = subprocess.run([sys.executable, "-I", "-c", script, root, json.dumps(doc), json.dumps(batches)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    expected = [tuned_planner.plan_splits(doc, b, 132).tolist() for b in batches]
+    assert json.loads(done.stdout) == expected
+    shape, device = AttentionShape(), DeviceSpec("d", 132, 0, 1e12)
+    params = [SplitParams(2048, 4, 32), SplitParams(4096, 1, 8, 1)]
+    for b, splits in zip(batches, expected):
+        assert ParametricPolicy(params[len(b) > 8]).plan(b, shape, device).splits.tolist() == splits
+
+
+def test_the_planner_imports_only_the_standard_library_and_numpy():
+    import ast
+
+    tree = ast.parse(PLANNER_FILE.read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported - set(sys.stdlib_module_names) == {"numpy"}

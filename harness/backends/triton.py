@@ -1,0 +1,308 @@
+"""The `triton` backend: runs a Plan with the Triton kernels of kernels/decode.py on a CUDA GPU.
+
+Per batch (kv_lens, shape, seed) it builds the paged cache, the queries and the float64 reference
+once, and reuses them for every plan of that batch; only one batch is held at a time (a batch of
+262,144 tokens is about 1 GB of cache). Per plan it puts the work list on the device once
+(`prepare_decode`), so a timed iteration is only the kernel launches.
+
+verify: output poisoned with NaN, one decode, error ||out - ref|| / ||ref|| against the float64
+reference; NaN (an unwritten or broken output) fails. Bounds: 2e-2 for bf16/fp16, 1e-5 for
+float32 inputs. measure: verifies first (a wrong output is never timed), then times one decode
+(stage 1 + merge) with the shared timers of harness/timing.py (`measure_callable`: events, CUPTI
+or CUDA graph, cold L2, nvbench's stopping rule), or with a caller's callable timer. `_time` is
+the one place a timer is called.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import numpy as np
+
+from harness.backends import BackendUnavailable, Measurement, Verification
+from kernels.plan import DeviceSpec, Plan
+from workloads.batch import DecodeBatch
+
+ERROR_BOUNDS = {"bfloat16": 2e-2, "float16": 2e-2, "float32": 1e-5}
+NOISE_TARGET = 0.005  # relative standard error of the mean that counts as "noise met"
+MAX_CACHED_PLANS = 8  # prepared launches (and verifications) kept per batch
+NO_GPU_MESSAGE = "backend triton: no CUDA GPU (torch.cuda.is_available() is False)"
+
+
+class WallClockTimer:
+    """Host clock around each run: for the CPU interpreter path only, where there is no GPU.
+
+    A callable timer takes `run` (one decode) and returns per-run times in microseconds.
+    """
+
+    name = "wall-clock"
+    cold_l2 = False
+
+    def __init__(self, reps: int = 3, warmup: int = 0) -> None:
+        self.reps, self.warmup = int(reps), int(warmup)
+
+    def __call__(self, run: Callable[[], object]) -> list[float]:
+        for _ in range(self.warmup):
+            run()
+        samples = []
+        for _ in range(self.reps):
+            t0 = time.perf_counter()
+            run()
+            samples.append((time.perf_counter() - t0) * 1e6)
+        return samples
+
+
+class TritonBackend:
+    """Backend "triton": the project's Triton split-KV kernels, run exactly as the plan says.
+
+    device: the DeviceSpec policies plan for (default: the live GPU, `harness.device.live_device`).
+    timer: a name of harness.timing.TIMERS ("auto", "cupti", "events", "graph"; default "auto"),
+        or a callable `timer(run) -> per-run times in us` with optional attributes `name` and
+        `cold_l2` (tests; the CPU path defaults to WallClockTimer).
+    cold_l2: flush L2 before each timed run (rotate input copies under "graph"), or time hot.
+    stopping: a harness.stopping.StoppingRule (default: nvbench's rule).
+    torch_device: "cuda" (default). "cpu" runs the kernels in Triton's interpreter, which only
+        tests use; it needs TRITON_INTERPRET=1 (set automatically where there is no GPU).
+    config: a kernels.decode.KernelConfig overriding the tuned per-shape configuration.
+    Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
+    ValueError for an unknown timer name.
+    """
+
+    name = "triton"
+
+    def __init__(self, device: DeviceSpec | None = None, timer=None, *, cold_l2: bool = True,
+                 stopping=None, torch_device: str = "cuda", config=None) -> None:
+        import torch
+
+        from harness.timing import TIMERS
+
+        if isinstance(timer, str) and timer not in TIMERS:
+            raise ValueError(f"timer: {timer!r} unknown; allowed: {', '.join(TIMERS)}")
+        if torch_device not in ("cuda", "cpu"):
+            raise ValueError(f"torch_device: {torch_device!r} not allowed; allowed: cuda, cpu")
+        if torch_device == "cuda" and not torch.cuda.is_available():
+            raise BackendUnavailable(NO_GPU_MESSAGE)
+        from kernels import decode as decode_module
+
+        if torch_device == "cpu" and not decode_module.INTERPRETED:
+            raise ValueError("torch_device: 'cpu' needs Triton's interpreter (TRITON_INTERPRET=1 "
+                             "before kernels.decode is imported)")
+        self._decode = decode_module
+        self.torch_device = torch_device
+        if device is None:
+            device = _default_device(torch_device)
+        self.device = device
+        if timer is None:
+            timer = "auto" if torch_device == "cuda" else WallClockTimer()
+        if isinstance(timer, str) and torch_device == "cpu":
+            raise ValueError(f"timer: {timer!r} needs a CUDA GPU; the cpu path takes a callable")
+        self.timer = timer
+        self.timer_name = timer if isinstance(timer, str) else getattr(timer, "name", "custom")
+        self.cold_l2 = bool(cold_l2)
+        self.stopping = stopping
+        self.config = config
+        self._inputs: _BatchInputs | None = None
+        # Keyed by id(plan); each entry keeps its plan alive, so an id is never reused while cached.
+        self._launches: OrderedDict[int, object] = OrderedDict()
+        self._verified: OrderedDict[int, tuple[Plan, Verification]] = OrderedDict()
+
+    def unsupported_reason(self, plan: Plan) -> str | None:
+        return None
+
+    def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
+        import torch
+
+        from kernels.reference import relative_error
+
+        inputs = self._batch_inputs(batch)
+        launch = self._launch(plan, inputs)
+        bound = ERROR_BOUNDS[str(inputs.q.dtype).removeprefix("torch.")]
+        out = torch.full_like(inputs.q, float("nan"))
+        try:
+            self._decode.run_decode(launch, inputs.q, inputs.cache, out=out)
+            if self.torch_device == "cuda":
+                torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - a kernel error is a failed verification
+            result = Verification(ok=False, checked=True, bound=bound,
+                                  message=f"decode raised {type(exc).__name__}: {exc}")
+            self._remember(self._verified, plan, (plan, result))
+            return result
+        unwritten = int(torch.isnan(out).sum())
+        err = relative_error(out, inputs.ref)
+        ok = unwritten == 0 and math.isfinite(err) and err <= bound
+        if unwritten:
+            msg = f"{unwritten} output values NaN (unwritten or invalid)"
+        elif not ok:
+            msg = f"rel error {err:.3e} above bound {bound:g}"
+        else:
+            msg = f"rel error {err:.3e} <= {bound:g}"
+        result = Verification(ok=ok, checked=True, rel_error=err, bound=bound, message=msg)
+        self._remember(self._verified, plan, (plan, result))
+        return result
+
+    def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
+        inputs = self._batch_inputs(batch)
+        seen = self._verified.get(id(plan))
+        check = seen[1] if seen is not None and seen[0] is plan else self.verify(batch, plan)
+        if not check.ok:
+            return Measurement(status="failed", checked=True, rel_error=check.rel_error,
+                               message=f"verification failed: {check.message}")
+        launch = self._launch(plan, inputs)
+        extra = {"kernel_launches": launch.num_launches, "kernel_config": str(launch.config)}
+        if not isinstance(self.timer, str):
+            out = inputs.q.new_empty(inputs.q.shape)
+            samples = self._time(lambda: self._decode.run_decode(launch, inputs.q, inputs.cache,
+                                                                 out=out))
+            return _measurement(np.asarray(samples, dtype=np.float64), batch.min_bytes, check,
+                                self.timer, extra)
+        copies = self._input_copies(batch, inputs)
+
+        def run(copy=None):
+            cache, q, out = copy if copy is not None else copies[0]
+            self._decode.run_decode(launch, q, cache, out=out)
+
+        result = self._time(run, copies if len(copies) > 1 else None)
+        fields = result.measurement_fields()
+        fields["extra"].update(extra)
+        median = result.median_us
+        return Measurement(status="ok", bytes_moved=int(batch.min_bytes),
+                           achieved_bytes_per_s=batch.min_bytes / (median * 1e-6), checked=True,
+                           rel_error=check.rel_error, message=check.message, **fields)
+
+    def close(self) -> None:
+        self._drop_batch()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _time(self, run: Callable, inputs=None):
+        """The one place a timer is called.
+
+        A callable timer gets `run()` and returns per-run times in us; a named timer goes through
+        harness.timing.measure_callable and returns its TimingResult.
+        """
+        if not isinstance(self.timer, str):
+            return self.timer(run)
+        from harness.timing import measure_callable
+
+        return measure_callable(run, inputs=inputs, timer=self.timer, cold_l2=self.cold_l2,
+                                stopping=self.stopping, l2_bytes=self.device.l2_bytes or None)
+
+    def _input_copies(self, batch: DecodeBatch, inputs: _BatchInputs) -> list[tuple]:
+        """(cache, q, out) sets to time on: one, or under a cold "graph" timer enough distinct
+        copies of the cache and queries that the graph's rotation keeps L2 cold."""
+        import dataclasses
+
+        from harness.l2_cache import copies_needed
+
+        if inputs.copies is None:
+            inputs.copies = [(inputs.cache, inputs.q, inputs.q.new_empty(inputs.q.shape))]
+        wanted = 1
+        if self.timer == "graph" and self.cold_l2 and self.device.l2_bytes > 0:
+            wanted = copies_needed(self.device.l2_bytes, batch.min_bytes)
+        while len(inputs.copies) < wanted:
+            c = inputs.cache
+            cache = dataclasses.replace(c, k_pages=c.k_pages.clone(), v_pages=c.v_pages.clone())
+            q = inputs.q.clone()
+            inputs.copies.append((cache, q, q.new_empty(q.shape)))
+        return inputs.copies[:wanted]
+
+    def _batch_inputs(self, batch: DecodeBatch) -> _BatchInputs:
+        key = _batch_key(batch)
+        if self._inputs is not None and self._inputs.key == key:
+            return self._inputs
+        self._drop_batch()  # free the previous batch before allocating the next
+        from kernels.paged import PagedKVCache, make_queries
+        from kernels.reference import decode_reference
+
+        cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape, device=self.torch_device,
+                                          seed=batch.seed)
+        q = make_queries(batch.batch_size, batch.shape, device=self.torch_device, seed=batch.seed)
+        ref = decode_reference(q, cache)
+        self._inputs = _BatchInputs(key=key, cache=cache, q=q, ref=ref)
+        return self._inputs
+
+    def _launch(self, plan: Plan, inputs: _BatchInputs):
+        launch = self._launches.get(id(plan))
+        if launch is None or launch.plan is not plan:
+            launch = self._decode.prepare_decode(plan, inputs.cache, config=self.config)
+            self._remember(self._launches, plan, launch)
+        return launch
+
+    @staticmethod
+    def _remember(table: OrderedDict, plan: Plan, value) -> None:
+        """Keep the last MAX_CACHED_PLANS entries (each launch holds its scratch buffers)."""
+        table[id(plan)] = value
+        table.move_to_end(id(plan))
+        while len(table) > MAX_CACHED_PLANS:
+            table.popitem(last=False)
+
+    def _drop_batch(self) -> None:
+        self._inputs = None
+        self._launches.clear()
+        self._verified.clear()
+        if self.torch_device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+
+
+class _BatchInputs:
+    """The device tensors of one batch: cache, queries and the float64 reference output."""
+
+    def __init__(self, key, cache, q, ref) -> None:
+        self.key, self.cache, self.q, self.ref = key, cache, q, ref
+        self.copies: list[tuple] | None = None  # (cache, q, out) sets the timer rotates over
+
+
+def _batch_key(batch: DecodeBatch) -> tuple:
+    """Identity of a batch's tensors: same lengths, shape and seed give the same data."""
+    return (batch.seed, batch.shape, batch.kv_lens.tobytes())
+
+
+def _measurement(samples: np.ndarray, bytes_moved: int, check: Verification, timer,
+                 extra: dict) -> Measurement:
+    """A Measurement from a callable timer's raw per-run samples (us)."""
+    if samples.size == 0 or not np.all(np.isfinite(samples)) or (samples <= 0).any():
+        return Measurement(status="failed", checked=True, rel_error=check.rel_error,
+                           message="timer returned no valid samples")
+    median = float(np.median(samples))
+    mean = float(samples.mean())
+    std = float(samples.std(ddof=1)) if samples.size > 1 else 0.0
+    p10, p90 = (float(x) for x in np.percentile(samples, [10, 90]))
+    noise = std / math.sqrt(samples.size) / mean if samples.size > 1 else float("inf")
+    return Measurement(
+        status="ok",
+        latency_us=median,
+        p10_us=p10,
+        p90_us=p90,
+        mean_us=mean,
+        std_us=std,
+        samples=int(samples.size),
+        rel_spread=(p90 - p10) / median,
+        noise_met=bool(noise <= NOISE_TARGET),
+        timer=getattr(timer, "name", type(timer).__name__),
+        cold_l2=bool(getattr(timer, "cold_l2", False)),
+        bytes_moved=int(bytes_moved),
+        achieved_bytes_per_s=bytes_moved / (median * 1e-6),
+        checked=True,
+        rel_error=check.rel_error,
+        message=check.message,
+        extra=dict(extra),
+    )
+
+
+def _default_device(torch_device: str) -> DeviceSpec:
+    if torch_device == "cuda":
+        from harness.device import live_device
+
+        return live_device()
+    return DeviceSpec(name="triton-interpreter (cpu)", sm_count=4, l2_bytes=0,
+                      hbm_bytes_per_s=1e9, live=False)
+
+
+BACKEND = TritonBackend
+
+__all__ = ["BACKEND", "ERROR_BOUNDS", "NO_GPU_MESSAGE", "TritonBackend", "WallClockTimer"]

@@ -1,0 +1,361 @@
+"""Split-KV paged decode attention in Triton, launched exactly as a `Plan` says.
+
+Stage 1 (`_attend_kernel`): one task is one work item of the plan (request, kv range) for one KV
+head. It loads the G = num_qo_heads / num_kv_heads query heads of that KV head as one tile
+(padded to 16 rows for `tl.dot`), walks the item's tokens through the CSR page table with an
+online softmax in float32 (base-2 exponentials), and writes either the final output (the request
+has one split) or a float32 partial output and its log-sum-exp (base 2) for stage 2.
+
+How tasks reach programs follows `plan.schedule`:
+- static, static-heavy-first: grid (num_items, num_kv_heads), one program per task; CUDA hands
+  out blocks x-fastest, which is the plan's task order (task t = item t % n of head t // n).
+- persistent-round-robin: grid = plan.grid_size programs; program i runs tasks i, i + grid, ...
+- persistent-heavy-first: grid = plan.grid_size programs pull the next task from a device
+  counter (atomic add), so the heaviest items really start first. The last program to finish
+  resets the counter, so the launch can be replayed (CUDA graphs) without a memset.
+
+Stage 2 (`kernels/merge.py`) combines the partials of split requests; it is not launched when no
+request is split.
+
+Batch invariance: a request's result depends only on its own kv range cuts (the plan), its own
+data and the compile-time configuration, which is chosen from the shape (head_dim, dtype, G) and
+the occupancy the policy assumes (plan.ctas_per_sm), never from kv_lens or the batch size;
+runtime sizes are excluded from Triton's integer specialisation so another batch never selects
+another compiled variant. Block sizes are tuned for G <= 16; larger groups run with the query
+tile padded to the next power of two.
+
+Block sizes, warps and stages come from kernels/decode_config.py.
+
+Without a CUDA GPU the kernels are built for Triton's interpreter (TRITON_INTERPRET=1) and run on
+CPU tensors; that is for tests, and it is slow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from kernels.decode_config import KernelConfig, default_config
+from kernels.merge import launch_merge, select_triton_mode
+from kernels.paged import PagedKVCache
+from kernels.plan import Plan
+
+select_triton_mode()  # before the first @triton.jit below: picks the interpreter without a GPU
+
+SCHEDULE_MODES = {
+    "static": 0,
+    "static-heavy-first": 0,
+    "persistent-round-robin": 1,
+    "persistent-heavy-first": 2,
+}
+LOG2_E = 1.4426950408889634
+
+
+@triton.jit
+def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, stride_kv_page,
+                stride_kv_tok, PAGE_SIZE: tl.constexpr):
+    """Element offsets [BLOCK_N, HEAD_DIM] of tokens `tok` of one KV head in the page pool."""
+    page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid, other=0)
+    # int64: page * stride reaches past 2^31 for large caches.
+    row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+    return row[:, None] + kv_head_off + offs_d[None, :]
+
+
+@triton.jit
+def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                         DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """Fold one block of keys/values into the running max, sum and output (base-2 domain)."""
+    if UPCAST_DOT:
+        k = k.to(tl.float32)
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
+    s = tl.where(valid[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    p_in = p.to(v.dtype)  # the rounding a bf16/fp16 matrix product sees
+    if UPCAST_DOT:
+        p_in = p_in.to(tl.float32)
+        v = v.to(tl.float32)
+    acc = acc * alpha[:, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit(do_not_specialize=["num_items", "num_tasks", "num_programs"])
+def _attend_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
+    page_indptr_ptr, page_indices_ptr, items_ptr, counter_ptr,
+    num_items, num_tasks, num_programs, qk_scale_log2,
+    stride_q_b, stride_q_h, stride_o_b, stride_o_h,
+    stride_kv_page, stride_kv_tok, stride_part_row,
+    NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+    MODE: tl.constexpr, PREFETCH: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
+    if MODE == 0:
+        t = tl.program_id(1) * num_items + tl.program_id(0)
+        step = num_tasks
+    elif MODE == 1:
+        t = tl.program_id(0)
+        step = num_programs
+    else:
+        t = tl.atomic_add(counter_ptr, 1)
+        step = 0
+
+    offs_g = tl.arange(0, G_PAD)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    g_mask = offs_g < G
+
+    while t < num_tasks:
+        item = t % num_items
+        head = t // num_items
+        req = tl.load(items_ptr + item * 4)
+        kv_lo = tl.load(items_ptr + item * 4 + 1)
+        kv_hi = tl.load(items_ptr + item * 4 + 2)
+        part_row = tl.load(items_ptr + item * 4 + 3)
+        page_base = tl.load(page_indptr_ptr + req)
+
+        qo_heads = head * G + offs_g
+        q_offs = req.to(tl.int64) * stride_q_b + qo_heads[:, None] * stride_q_h + offs_d[None, :]
+        q = tl.load(q_ptr + q_offs, mask=g_mask[:, None], other=0.0)
+        if UPCAST_DOT:
+            q = q.to(tl.float32)
+        kv_head_off = head * HEAD_DIM
+
+        m_i = tl.full([G_PAD], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([G_PAD], dtype=tl.float32)
+        acc = tl.zeros([G_PAD, HEAD_DIM], dtype=tl.float32)
+        if PREFETCH:
+            # Register double buffer: the loads of block i+1 are issued before block i is
+            # computed, and the page ids run one block further ahead, so no load waits on a
+            # load issued in the same iteration.
+            tok = kv_lo + offs_n
+            valid = tok < kv_hi
+            kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d,
+                                  stride_kv_page, stride_kv_tok, PAGE_SIZE)
+            k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+            v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+            tok_next = tok + BLOCK_N
+            valid_next = tok_next < kv_hi
+            page_next = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
+                                mask=valid_next, other=0)
+            for n0 in range(kv_lo, kv_hi, BLOCK_N):
+                row = (page_next.to(tl.int64) * stride_kv_page
+                       + (tok_next % PAGE_SIZE) * stride_kv_tok)
+                kv_offs_next = row[:, None] + kv_head_off + offs_d[None, :]
+                k_next = tl.load(k_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
+                v_next = tl.load(v_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
+                tok_after = tok_next + BLOCK_N
+                valid_after = tok_after < kv_hi
+                page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
+                                    mask=valid_after, other=0)
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                                                     DOT_PRECISION, UPCAST_DOT)
+                k, v, valid = k_next, v_next, valid_next
+                tok_next, valid_next = tok_after, valid_after
+        else:
+            for n0 in range(kv_lo, kv_hi, BLOCK_N):
+                tok = n0 + offs_n
+                valid = tok < kv_hi
+                kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
+                                      offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                                                     DOT_PRECISION, UPCAST_DOT)
+
+        o = acc / l_i[:, None]
+        if part_row < 0:
+            o_offs = (req.to(tl.int64) * stride_o_b + qo_heads[:, None] * stride_o_h
+                      + offs_d[None, :])
+            tl.store(out_ptr + o_offs, o.to(out_ptr.dtype.element_ty), mask=g_mask[:, None])
+        else:
+            row0 = part_row.to(tl.int64) * stride_part_row
+            tl.store(part_o_ptr + row0 + qo_heads[:, None] * HEAD_DIM + offs_d[None, :], o,
+                     mask=g_mask[:, None])
+            tl.store(part_lse_ptr + part_row.to(tl.int64) * NUM_QO_HEADS + qo_heads,
+                     m_i + tl.log2(l_i), mask=g_mask)
+
+        if MODE == 2:
+            t = tl.atomic_add(counter_ptr, 1)
+        else:
+            t += step
+
+    if MODE == 2:
+        # Every program has made its last (failing) grab before it counts itself done, so the
+        # last one to count can reset both counters for the next launch.
+        done = tl.atomic_add(counter_ptr + 1, 1)
+        if done == num_programs - 1:
+            tl.atomic_xchg(counter_ptr, 0)
+            tl.atomic_xchg(counter_ptr + 1, 0)
+
+
+# Triton's interpreter multiplies bf16 dot operands as their raw uint16 storage (seen with triton
+# 3.9); there the kernel widens the (already rounded) operands to float32, which is exact.
+INTERPRETED = type(_attend_kernel).__name__ == "InterpretedFunction"
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeLaunch:
+    """Everything `run_decode` needs on the device for one (plan, cache) pair: built once.
+
+    items: [num_items, 4] int32 (request, kv_start, kv_end, partial row or -1) in plan order.
+    partial_out: [rows, num_qo_heads, head_dim] float32 and partial_lse: [rows, num_qo_heads]
+    float32, one row per work item of a split request. merge_requests / merge_row0 /
+    merge_count: [split requests] int32. counter: [2] int32 zeros (persistent-heavy-first).
+    """
+
+    plan: Plan
+    config: KernelConfig
+    mode: int
+    grid: tuple
+    items: torch.Tensor
+    partial_out: torch.Tensor
+    partial_lse: torch.Tensor
+    merge_requests: torch.Tensor
+    merge_row0: torch.Tensor
+    merge_count: torch.Tensor
+    counter: torch.Tensor
+
+    @property
+    def num_launches(self) -> int:
+        """Kernel launches per decode: stage 1, plus stage 2 when a request is split."""
+        return 1 + (self.merge_requests.shape[0] > 0)
+
+
+def prepare_decode(plan: Plan, cache: PagedKVCache, *,
+                   config: KernelConfig | None = None) -> DecodeLaunch:
+    """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
+
+    config: overrides default_config(head_dim, dtype, page_size, plan.ctas_per_sm).
+    """
+    _check_plan(plan, cache)
+    shape = cache.shape
+    device = cache.device
+    config = config or default_config(shape.head_dim, cache.dtype, shape.page_size,
+                                      plan.ctas_per_sm)
+    split = plan.splits > 1
+    row0 = np.zeros(plan.batch_size, dtype=np.int64)
+    row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
+    num_rows = int(plan.splits[split].sum())
+    part_row = np.where(split[plan.work_request], row0[plan.work_request] + plan.work_split, -1)
+    items = np.stack([plan.work_request, plan.work_kv_start, plan.work_kv_end, part_row], axis=1)
+    mode = SCHEDULE_MODES[plan.schedule]
+    grid = (plan.num_items, plan.num_kv_heads) if mode == 0 else (plan.grid_size,)
+    if mode == 0 and plan.num_kv_heads > 65535:
+        raise ValueError(f"num_kv_heads: {plan.num_kv_heads} above the CUDA grid limit 65535")
+    if plan.num_tasks + plan.grid_size >= 2**31:
+        raise ValueError(f"plan: {plan.num_tasks} tasks; allowed: below 2^31 (int32 task ids)")
+    merge_req = np.flatnonzero(split)
+
+    def as_dev(a):
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(device)
+
+    return DecodeLaunch(
+        plan=plan,
+        config=config,
+        mode=mode,
+        grid=grid,
+        items=as_dev(items),
+        partial_out=torch.empty((num_rows, shape.num_qo_heads, shape.head_dim), dtype=torch.float32,
+                                device=device),
+        partial_lse=torch.empty((num_rows, shape.num_qo_heads), dtype=torch.float32, device=device),
+        merge_requests=as_dev(merge_req),
+        merge_row0=as_dev(row0[merge_req]),
+        merge_count=as_dev(plan.splits[merge_req]),
+        counter=torch.zeros(2, dtype=torch.int32, device=device),
+    )
+
+
+def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
+               sm_scale: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch stage 1 and, when a request is split, stage 2. Returns `out` [B, num_qo_heads, D].
+
+    Nothing here touches the host beyond the launches, so this is what a timer wraps. Two
+    launches of one `DecodeLaunch` must not run concurrently (they share scratch and counter).
+    """
+    shape = cache.shape
+    _check_queries(q, cache)
+    if out is None:
+        out = torch.empty_like(q)
+    elif (out.shape != q.shape or out.dtype != q.dtype or out.stride(2) != 1
+          or out.device != q.device):
+        raise ValueError(f"out: need q's shape {tuple(q.shape)}, dtype {q.dtype} and device, with "
+                         "a contiguous head_dim axis")
+    scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
+    cfg = launch.config
+    g = shape.group_size
+    upcast = INTERPRETED and q.dtype == torch.bfloat16
+    # float32 inputs (the precise tests) must not go through tf32 products.
+    precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
+    _attend_kernel[launch.grid](
+        q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
+        cache.page_indptr, cache.page_indices, launch.items, launch.counter,
+        launch.plan.num_items, launch.plan.num_tasks, launch.grid[0] if launch.mode else 1,
+        scale * LOG2_E,
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+        cache.k_pages.stride(0), cache.k_pages.stride(1),
+        shape.num_qo_heads * shape.head_dim,
+        NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
+        HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
+        MODE=launch.mode, PREFETCH=cfg.prefetch, DOT_PRECISION=precision, UPCAST_DOT=upcast,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if launch.merge_requests.shape[0] > 0:
+        launch_merge(launch.partial_out, launch.partial_lse, launch.merge_requests,
+                     launch.merge_row0, launch.merge_count, out)
+    return out
+
+
+def decode(q: torch.Tensor, cache: PagedKVCache, plan: Plan, *, sm_scale: float | None = None,
+           config: KernelConfig | None = None) -> torch.Tensor:
+    """Paged decode attention of `q` [B, num_qo_heads, head_dim] over `cache`, as `plan` cuts it.
+
+    sm_scale defaults to 1/sqrt(head_dim). Returns a new tensor of q's shape and dtype.
+    """
+    return run_decode(prepare_decode(plan, cache, config=config), q, cache, sm_scale=sm_scale)
+
+
+def _check_plan(plan: Plan, cache: PagedKVCache) -> None:
+    shape = cache.shape
+    if plan.num_kv_heads != shape.num_kv_heads:
+        raise ValueError(f"plan.num_kv_heads: {plan.num_kv_heads} != cache's {shape.num_kv_heads}")
+    if plan.page_size != shape.page_size:
+        raise ValueError(f"plan.page_size: {plan.page_size} != cache's {shape.page_size}")
+    if not np.array_equal(plan.kv_lens, cache.kv_lens):
+        raise ValueError("plan.kv_lens: differ from the cache's kv_lens (a plan of another batch)")
+    if not cache.k_pages.is_contiguous() or not cache.v_pages.is_contiguous():
+        raise ValueError("cache: k_pages and v_pages must be contiguous")
+
+
+def _check_queries(q: torch.Tensor, cache: PagedKVCache) -> None:
+    s = cache.shape
+    want = (cache.batch_size, s.num_qo_heads, s.head_dim)
+    if tuple(q.shape) != want:
+        raise ValueError(f"q: shape {tuple(q.shape)} != {want} (batch, num_qo_heads, head_dim)")
+    if q.dtype != cache.dtype:
+        raise ValueError(f"q.dtype: {q.dtype} != cache dtype {cache.dtype}")
+    if q.stride(2) != 1:
+        raise ValueError("q: the head_dim axis must be contiguous")
+    if q.device != cache.device:
+        raise ValueError(f"q.device: {q.device} != cache device {cache.device}")
+
+
+__all__ = [
+    "INTERPRETED",
+    "SCHEDULE_MODES",
+    "DecodeLaunch",
+    "KernelConfig",
+    "decode",
+    "default_config",
+    "prepare_decode",
+    "run_decode",
+]

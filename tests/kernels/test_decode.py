@@ -1,0 +1,195 @@
+"""kernels/decode.py in Triton's interpreter against the float64 reference (no GPU).
+
+Every case draws fresh random inputs, poisons the output with NaN before the run and checks that
+every element was written, and bounds ||out - ref|| / ||ref|| by 2e-2 (bf16/fp16) or 1e-5
+(float32). Shapes are tiny: the interpreter runs each program in numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kernels import policies
+from kernels.decode import (
+    KernelConfig,
+    decode,
+    default_config,
+    prepare_decode,
+    run_decode,
+)
+from kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, build_plan
+from tests.kernels.kernel_cases import check_against_reference, make_inputs
+
+SMALL = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
+TINY_GPU = DeviceSpec("tiny", sm_count=4, l2_bytes=1 << 20, hbm_bytes_per_s=1e12,
+                      max_ctas_per_sm=2)
+
+
+@pytest.mark.parametrize("name", policies.names())
+def test_every_policy_plan_matches_reference(name):
+    # One KV head and a long first request make most policies split on a 4-SM device.
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=1, head_dim=64, page_size=16)
+    kv = [1500, 5, 200]
+    plan = policies.get(name).plan(np.array(kv), shape, TINY_GPU)
+    cache, q = make_inputs(kv, shape, torch.bfloat16)
+    check_against_reference(q, cache, plan)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_schedule(schedule, dtype):
+    kv = [1, 13, 33, 6]
+    plan = build_plan(kv, 8, num_kv_heads=2, page_size=4, schedule=schedule, grid_size=3)
+    assert plan.num_split_requests >= 2
+    cache, q = make_inputs(kv, SMALL, dtype)
+    check_against_reference(q, cache, plan)
+
+
+def test_lengths_at_page_edges():
+    # kv_len 1, page_size - 1, page_size, page_size + 1, split on every second page.
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=8)
+    kv = [1, 7, 8, 9]
+    cache, q = make_inputs(kv, shape, torch.float32)
+    check_against_reference(q, cache, build_plan(kv, 16, num_kv_heads=2, page_size=8))
+    check_against_reference(q, cache, build_plan(kv, 8, num_kv_heads=2, page_size=8))
+
+
+def test_one_request_split_and_unsplit():
+    kv = [29]
+    cache, q = make_inputs(kv, SMALL, torch.float32)
+    for chunk in (4, 12, 29):
+        check_against_reference(q, cache, build_plan(kv, chunk, num_kv_heads=2, page_size=4))
+
+
+def test_requests_all_different():
+    kv = [3, 11, 27, 40, 64, 2]
+    cache, q = make_inputs(kv, SMALL, torch.bfloat16)
+    check_against_reference(q, cache, build_plan(kv, 16, num_kv_heads=2, page_size=4,
+                                                 schedule="static-heavy-first"))
+
+
+def test_request_split_into_maximum_pieces():
+    # page_size 1 and a chunk of one token: 40 splits, more than one merge block (32 rows).
+    shape = AttentionShape(num_qo_heads=2, num_kv_heads=1, head_dim=64, page_size=1)
+    kv = [40, 3]
+    plan = build_plan(kv, 1, num_kv_heads=1, page_size=1)
+    assert plan.splits.tolist() == [40, 3]
+    cache, q = make_inputs(kv, shape, torch.float32)
+    check_against_reference(q, cache, plan)
+
+
+@pytest.mark.parametrize("num_qo_heads", [2, 16])  # G = 1 and G = 8
+def test_group_sizes(num_qo_heads):
+    shape = AttentionShape(num_qo_heads=num_qo_heads, num_kv_heads=2, head_dim=64, page_size=4)
+    kv = [5, 22]
+    cache, q = make_inputs(kv, shape, torch.bfloat16)
+    check_against_reference(q, cache, build_plan(kv, 8, num_kv_heads=2, page_size=4))
+
+
+@pytest.mark.parametrize("head_dim,dtype", [(128, torch.float16), (256, torch.bfloat16),
+                                            (256, torch.float32)])
+def test_head_dims(head_dim, dtype):
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1, head_dim=head_dim, page_size=8)
+    kv = [19, 4]
+    cache, q = make_inputs(kv, shape, dtype)
+    check_against_reference(q, cache, build_plan(kv, 8, num_kv_heads=1, page_size=8))
+
+
+@pytest.mark.parametrize("schedule", ["static", "persistent-heavy-first"])
+def test_register_prefetch_variant(schedule):
+    kv = [1, 30, 9]
+    cache, q = make_inputs(kv, SMALL, torch.bfloat16)
+    plan = build_plan(kv, 12, num_kv_heads=2, page_size=4, schedule=schedule, grid_size=2)
+    check_against_reference(q, cache, plan, KernelConfig(16, 4, 1, prefetch=True))
+
+
+def test_heavy_first_counter_is_reset_for_the_next_launch():
+    kv = [17, 5, 9]
+    cache, q = make_inputs(kv, SMALL, torch.float32)
+    plan = build_plan(kv, 8, num_kv_heads=2, page_size=4, schedule="persistent-heavy-first",
+                      grid_size=2)
+    first, launch = check_against_reference(q, cache, plan)
+    assert launch.counter.tolist() == [0, 0]
+    second = torch.full_like(q, float("nan"))
+    run_decode(launch, q, cache, out=second)
+    assert torch.equal(first, second)
+
+
+def test_fixed_split_is_batch_invariant():
+    """A request's bits do not depend on the rest of the batch under `fixed-split`."""
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
+    policy = policies.get("fixed-split", chunk_tokens=8)
+    kv_small = [21, 3, 12]
+    kv_large = kv_small + [30, 1, 17, 8]
+    cache_s, _ = make_inputs(kv_small, shape, torch.bfloat16)
+    cache_l, q_l = make_inputs(kv_large, shape, torch.bfloat16)
+    for b in range(len(kv_small)):  # same K/V for the shared requests, different page ids
+        pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
+        cache_l.k_pages[pl] = cache_s.k_pages[ps]
+        cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    q_s = q_l[: len(kv_small)].clone()
+    out_s = decode(q_s, cache_s, policy.plan(np.array(kv_small), shape, TINY_GPU))
+    out_l = decode(q_l, cache_l, policy.plan(np.array(kv_large), shape, TINY_GPU))
+    assert torch.equal(out_s, out_l[: len(kv_small)])
+
+
+def test_sm_scale_is_used():
+    kv = [9, 14]
+    cache, q = make_inputs(kv, SMALL, torch.float32)
+    plan = build_plan(kv, 8, num_kv_heads=2, page_size=4)
+    from kernels.reference import decode_reference, relative_error
+
+    out = decode(q, cache, plan, sm_scale=0.3)
+    assert relative_error(out, decode_reference(q, cache, sm_scale=0.3)) <= 1e-5
+    assert relative_error(out, decode_reference(q, cache)) > 1e-3
+
+
+def test_rejects_plan_of_another_batch():
+    cache, _ = make_inputs([5, 9], SMALL, torch.float32)
+    with pytest.raises(ValueError, match="kv_lens"):
+        prepare_decode(build_plan([5, 10], 8, num_kv_heads=2, page_size=4), cache)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        prepare_decode(build_plan([5, 9], 8, num_kv_heads=1, page_size=4), cache)
+    with pytest.raises(ValueError, match="page_size"):
+        prepare_decode(build_plan([5, 9], 8, num_kv_heads=2, page_size=8), cache)
+
+
+def test_rejects_bad_queries():
+    cache, q = make_inputs([5, 9], SMALL, torch.float32)
+    plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
+    with pytest.raises(ValueError, match="q: shape"):
+        decode(q[:1], cache, plan)
+    with pytest.raises(ValueError, match="q.dtype"):
+        decode(q.to(torch.bfloat16), cache, plan)
+    with pytest.raises(ValueError, match="out"):
+        run_decode(prepare_decode(plan, cache), q, cache, out=torch.empty_like(q[:, :1]))
+
+
+def test_merge_launched_only_for_split_requests(monkeypatch):
+    import kernels.decode as decode_module
+
+    calls = []
+    real = decode_module.launch_merge
+    monkeypatch.setattr(decode_module, "launch_merge",
+                        lambda *args: calls.append(args[2].tolist()) or real(*args))
+    kv = [9, 30, 4]
+    cache, q = make_inputs(kv, SMALL, torch.float32)
+    unsplit = build_plan(kv, 64, num_kv_heads=2, page_size=4)
+    _, launch = check_against_reference(q, cache, unsplit)
+    assert launch.num_launches == 1 and calls == []
+    split = build_plan(kv, 12, num_kv_heads=2, page_size=4)
+    _, launch = check_against_reference(q, cache, split)
+    assert launch.num_launches == 2 and calls == [[1]]  # only request 1 (30 tokens) is split
+
+
+def test_config_table_never_depends_on_the_batch():
+    # Keyed by head_dim and element size only: bf16 and fp16 share a compiled configuration.
+    for d in (64, 128, 256):
+        assert default_config(d, torch.bfloat16, 16) == default_config(d, torch.float16, 16)
+        assert default_config(d, torch.float32, 1) == default_config(d, torch.float32, 128)
+    with pytest.raises(ValueError, match="head_dim"):
+        default_config(96, torch.bfloat16, 16)
+    with pytest.raises(ValueError, match="block_n"):
+        KernelConfig(48, 4, 2)

@@ -34,6 +34,7 @@ demo: setup
 	@echo "Results are under results/ (one folder per run: manifest.json, measurements.parquet)."
 
 test: setup
+	bash scripts/ensure_chromium.sh
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 clean-venv:

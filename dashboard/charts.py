@@ -1,0 +1,635 @@
+"""Plotly figure builders: pure functions from DataFrames (and Optuna studies) to figures.
+
+Nothing here reads files or touches Streamlit, so every chart is unit-tested on its own: the
+traces a figure holds, its axes and its threshold rules are plain attributes of the Figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.frames import METRICS
+from dashboard.thresholds import Threshold
+
+# One colour per policy, the same on every page. Baselines keep their colour in every run.
+POLICY_COLORS = {
+    "flashinfer-tensor-core": "#d62728",
+    "flashinfer-cuda-core": "#ff7f0e",
+    "fa3": "#1f77b4",
+    "trtllm": "#8c564b",
+    "trtllm-oversub": "#9467bd",
+    "sglang-triton": "#e377c2",
+    "vllm-triton": "#bcbd22",
+    "fixed-split": "#17becf",
+    "no-split": "#7f7f7f",
+    "parametric": "#2ca02c",
+    "tuned": "#2ca02c",
+    "oracle": "#000000",
+}
+_SPARE_COLORS = (
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#3182bd",
+    "#e6550d",
+    "#31a354",
+    "#756bb1",
+    "#636363",
+    "#9c9ede",
+    "#cedb9c",
+    "#e7ba52",
+    "#e7969c",
+)
+MAX_FACET_COLUMNS = 3
+FACET_HEIGHT_PX = 380
+TIMELINE_LEGEND_MAX_REQUESTS = 12  # above this, requests get cycled colours and no legend
+REQUEST_PALETTE = (
+    "#d62728",
+    "#1f77b4",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#3182bd",
+    "#e6550d",
+    "#31a354",
+    "#756bb1",
+    "#636363",
+)
+
+
+def policy_color(name: str) -> str:
+    """The colour of policy `name` (a label like `fixed-split[chunk_tokens=4096]` or
+    `<run> · fa3` takes its policy's colour); unknown names get a stable spare colour."""
+    base = str(name).rsplit(" · ", 1)[-1]
+    base = base.split("[", 1)[0].split("#", 1)[0]
+    if base in POLICY_COLORS:
+        return POLICY_COLORS[base]
+    return _SPARE_COLORS[sum(map(ord, base)) % len(_SPARE_COLORS)]
+
+
+def _axis_names(index: int) -> tuple[str, str]:
+    """('x', 'y') for subplot 1, ('x2', 'y2') for subplot 2, ... (make_subplots' row-major "
+    "order)."""
+    suffix = "" if index == 1 else str(index)
+    return f"x{suffix}", f"y{suffix}"
+
+
+def latency_figure(
+    points: pd.DataFrame,
+    thresholds: Sequence[Threshold] = (),
+    *,
+    metric: str = "latency_us",
+    distributions: Sequence[str] | None = None,
+    title: str = "",
+) -> go.Figure:
+    """Latency (or bandwidth fraction) versus batch size: one line per `line` of `points`, one facet
+    per distribution, log batch-size axis (and log latency axis), and a labelled vertical rule per
+    threshold inside the batch sizes drawn.
+
+    points: latency_points() output. thresholds: Threshold rules (drawn at batch_size - 0.5 on
+    every facet whose batch sizes span it). metric: "latency_us" or "bw_fraction".
+    distributions: facet order (default: as sorted in points). Hover: splits, CTAs, waves.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric: {metric!r} not allowed; allowed: {', '.join(METRICS)}")
+    dists = (
+        list(distributions)
+        if distributions is not None
+        else sorted(points["distribution"].unique())
+        if not points.empty
+        else []
+    )
+    n = max(len(dists), 1)
+    cols = min(MAX_FACET_COLUMNS, n)
+    rows = math.ceil(n / cols)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=dists or None,
+        horizontal_spacing=0.06,
+        vertical_spacing=0.12 if rows > 1 else 0.1,
+    )
+    shown: set[str] = set()
+    for k, dist in enumerate(dists, start=1):
+        row, col = (k - 1) // cols + 1, (k - 1) % cols + 1
+        sub = points[points["distribution"] == dist]
+        for line, part in sub.groupby("line", sort=True):
+            part = part.sort_values("batch_size")
+            fig.add_trace(
+                _latency_trace(line, part, metric, showlegend=line not in shown), row=row, col=col
+            )
+            shown.add(line)
+        if not sub.empty:
+            lo, hi = float(sub["batch_size"].min()), float(sub["batch_size"].max())
+            for rule in thresholds:
+                if lo < rule.rule_x < hi:
+                    _add_rule(fig, k, rule)
+    log_y = metric == "latency_us"
+    x_ticks = power_of_two_ticks(points["batch_size"]) if not points.empty else []
+    y_ticks = round_log_ticks(points["latency_us"]) if log_y and not points.empty else []
+    for k in range(1, rows * cols + 1):
+        xname, yname = _axis_names(k)
+        xaxis = fig.layout[xname.replace("x", "xaxis", 1)]
+        xaxis.update(
+            type="log", title_text="batch size (requests)" if k > (rows - 1) * cols else None
+        )
+        if x_ticks:
+            xaxis.update(tickvals=x_ticks, ticktext=[f"{t:,}" for t in x_ticks])
+        yaxis = fig.layout[yname.replace("y", "yaxis", 1)]
+        yaxis.update(
+            type="log" if log_y else "linear",
+            title_text=METRICS[metric] if (k - 1) % cols == 0 else None,
+        )
+        if y_ticks:
+            yaxis.update(tickvals=y_ticks, ticktext=[f"{t:,g}" for t in y_ticks])
+        if not log_y:
+            yaxis.update(rangemode="tozero")
+    fig.update_layout(
+        title=title or None,
+        height=FACET_HEIGHT_PX * rows + 80,
+        hovermode="closest",
+        legend={
+            "title": "policy",
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.04 + 0.02 * rows,
+            "x": 0,
+        },
+        margin={"t": 110, "l": 60, "r": 20, "b": 50},
+    )
+    if not dists:
+        fig.add_annotation(
+            text="no measurements to draw",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+        )
+    return fig
+
+
+def power_of_two_ticks(values) -> list[int]:
+    """Powers of two spanning `values` (batch sizes): the batch-size axis's ticks."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr) & (arr > 0)]
+    if arr.size == 0:
+        return []
+    lo, hi = int(np.floor(np.log2(arr.min()))), int(np.ceil(np.log2(arr.max())))
+    return [2**k for k in range(lo, hi + 1)]
+
+
+def round_log_ticks(values) -> list[float]:
+    """Round values (..., 100, 200, 300, 500, 1000, ...) spanning `values`: a log axis's ticks."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr) & (arr > 0)]
+    if arr.size == 0:
+        return []
+    lo, hi = float(arr.min()), float(arr.max())
+    ticks = []
+    for exponent in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1):
+        for mantissa in (1, 2, 3, 5):
+            ticks.append(mantissa * 10.0**exponent)
+    below = [t for t in ticks if t <= lo]
+    above = [t for t in ticks if t >= hi]
+    first, last = (below[-1] if below else ticks[0]), (above[0] if above else ticks[-1])
+    return [t for t in ticks if first <= t <= last]
+
+
+def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool) -> go.Scatter:
+    custom = np.column_stack(
+        [
+            part["max_splits"].to_numpy(dtype=float),
+            part["split_requests"].to_numpy(dtype=float),
+            part["grid_size"].to_numpy(dtype=float),
+            part["num_tasks"].to_numpy(dtype=float),
+            part["waves"].to_numpy(dtype=float),
+            part["cases"].to_numpy(dtype=float),
+            part["latency_us"].to_numpy(dtype=float),
+            part["bw_fraction"].to_numpy(dtype=float),
+        ]
+    )
+    hover = (
+        f"<b>{line}</b><br>B=%{{x}}<br>latency %{{customdata[6]:,.1f}} us"
+        "<br>bandwidth %{customdata[7]:.1%} of ceiling"
+        "<br>splits: max %{customdata[0]:.0f}, %{customdata[1]:.0f} requests split"
+        "<br>CTAs: %{customdata[2]:,.0f} launched, %{customdata[3]:,.0f} tasks"
+        "<br>waves: %{customdata[4]:.2f}<br>cases: %{customdata[5]:.0f}<extra></extra>"
+    )
+    y = part[metric].to_numpy(dtype=float)
+    error_y = None
+    if metric == "latency_us":
+        upper = part["latency_p90_us"].to_numpy(dtype=float) - y
+        lower = y - part["latency_p10_us"].to_numpy(dtype=float)
+        if np.nanmax(np.abs(np.concatenate([upper, lower]))) > 0:
+            error_y = {
+                "type": "data",
+                "array": np.clip(upper, 0, None),
+                "arrayminus": np.clip(lower, 0, None),
+                "thickness": 1,
+                "width": 2,
+            }
+    color = policy_color(line)
+    return go.Scatter(
+        x=part["batch_size"].to_numpy(),
+        y=y,
+        mode="lines+markers",
+        name=line,
+        legendgroup=line,
+        showlegend=showlegend,
+        line={"color": color, "width": 2},
+        marker={"size": 6, "color": color},
+        customdata=custom,
+        hovertemplate=hover,
+        error_y=error_y,
+    )
+
+
+def _add_rule(fig: go.Figure, subplot: int, rule: Threshold) -> None:
+    xref, yref = _axis_names(subplot)
+    color = policy_color(rule.policy)
+    fig.add_shape(
+        type="line",
+        xref=xref,
+        yref=f"{yref} domain",
+        x0=rule.rule_x,
+        x1=rule.rule_x,
+        y0=0,
+        y1=1,
+        line={"color": color, "width": 1.5, "dash": "dash" if rule.kind == "regime" else "dot"},
+        label={
+            "text": rule.label,
+            "textposition": "end",
+            "textangle": -90,
+            "font": {"size": 10, "color": color},
+            "xanchor": "right",
+        },
+        name=f"{rule.kind}:{rule.policy}:{rule.batch_size}",
+    )
+
+
+def rule_shapes(fig: go.Figure) -> list:
+    """The threshold rules drawn on a figure (its line shapes named `<kind>:<policy>:<batch>`)."""
+    return [s for s in fig.layout.shapes if s.type == "line" and (s.name or "").count(":") >= 2]
+
+
+def policy_summary_figure(summary: pd.DataFrame, title: str = "") -> go.Figure:
+    """Each policy's geometric-mean slowdown against the fastest policy of every case (1 = always
+    the best), as horizontal bars with the worst case in the hover.
+    summary: frames.policy_summary()."""
+    fig = go.Figure()
+    if not summary.empty:
+        ordered = summary.sort_values("geomean_slowdown", ascending=False, kind="stable")
+        fig.add_trace(
+            go.Bar(
+                y=ordered["line"],
+                x=ordered["geomean_slowdown"],
+                orientation="h",
+                name="geomean slowdown",
+                marker_color=[policy_color(n) for n in ordered["line"]],
+                customdata=np.column_stack(
+                    [ordered["worst_slowdown"], ordered["best_on"], ordered["cases"]]
+                ),
+                hovertemplate=(
+                    "<b>%{y}</b><br>geomean %{x:.2f}x the fastest per case<br>worst "
+                    "%{customdata[0]:.2f}x"
+                    "<br>fastest on %{customdata[1]:.0f} of %{customdata[2]:.0f} "
+                    "cases<extra></extra>"
+                ),
+            )
+        )
+    fig.add_vline(x=1.0, line={"color": "#444", "width": 1, "dash": "dot"})
+    fig.update_layout(
+        title=title or None,
+        height=max(220, 40 * len(summary) + 120),
+        xaxis_title="latency / fastest policy's latency, geometric mean over cases",
+        margin={"t": 50 if title else 20, "l": 20, "r": 20, "b": 50},
+    )
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def timeline_figure(
+    timeline: pd.DataFrame,
+    *,
+    sm_count: int,
+    num_slots: int,
+    title: str = "",
+    stage1_us: float | None = None,
+    time_us: float | None = None,
+    x_max_us: float | None = None,
+    kv_lens: Sequence[int] | None = None,
+) -> go.Figure:
+    """The simulator's timeline as a Gantt chart: one row per CTA slot (SM m's slot s is row
+    m * (num_slots / sm_count) + s, so an SM's slots sit together), one bar per task from its
+    start to its end, coloured by request.
+
+    timeline: SimResult.to_frame() (task, request, split, kv_head, cta, sm, slot, start_us,
+    stream_start_us, end_us, bytes). stage1_us / time_us: end of the attention launch / of the
+    merge, drawn as rules. x_max_us: common time axis for side-by-side charts. kv_lens: per-request
+    tokens for the hover text and legend.
+    """
+    slots_per_sm = max(1, num_slots // max(sm_count, 1))
+    frame = timeline.copy()
+    frame["row"] = frame["sm"] * slots_per_sm + frame["slot"]
+    frame["duration_us"] = frame["end_us"] - frame["start_us"]
+    lens = np.asarray(kv_lens) if kv_lens is not None else None
+    frame["tokens"] = lens[frame["request"].to_numpy()] if lens is not None else -1
+    requests = np.sort(frame["request"].unique())
+    hover = (
+        "request %{customdata[0]} (%{customdata[5]:,} tokens)"
+        "<br>split %{customdata[1]}, KV head %{customdata[2]}"
+        "<br>SM %{customdata[3]}, slot %{customdata[4]}<br>%{base:,.1f} - %{customdata[6]:,.1f} us"
+        "<br>%{customdata[7]:,.2f} MB<extra></extra>"
+    )
+
+    def custom(part: pd.DataFrame) -> np.ndarray:
+        return np.column_stack(
+            [
+                part["request"],
+                part["split"],
+                part["kv_head"],
+                part["sm"],
+                part["slot"],
+                part["tokens"],
+                part["end_us"],
+                part["bytes"] / 1e6,
+            ]
+        )
+
+    fig = go.Figure()
+    if len(requests) <= TIMELINE_LEGEND_MAX_REQUESTS:
+        for req in requests:
+            part = frame[frame["request"] == req]
+            name = f"request {req}" + (f" ({int(lens[req]):,} tokens)" if lens is not None else "")
+            fig.add_trace(
+                go.Bar(
+                    y=part["row"],
+                    x=part["duration_us"],
+                    base=part["start_us"],
+                    orientation="h",
+                    name=name,
+                    marker={
+                        "color": REQUEST_PALETTE[int(req) % len(REQUEST_PALETTE)],
+                        "line": {"width": 0},
+                    },
+                    customdata=custom(part),
+                    hovertemplate=hover,
+                )
+            )
+    else:
+        # Too many requests for a legend: a cycle of distinct colours keeps neighbours apart.
+        palette = np.asarray(REQUEST_PALETTE)
+        fig.add_trace(
+            go.Bar(
+                y=frame["row"],
+                x=frame["duration_us"],
+                base=frame["start_us"],
+                orientation="h",
+                name="tasks",
+                marker={
+                    "color": palette[frame["request"].to_numpy() % len(palette)].tolist(),
+                    "line": {"width": 0},
+                },
+                customdata=custom(frame),
+                hovertemplate=hover,
+                showlegend=False,
+            )
+        )
+    if stage1_us is not None and time_us is not None and time_us > stage1_us + 1e-9:
+        # The merge launch follows the attention launch: mark where it starts, label the end.
+        fig.add_shape(
+            type="line",
+            xref="x",
+            yref="y domain",
+            x0=stage1_us,
+            x1=stage1_us,
+            y0=0,
+            y1=1,
+            line={"color": "#444", "width": 1, "dash": "dot"},
+            name="attention done",
+        )
+    if time_us is not None:
+        merge = (
+            f" (merge {time_us - stage1_us:,.0f} us)"
+            if stage1_us is not None and time_us > stage1_us + 1e-9
+            else ""
+        )
+        fig.add_shape(
+            type="line",
+            xref="x",
+            yref="y domain",
+            x0=time_us,
+            x1=time_us,
+            y0=0,
+            y1=1,
+            line={"color": "#444", "width": 1, "dash": "dash"},
+            name="end",
+            label={
+                "text": f"end {time_us:,.0f} us{merge}",
+                "textposition": "end",
+                "font": {"size": 10},
+            },
+        )
+    x_max = x_max_us or (time_us or float(frame["end_us"].max() if not frame.empty else 1.0)) * 1.02
+    fig.update_layout(
+        title=title or None,
+        barmode="overlay",
+        bargap=0,
+        height=520,
+        xaxis={"title_text": "time since launch (us)", "range": [0, x_max]},
+        yaxis={
+            "title_text": f"CTA slot ({sm_count} SMs x {slots_per_sm})",
+            "range": [num_slots - 0.5, -0.5],
+        },
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        margin={"t": 90, "l": 60, "r": 20, "b": 50},
+    )
+    return fig
+
+
+def finalists_figure(finalists: pd.DataFrame, title: str = "") -> go.Figure:
+    """The finalists' score (tuned / best baseline, lower is better) as points with p10..p90 bars;
+    the chosen one highlighted. finalists: frames.finalists_table()."""
+    fig = go.Figure()
+    if not finalists.empty:
+        chosen = finalists["chosen"].astype(bool).to_numpy()
+        labels = [
+            f"#{int(i)}" + (" (chosen)" if c else "") for i, c in zip(finalists["finalist"], chosen)
+        ]
+        text = [
+            f"min_tokens_per_cta={r.min_tokens_per_cta}, max_waves={r.max_waves}, "
+            f"max_splits={r.max_splits},"
+            f" ctas_per_sm={r.ctas_per_sm}, {r.schedule}, {r.ctas} CTAs"
+            for r in finalists.itertuples()
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=labels,
+                y=finalists["score_median"],
+                mode="markers",
+                name="finalists",
+                marker={"size": 11, "color": np.where(chosen, "#2ca02c", "#7f7f7f")},
+                error_y={
+                    "type": "data",
+                    "array": finalists["score_p90"] - finalists["score_median"],
+                    "arrayminus": finalists["score_median"] - finalists["score_p10"],
+                },
+                text=text,
+                hovertemplate="%{x}: median %{y:.4f} (p10..p90 bar)<br>%{text}<extra></extra>",
+            )
+        )
+    fig.add_hline(
+        y=1.0,
+        line={"color": "#d62728", "dash": "dash", "width": 1},
+        annotation_text="best baseline",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        title=title or None,
+        height=360,
+        yaxis_title="score (tuned / best baseline)",
+        xaxis_title="finalist",
+        margin={"t": 60, "l": 60, "r": 20, "b": 50},
+    )
+    return fig
+
+
+def bucket_speedup_figure(speedups: pd.DataFrame, title: str = "") -> go.Figure:
+    """Speedup of the tuned heuristic over each baseline, per bucket: grouped bars (geometric mean
+    over the bucket's cases, worst case in the hover), a rule at 1 (no gain).
+    speedups: frames.bucket_speedups()."""
+    fig = go.Figure()
+    for name, part in speedups.groupby("baseline", sort=True):
+        fig.add_trace(
+            go.Bar(
+                x=part["bucket"],
+                y=part["geomean_speedup"],
+                name=name,
+                marker_color=policy_color(name),
+                customdata=np.column_stack([part["worst_speedup"], part["cases"]]),
+                hovertemplate=(
+                    f"<b>tuned vs {name}</b><br>bucket %{{x}}<br>geomean %{{y:.3f}}x"
+                    "<br>worst case %{customdata[0]:.3f}x over %{customdata[1]:.0f} "
+                    "cases<extra></extra>"
+                ),
+            )
+        )
+    fig.add_hline(y=1.0, line={"color": "#444", "width": 1, "dash": "dot"})
+    fig.update_layout(
+        title=title or None,
+        barmode="group",
+        height=380,
+        xaxis_title="bucket (batch sizes)",
+        yaxis_title="speedup of tuned (baseline / tuned)",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        margin={"t": 80, "l": 60, "r": 20, "b": 50},
+    )
+    return fig
+
+
+def case_comparison_figure(cases: pd.DataFrame, title: str = "") -> go.Figure:
+    """Tuned versus every baseline on each case of a bucket: grouped bars of latency (log axis),
+    one trace per policy. cases: frames.case_latencies_long()."""
+    fig = go.Figure()
+    for policy, part in cases.groupby("policy", sort=False):
+        fig.add_trace(
+            go.Bar(
+                x=part["case"],
+                y=part["latency_us"],
+                name=policy,
+                marker_color=policy_color(policy),
+                hovertemplate=f"<b>{policy}</b><br>%{{x}}<br>%{{y:,.1f}} us<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title=title or None,
+        barmode="group",
+        height=420,
+        yaxis_type="log",
+        yaxis_title="latency (us)",
+        xaxis_title="case",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        margin={"t": 80, "l": 60, "r": 20, "b": 90},
+    )
+    return fig
+
+
+def _completed_trials(study) -> list:
+    import optuna
+
+    return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def study_figures(
+    study, which: Iterable[str] = ("history", "importances", "parallel", "slice")
+) -> dict:
+    """Optuna's Plotly visualisations of one bucket's study: {name: Figure or the reason (str) it
+    cannot be drawn}. Importances use PED-ANOVA (fast, no extra dependency); they need two
+    completed trials whose parameters vary."""
+    import optuna.visualization as vis
+    from optuna.importance import PedAnovaImportanceEvaluator
+
+    out: dict = {}
+    done = _completed_trials(study)
+    builders = {
+        "history": lambda: vis.plot_optimization_history(study),
+        "importances": lambda: vis.plot_param_importances(
+            study, evaluator=PedAnovaImportanceEvaluator()
+        ),
+        "parallel": lambda: vis.plot_parallel_coordinate(study),
+        "slice": lambda: vis.plot_slice(study),
+    }
+    for name in which:
+        if name not in builders:
+            raise ValueError(f"which: {name!r} not allowed; allowed: {', '.join(builders)}")
+        if not done:
+            out[name] = "no completed trial yet"
+            continue
+        if name == "importances" and len(done) < 2:
+            out[name] = "parameter importances need at least two completed trials"
+            continue
+        try:
+            fig = builders[name]()
+        except Exception as exc:  # noqa: BLE001 - Optuna raises various errors on degenerate studies
+            out[name] = f"cannot draw: {' '.join(str(exc).split())}"
+            continue
+        fig.update_layout(
+            height=420 if name != "parallel" else 460, margin={"t": 60, "l": 60, "r": 20, "b": 50}
+        )
+        out[name] = fig
+    return out
+
+
+__all__ = [
+    "POLICY_COLORS",
+    "bucket_speedup_figure",
+    "case_comparison_figure",
+    "finalists_figure",
+    "latency_figure",
+    "policy_color",
+    "policy_summary_figure",
+    "power_of_two_ticks",
+    "round_log_ticks",
+    "rule_shapes",
+    "study_figures",
+    "timeline_figure",
+]

@@ -1,0 +1,439 @@
+"""Pure table transformations between what data.py loads and what charts.py draws.
+
+Every function takes plain data (manifests, measurement DataFrames, TuningResult) and returns a
+DataFrame; none reads a file or touches Streamlit.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import numpy as np
+import pandas as pd
+
+# Columns of one point of the latency chart, aggregated over the cases (seeds) of a batch size.
+HOVER_COLUMNS = ("max_splits", "split_requests", "grid_size", "num_tasks", "waves")
+METRICS = {
+    "latency_us": "latency (us)",
+    "bw_fraction": "achieved bandwidth / ceiling",
+}
+MAX_LABEL_CHARS = 48
+
+
+def device_text(manifest: dict) -> str:
+    """'simulated (h200)' for a model, the GPU's name for a live device, '?' when unknown."""
+    device = manifest.get("device") or {}
+    name = device.get("name") if isinstance(device, dict) else str(device)
+    if manifest.get("simulated") or (isinstance(device, dict) and device.get("live") is False):
+        return f"simulated ({name or '?'})"
+    return name or "?"
+
+
+def shape_text(shape: dict) -> str:
+    """'32 q / 8 KV heads, head_dim 128, page 16, bf16' for an AttentionShape dict."""
+    try:
+        return (
+            f"{shape['num_qo_heads']} q / {shape['num_kv_heads']} KV heads, "
+            f"head_dim {shape['head_dim']}, page {shape['page_size']}, {shape['dtype']}"
+        )
+    except (KeyError, TypeError):
+        return str(shape)
+
+
+def _cold_text(manifest: dict) -> str:
+    env = manifest.get("environment") or {}
+    cold = env.get("cold_l2") if isinstance(env, dict) else None
+    if cold is None:
+        return "n/a (model)" if manifest.get("simulated") else "?"
+    return "cold L2" if cold else "hot L2"
+
+
+def runs_table(manifests: list[dict]) -> pd.DataFrame:
+    """One row per run: id, status, kind, device, backend, timer, cold/hot, started, suite, rows,
+    tuning result present, command (newest first, as given)."""
+    rows = []
+    for m in manifests:
+        env = m.get("environment") if isinstance(m.get("environment"), dict) else {}
+        rows.append(
+            {
+                "run": m.get("run_id", "?"),
+                "status": m.get("status", "?"),
+                "kind": m.get("kind", "?"),
+                "device": device_text(m),
+                "backend": m.get("backend", "?"),
+                "timer": env.get("timer") or "?",
+                "L2": _cold_text(m),
+                "started": m.get("started_at", ""),
+                "suite": m.get("suite", ""),
+                "rows": m.get("rows"),
+                "tuning": bool(m.get("has_tuning")),
+                "command": m.get("command", ""),
+                "error": m.get("error") or "",
+            }
+        )
+    columns = [
+        "run",
+        "status",
+        "kind",
+        "device",
+        "backend",
+        "timer",
+        "L2",
+        "started",
+        "suite",
+        "rows",
+        "tuning",
+        "command",
+        "error",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def policy_labels(frame: pd.DataFrame) -> pd.Series:
+    """A display label per row: the policy's name, plus what differs when one name was measured
+    with several parameter sets (e.g. `fixed-split[chunk_tokens=4096]`)."""
+    if frame.empty:
+        return pd.Series([], dtype=object, index=frame.index)
+    names = frame["policy"].astype(str)
+    params = (
+        frame["policy_params"].astype(str)
+        if "policy_params" in frame
+        else pd.Series("", index=frame.index)
+    )
+    labels = names.copy()
+    for name in names.unique():
+        mask = names == name
+        distinct = params[mask].unique()
+        if len(distinct) <= 1:
+            continue
+        decoded = {p: _decode(p) for p in distinct}
+        keys = sorted({k for d in decoded.values() for k in d})
+        varying = [
+            k
+            for k in keys
+            if len({json.dumps(d.get(k), sort_keys=True) for d in decoded.values()}) > 1
+        ]
+        for p, d in decoded.items():
+            text = ",".join(f"{k}={_short(d.get(k))}" for k in varying)
+            label = f"{name}[{text}]"
+            if len(label) > MAX_LABEL_CHARS:
+                label = f"{name}#{zlib.crc32(p.encode()):08x}"
+            labels[mask & (params == p)] = label
+    return labels
+
+
+def _decode(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {"params": text}
+    return value if isinstance(value, dict) else {"params": value}
+
+
+def _short(value) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def mark_tuned(frame: pd.DataFrame, result) -> pd.DataFrame:
+    """A tuning run's rows with its winners renamed: a `parametric` row measured with the params a
+    bucket chose, on a batch size of that bucket, becomes policy `tuned` with the whole tuned
+    table as its params (what kernels.policies.get("tuned", **params) plans with). Trials that did
+    not win keep their `parametric` name. result: the run's TuningResult."""
+    if frame.empty or "policy" not in frame or "policy_params" not in frame:
+        return frame
+    table = [
+        {"min_batch": lo, "max_batch": hi, "params": p.to_dict()}
+        for lo, hi, p in result.bucket_table()
+    ]
+    tuned_params = json.dumps({"buckets": table}, sort_keys=True)
+    chosen = {b.name: b for b in result.buckets}
+    out = frame.copy()
+    parametric = out["policy"] == "parametric"
+    if not parametric.any():
+        return out
+    winners = np.zeros(len(out), dtype=bool)
+    decoded = {p: _decode(p) for p in out.loc[parametric, "policy_params"].unique()}
+    has_bucket_col = "bucket" in out
+    for i, (pol, params, size, bucket_name) in enumerate(
+        zip(
+            out["policy"],
+            out["policy_params"],
+            out["batch_size"],
+            out["bucket"] if has_bucket_col else [None] * len(out),
+        )
+    ):
+        if pol != "parametric":
+            continue
+        bucket = chosen.get(bucket_name) if bucket_name is not None else None
+        if bucket is None:
+            bucket = next((b for b in result.buckets if b.min_batch <= size <= b.max_batch), None)
+        if (
+            bucket is not None
+            and decoded[params] == bucket.params.to_dict()
+            and bucket.min_batch <= size <= bucket.max_batch
+        ):
+            winners[i] = True
+    out.loc[winners, "policy"] = "tuned"
+    out.loc[winners, "policy_params"] = tuned_params
+    return out
+
+
+def ok_rows_with_lines(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
+    """The rows whose status is ok, with `policy_label` (policy_labels) and `line` (the legend
+    name: the label, prefixed with `<run id> · ` when by_run) added."""
+    if frame.empty or "status" not in frame:
+        return frame.iloc[0:0].assign(
+            policy_label=pd.Series(dtype=object), line=pd.Series(dtype=object)
+        )
+    ok = frame[frame["status"] == "ok"].copy()
+    ok["policy_label"] = policy_labels(ok)
+    if "run_id" not in ok:
+        ok["run_id"] = ""
+    ok["line"] = (
+        (ok["run_id"].astype(str) + " · " + ok["policy_label"]) if by_run else ok["policy_label"]
+    )
+    return ok
+
+
+def line_policies(ok: pd.DataFrame) -> pd.DataFrame:
+    """One row per (line, run_id, policy, policy_params) of ok_rows_with_lines() output: which
+    stored policy each legend line draws."""
+    cols = ["line", "run_id", "policy", "policy_params"]
+    if ok.empty:
+        return pd.DataFrame(columns=cols)
+    present = [c for c in cols if c in ok]
+    return ok[present].drop_duplicates().reset_index(drop=True)
+
+
+def latency_points(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
+    """The latency chart's points: median over the cases (seeds) of every
+    (distribution, policy label, batch size), from rows whose status is ok.
+
+    Columns: line (legend name: the policy label, prefixed with the run when by_run),
+    policy, distribution, batch_size, latency_us, bw_fraction, latency_p10_us, latency_p90_us
+    (p10/p90 over the cases, or the measurement's own p10/p90 for one case), cases, and the
+    hover columns max_splits, split_requests, grid_size, num_tasks, waves (medians).
+    """
+    columns = [
+        "line",
+        "policy",
+        "run_id",
+        "distribution",
+        "batch_size",
+        "latency_us",
+        "bw_fraction",
+        "latency_p10_us",
+        "latency_p90_us",
+        "cases",
+        *HOVER_COLUMNS,
+    ]
+    ok = ok_rows_with_lines(frame, by_run)
+    if ok.empty:
+        return pd.DataFrame(columns=columns)
+    for col in ("bw_fraction", "p10_us", "p90_us", *HOVER_COLUMNS):
+        if col not in ok:
+            ok[col] = np.nan
+    keys = ["line", "distribution", "batch_size"]
+    grouped = ok.groupby(keys, sort=True, observed=True)
+    out = grouped.agg(
+        policy=("policy_label", "first"),
+        run_id=("run_id", "first"),
+        latency_us=("latency_us", "median"),
+        bw_fraction=("bw_fraction", "median"),
+        p10_us=("p10_us", "median"),
+        p90_us=("p90_us", "median"),
+        cases=("latency_us", "size"),
+        **{col: (col, "median") for col in HOVER_COLUMNS},
+    )
+    # Vectorised quantiles (a Python lambda per group is slow on large runs).
+    out["latency_lo"] = grouped["latency_us"].quantile(0.1)
+    out["latency_hi"] = grouped["latency_us"].quantile(0.9)
+    out = out.reset_index()
+    single = out["cases"] == 1
+    out["latency_p10_us"] = np.where(single, out["p10_us"], out["latency_lo"])
+    out["latency_p90_us"] = np.where(single, out["p90_us"], out["latency_hi"])
+    return (
+        out[columns]
+        .sort_values(["line", "distribution", "batch_size"], kind="stable")
+        .reset_index(drop=True)
+    )
+
+
+def policy_summary(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
+    """How each line (policy) fares against the best policy of every case it was measured on:
+    slowdown = latency / the case's fastest latency (1 = best on that case).
+
+    Columns: line, cases, geomean_slowdown, worst_slowdown, best_on (cases where it was fastest),
+    sorted best first. A case is (run, case_id); ok rows only.
+    """
+    columns = ["line", "cases", "geomean_slowdown", "worst_slowdown", "best_on"]
+    ok = ok_rows_with_lines(frame, by_run)
+    if ok.empty or "case_id" not in ok:
+        return pd.DataFrame(columns=columns)
+    ok = ok[ok["latency_us"] > 0]
+    best = ok.groupby(["run_id", "case_id"])["latency_us"].transform("min")
+    ok = ok.assign(slowdown=ok["latency_us"] / best, log_slowdown=np.log(ok["latency_us"] / best))
+    ok["is_best"] = ok["slowdown"] <= 1.0 + 1e-12
+    out = (
+        ok.groupby("line")
+        .agg(
+            cases=("slowdown", "size"),
+            geomean_slowdown=("log_slowdown", "mean"),
+            worst_slowdown=("slowdown", "max"),
+            best_on=("is_best", "sum"),
+        )
+        .reset_index()
+    )
+    out["geomean_slowdown"] = np.exp(out["geomean_slowdown"])
+    out["best_on"] = out["best_on"].astype(int)
+    return out[columns].sort_values("geomean_slowdown", kind="stable").reset_index(drop=True)
+
+
+def status_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """{status: rows} of a measurement frame (ok, failed, unsupported, ...)."""
+    if frame.empty or "status" not in frame:
+        return {}
+    return {str(k): int(v) for k, v in frame["status"].value_counts().items()}
+
+
+def bucket_table(result) -> pd.DataFrame:
+    """The tuned heuristic of a TuningResult: one row per bucket with its five params, its score
+    (geometric mean of tuned / best baseline; lower is better), worst case and trials."""
+    rows = []
+    for b in sorted(result.buckets, key=lambda b: b.min_batch):
+        rows.append(
+            {
+                "bucket": b.name,
+                "min_batch": b.min_batch,
+                "max_batch": b.max_batch,
+                **b.params.to_dict(),
+                "score_geomean": b.score,
+                "worst": b.worst,
+                "trials": b.n_trials,
+                "regret_geomean": b.regret_geomean,
+                "study": b.study_name,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def bucket_speedups(result) -> pd.DataFrame:
+    """Per bucket and baseline: the speedup of tuned over the baseline (baseline / tuned latency),
+    geometric mean and worst over the bucket's cases. Columns: bucket, min_batch, baseline,
+    geomean_speedup, worst_speedup, cases."""
+    rows = []
+    for b in sorted(result.buckets, key=lambda b: b.min_batch):
+        names = sorted({n for c in b.cases for n in c.baselines_us})
+        for name in names:
+            ratios = [
+                c.baselines_us[name] / c.tuned_us
+                for c in b.cases
+                if name in c.baselines_us and c.tuned_us > 0 and c.baselines_us[name] > 0
+            ]
+            if not ratios:
+                continue
+            rows.append(
+                {
+                    "bucket": b.name,
+                    "min_batch": b.min_batch,
+                    "baseline": name,
+                    "geomean_speedup": float(np.exp(np.mean(np.log(ratios)))),
+                    "worst_speedup": float(min(ratios)),
+                    "cases": len(ratios),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=["bucket", "min_batch", "baseline", "geomean_speedup", "worst_speedup", "cases"],
+    )
+
+
+def finalists_table(bucket) -> pd.DataFrame:
+    """A bucket's finalists: params, score median and p10/p90, relative spread ((p90-p10)/median),
+    CTAs, and which one was chosen."""
+    rows = []
+    for i, f in enumerate(bucket.finalists):
+        spread = (f.score_p90 - f.score_p10) / f.score_median if f.score_median else float("nan")
+        rows.append(
+            {
+                "finalist": i,
+                "chosen": f.chosen,
+                **f.params.to_dict(),
+                "score_median": f.score_median,
+                "score_p10": f.score_p10,
+                "score_p90": f.score_p90,
+                "spread": spread,
+                "ctas": f.ctas,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def case_table(bucket) -> pd.DataFrame:
+    """A bucket's cases: tuned latency, every baseline's latency, and the speedup of tuned over
+    each baseline (baseline / tuned: above 1 means tuned is faster), plus the oracle if measured."""
+    rows = []
+    for c in bucket.cases:
+        row = {"case": c.case_id, "batch_size": c.batch_size, "tuned_us": c.tuned_us}
+        for name, us in sorted(c.baselines_us.items()):
+            row[f"{name}_us"] = us
+        for name, us in sorted(c.baselines_us.items()):
+            row[f"speedup_vs_{name}"] = us / c.tuned_us if c.tuned_us > 0 else float("nan")
+        if c.oracle_us is not None:
+            row["oracle_us"] = c.oracle_us
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def case_latencies_long(bucket) -> pd.DataFrame:
+    """A bucket's cases in long form (case, batch_size, policy, latency_us) with `tuned` first,
+    then the baselines by name, then `oracle` when measured (what the case comparison chart
+    draws)."""
+    rows = []
+    for c in bucket.cases:
+        rows.append(
+            {
+                "case": c.case_id,
+                "batch_size": c.batch_size,
+                "policy": "tuned",
+                "latency_us": c.tuned_us,
+            }
+        )
+        for name, us in sorted(c.baselines_us.items()):
+            rows.append(
+                {"case": c.case_id, "batch_size": c.batch_size, "policy": name, "latency_us": us}
+            )
+        if c.oracle_us is not None:
+            rows.append(
+                {
+                    "case": c.case_id,
+                    "batch_size": c.batch_size,
+                    "policy": "oracle",
+                    "latency_us": c.oracle_us,
+                }
+            )
+    return pd.DataFrame(rows, columns=["case", "batch_size", "policy", "latency_us"])
+
+
+__all__ = [
+    "HOVER_COLUMNS",
+    "METRICS",
+    "bucket_speedups",
+    "bucket_table",
+    "case_latencies_long",
+    "case_table",
+    "device_text",
+    "finalists_table",
+    "latency_points",
+    "line_policies",
+    "mark_tuned",
+    "ok_rows_with_lines",
+    "policy_labels",
+    "policy_summary",
+    "runs_table",
+    "shape_text",
+    "status_counts",
+]

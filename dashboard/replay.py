@@ -1,0 +1,116 @@
+"""The SM timeline of a stored measurement, rebuilt from plain data and re-simulated.
+
+A measurement row keeps the batch's kv_lens, its shape fields and the policy's name and parameters
+(JSON); the run's manifest keeps the device. From those the batch is rebuilt, the policy comes from
+the registry (`kernels.policies.get(name, **params)`), and the simulator predicts its timeline.
+Nothing stored is unpickled or executed. The timeline is the simulator's model, also for runs
+measured on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from kernels.plan import AttentionShape, DeviceSpec
+
+SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype")
+DEVICE_FIELDS = ("name", "sm_count", "l2_bytes", "hbm_bytes_per_s", "max_ctas_per_sm", "live")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One policy's plan of one batch, simulated.
+
+    timeline: SimResult.to_frame(). time_us / stage1_us / merge_us: predicted times (us).
+    num_slots: CTA slots modelled (sm_count x the plan's CTAs per SM). kv_lens: tokens per request.
+    plan: describe_plan()'s numbers (splits, tasks, grid, waves, ...).
+    """
+
+    policy: str
+    timeline: pd.DataFrame
+    time_us: float
+    stage1_us: float
+    merge_us: float
+    num_slots: int
+    sm_count: int
+    kv_lens: np.ndarray
+    plan: dict
+
+
+def device_from_manifest(manifest: dict) -> DeviceSpec:
+    """The DeviceSpec a run planned for (manifest["device"]); ValueError naming what is missing."""
+    device = manifest.get("device")
+    if not isinstance(device, dict):
+        raise ValueError("device: the run's manifest has no device record")  # noqa: TRY004
+    missing = [f for f in DEVICE_FIELDS if f not in device and f not in ("max_ctas_per_sm", "live")]
+    if missing:
+        raise ValueError(f"device: the manifest's device lacks {', '.join(missing)}")
+    return DeviceSpec(**{f: device[f] for f in DEVICE_FIELDS if f in device})
+
+
+def shape_from_row(row: dict) -> AttentionShape:
+    """The AttentionShape of a measurement row (its shape columns)."""
+    missing = [f for f in SHAPE_FIELDS if row.get(f) is None]
+    if missing:
+        raise ValueError(f"shape: the row lacks {', '.join(missing)}")
+    return AttentionShape(
+        **{f: (str(row[f]) if f == "dtype" else int(row[f])) for f in SHAPE_FIELDS}
+    )
+
+
+def policy_from_row(row: dict):
+    """The registry policy of a row, rebuilt from its name and JSON parameters."""
+    from kernels import policies
+
+    try:
+        params = json.loads(row.get("policy_params") or "{}")
+    except ValueError as exc:
+        raise ValueError(f"policy_params: not valid JSON ({exc})") from None
+    if not isinstance(params, dict):
+        raise ValueError("policy_params: not a JSON object")  # noqa: TRY004
+    return policies.get(str(row["policy"]), **params)
+
+
+def replay_row(row: dict, device: DeviceSpec) -> Replay:
+    """Re-plan and simulate the batch of a measurement row with its own policy on `device`.
+
+    ValueError when the row lacks its per-request lengths (batches above 4096 requests store only
+    summaries) or holds something the planners reject.
+    """
+    from harness.backends.simulator import SimulatorBackend
+    from kernels import policies
+    from workloads.batch import DecodeBatch
+
+    kv_lens = row.get("kv_lens")
+    if kv_lens is None or len(kv_lens) == 0:
+        raise ValueError(
+            "kv_lens: this row has no per-request lengths (batches above 4096 requests "
+            "keep only summary columns)"
+        )
+    shape = shape_from_row(row)
+    policy = policy_from_row(row)
+    batch = DecodeBatch(np.asarray(kv_lens, dtype=np.int64), shape=shape)
+    plan = policy.plan(batch.kv_lens, shape, device)
+    result = SimulatorBackend(device).simulate(batch, plan)
+    return Replay(
+        policy=str(row["policy"]),
+        timeline=result.to_frame(),
+        time_us=float(result.time_us),
+        stage1_us=float(result.stage1_us),
+        merge_us=float(result.merge_us),
+        num_slots=int(result.num_slots),
+        sm_count=device.sm_count,
+        kv_lens=batch.kv_lens,
+        plan={
+            k: v
+            for k, v in policies.describe_plan(plan, device).items()
+            if k != "splits_per_request"
+        },
+    )
+
+
+__all__ = ["Replay", "device_from_manifest", "policy_from_row", "replay_row", "shape_from_row"]

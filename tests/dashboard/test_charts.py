@@ -1,0 +1,226 @@
+"""Every chart builder of dashboard/charts.py: the traces, axes and rules each figure holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+
+from dashboard import charts, frames
+from dashboard.thresholds import Threshold
+from harness.device import device_model
+from harness.sim_model import simulate
+from kernels import policies
+from kernels.plan import AttentionShape
+from tests.dashboard.test_frames import small_result
+
+H200 = device_model("h200")
+SHAPE = AttentionShape()
+
+
+def points(
+    lines=("fa3", "no-split"), dists=("skew80", "uniform"), sizes=(1, 4, 16, 64)
+) -> pd.DataFrame:
+    out = []
+    for li, line in enumerate(lines):
+        for dist in dists:
+            for b in sizes:
+                out.append(
+                    {
+                        "line": line,
+                        "policy": line,
+                        "run_id": "r",
+                        "distribution": dist,
+                        "batch_size": b,
+                        "latency_us": 100.0 * (li + 1) * b,
+                        "bw_fraction": 0.5,
+                        "latency_p10_us": 90.0 * (li + 1) * b,
+                        "latency_p90_us": 110.0 * (li + 1) * b,
+                        "cases": 1,
+                        "max_splits": 4 + li,
+                        "split_requests": 1,
+                        "grid_size": 64,
+                        "num_tasks": 64,
+                        "waves": 0.25,
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def rule(policy, batch, kind="regime"):
+    return Threshold(policy, batch, kind, f"{policy}: rule at {batch}")
+
+
+def test_latency_figure_has_a_line_per_policy_and_facet_and_log_axes():
+    fig = charts.latency_figure(points())
+    assert len(fig.data) == 4  # 2 lines x 2 facets
+    assert {t.name for t in fig.data} == {"fa3", "no-split"}
+    assert sum(t.showlegend for t in fig.data) == 2  # one legend entry per line
+    assert {t.xaxis for t in fig.data} == {"x", "x2"}
+    assert (
+        fig.layout.xaxis.type == "log"
+        and fig.layout.xaxis2.type == "log"
+        and fig.layout.yaxis.type == "log"
+    )
+    assert [a.text for a in fig.layout.annotations] == ["skew80", "uniform"]
+    fa3 = next(t for t in fig.data if t.name == "fa3")
+    assert list(fa3.x) == [1, 4, 16, 64] and fa3.line.color == charts.POLICY_COLORS["fa3"]
+    # Hover: splits, CTAs and waves of each point.
+    assert (
+        "splits" in fa3.hovertemplate
+        and "CTAs" in fa3.hovertemplate
+        and "waves" in fa3.hovertemplate
+    )
+    assert fa3.customdata[0][0] == 4 and fa3.customdata[0][2] == 64 and fa3.customdata[0][4] == 0.25
+    assert fa3.error_y.array is not None  # p10..p90 bars
+
+
+def test_threshold_rules_are_vertical_labelled_lines_on_every_facet_inside_the_range():
+    rules = [rule("flashinfer-tensor-core", 33), rule("fa3", 993), rule("tuned", 9, "bucket")]
+    fig = charts.latency_figure(points(), rules)
+    drawn = charts.rule_shapes(fig)
+    assert len(drawn) == 4  # 33 and 9 on both facets; 993 lies past B=64
+    for shape in drawn:
+        assert (
+            shape.x0 == shape.x1
+            and shape.yref.endswith("domain")
+            and (shape.y0, shape.y1) == (0, 1)
+        )
+    at_33 = [s for s in drawn if s.x0 == 32.5]
+    assert {s.xref for s in at_33} == {"x", "x2"}
+    assert at_33[0].label.text == "flashinfer-tensor-core: rule at 33"
+    assert (
+        at_33[0].line.color == charts.POLICY_COLORS["flashinfer-tensor-core"]
+        and at_33[0].line.dash == "dash"
+    )
+    assert next(s for s in drawn if s.x0 == 8.5).line.dash == "dot"  # bucket boundaries are dotted
+
+
+def test_bandwidth_metric_single_distribution_and_bad_metric():
+    fig = charts.latency_figure(points(), metric="bw_fraction", distributions=["uniform"])
+    assert len(fig.data) == 2 and fig.layout.yaxis.type == "linear"
+    assert fig.layout.yaxis.title.text == "achieved bandwidth / ceiling"
+    assert all(t.error_y.array is None for t in fig.data)
+    with pytest.raises(ValueError, match="metric"):
+        charts.latency_figure(points(), metric="joules")
+    empty = charts.latency_figure(points().iloc[0:0])
+    assert not empty.data and "no measurements" in empty.layout.annotations[0].text
+
+
+def test_log_axis_ticks():
+    fig = charts.latency_figure(points(sizes=(1, 3, 48)))
+    assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8, 16, 32, 64]
+    assert list(fig.layout.yaxis.tickvals) == [100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000]
+    assert charts.round_log_ticks([266.9, 2730.0]) == [200, 300, 500, 1000, 2000, 3000]
+    assert charts.power_of_two_ticks([0, float("nan")]) == [] and charts.round_log_ticks([]) == []
+
+
+def test_policy_colors_are_stable():
+    assert charts.policy_color("r1 · fa3") == charts.POLICY_COLORS["fa3"]
+    assert (
+        charts.policy_color("fixed-split[chunk_tokens=4096]") == charts.POLICY_COLORS["fixed-split"]
+    )
+    assert charts.policy_color("something-new") == charts.policy_color("something-new")
+
+
+def sim_frame(policy_name: str, kv_lens):
+    plan = policies.get(policy_name).plan(np.asarray(kv_lens), SHAPE, H200)
+    return simulate(plan, SHAPE, H200), plan
+
+
+def test_timeline_figure_one_bar_per_task_one_row_per_slot():
+    kv = [131072] + [2048] * 7
+    result, plan = sim_frame("no-split", kv)
+    fig = charts.timeline_figure(
+        result.to_frame(),
+        sm_count=H200.sm_count,
+        num_slots=result.num_slots,
+        kv_lens=kv,
+        stage1_us=result.stage1_us,
+        time_us=result.time_us,
+        title="no-split",
+    )
+    assert len(fig.data) == 8  # a legend entry (trace) per request for a small batch
+    assert sum(len(t.x) for t in fig.data) == plan.num_tasks
+    assert fig.data[0].name == "request 0 (131,072 tokens)"
+    rows = np.concatenate([np.asarray(t.y) for t in fig.data])
+    assert rows.min() >= 0 and rows.max() < result.num_slots
+    ends = np.concatenate([np.asarray(t.base) + np.asarray(t.x) for t in fig.data])
+    assert ends.max() == pytest.approx(
+        result.stage1_us - 3.0, rel=0.05
+    )  # the launch cost is outside the bars
+    # The long request's bars are the tail: they end last.
+    long_end = max(np.asarray(fig.data[0].base) + np.asarray(fig.data[0].x))
+    assert long_end == pytest.approx(ends.max())
+    assert [s.name for s in fig.layout.shapes] == ["end"]  # no merge: nothing is split
+    assert fig.layout.yaxis.range[0] == result.num_slots - 0.5
+
+
+def test_timeline_figure_colours_large_batches_by_cycled_colours_and_marks_the_merge():
+    kv = [100_000] + [1024] * 39
+    result, plan = sim_frame("fa3", kv)
+    assert result.merge_us > 0
+    fig = charts.timeline_figure(
+        result.to_frame(),
+        sm_count=H200.sm_count,
+        num_slots=result.num_slots,
+        stage1_us=result.stage1_us,
+        time_us=result.time_us,
+        x_max_us=5000.0,
+    )
+    assert len(fig.data) == 1 and len(fig.data[0].x) == plan.num_tasks
+    colors = list(fig.data[0].marker.color)
+    assert len(colors) == plan.num_tasks
+    by_request = dict(zip(result.to_frame()["request"], colors))
+    assert by_request[0] != by_request[1]  # neighbouring requests stay apart
+    assert [s.name for s in fig.layout.shapes] == ["attention done", "end"]
+    assert "merge" in fig.layout.shapes[1].label.text
+    assert fig.layout.xaxis.range == (0, 5000.0)
+
+
+def test_study_and_tuning_figures():
+    result = small_result()
+    bucket = result.buckets[1]
+    fin = charts.finalists_figure(frames.finalists_table(bucket))
+    assert len(fin.data) == 1 and list(fin.data[0].x) == ["#0 (chosen)", "#1"]
+    assert list(fin.data[0].error_y.array) == pytest.approx([0.1, 0.0])
+    cases = charts.case_comparison_figure(frames.case_latencies_long(bucket))
+    assert [t.name for t in cases.data] == ["tuned", "fa3", "no-split", "oracle"]
+    assert cases.layout.yaxis.type == "log"
+    speed = charts.bucket_speedup_figure(frames.bucket_speedups(result))
+    assert [t.name for t in speed.data] == ["fa3", "no-split"]
+    summary = charts.policy_summary_figure(
+        pd.DataFrame(
+            {
+                "line": ["a", "b"],
+                "cases": [2, 2],
+                "geomean_slowdown": [1.0, 2.0],
+                "worst_slowdown": [1.0, 4.0],
+                "best_on": [2, 0],
+            }
+        )
+    )
+    assert list(summary.data[0].y) == [
+        "b",
+        "a",
+    ]  # slowest at the bottom of the list, fastest on top
+
+
+def test_study_figures_draw_optunas_plots_or_say_why_not():
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(
+        lambda t: (
+            t.suggest_int("max_waves", 1, 16)
+            + (t.suggest_categorical("schedule", ["a", "b"]) == "a")
+        ),
+        n_trials=6,
+    )
+    figs = charts.study_figures(study)
+    assert set(figs) == {"history", "importances", "parallel", "slice"}
+    assert all(not isinstance(f, str) for f in figs.values()), figs
+    empty = charts.study_figures(optuna.create_study())
+    assert all(isinstance(v, str) and "no completed trial" in v for v in empty.values())
+    with pytest.raises(ValueError, match="which"):
+        charts.study_figures(study, which=["contour"])

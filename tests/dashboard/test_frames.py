@@ -1,0 +1,224 @@
+"""Table transformations of dashboard/frames.py on small hand-made frames and on a real tuning
+run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboard import frames
+from kernels.plan import SplitParams
+from studies.result import BucketResult, CaseEvidence, Finalist, TuningResult, load_tuning_result
+
+
+def rows(**columns) -> pd.DataFrame:
+    n = max(len(v) for v in columns.values() if isinstance(v, list))
+    base = {
+        "status": ["ok"] * n,
+        "run_id": ["r1"] * n,
+        "distribution": ["skew80"] * n,
+        "policy_params": ["{}"] * n,
+        "max_splits": [1] * n,
+        "split_requests": [0] * n,
+        "grid_size": [8] * n,
+        "num_tasks": [8] * n,
+        "waves": [0.5] * n,
+        "bw_fraction": [0.5] * n,
+        "p10_us": [np.nan] * n,
+        "p90_us": [np.nan] * n,
+    }
+    base.update(columns)
+    return pd.DataFrame(base)
+
+
+def test_latency_points_take_the_median_over_cases_and_keep_hover_columns():
+    frame = rows(
+        policy=["fa3"] * 4 + ["no-split"],
+        batch_size=[4, 4, 4, 8, 4],
+        case_id=["a", "b", "c", "d", "a"],
+        latency_us=[10.0, 30.0, 20.0, 5.0, 99.0],
+        p10_us=[9.0, 29.0, 19.0, 4.0, 98.0],
+        p90_us=[11.0, 31.0, 21.0, 6.0, 100.0],
+        max_splits=[2, 4, 6, 1, 1],
+    )
+    pts = frames.latency_points(frame)
+    fa3_4 = pts[(pts["line"] == "fa3") & (pts["batch_size"] == 4)].iloc[0]
+    assert fa3_4["latency_us"] == 20.0 and fa3_4["cases"] == 3 and fa3_4["max_splits"] == 4
+    assert fa3_4["latency_p10_us"] == pytest.approx(12.0) and fa3_4[
+        "latency_p90_us"
+    ] == pytest.approx(28.0)
+    one = pts[(pts["line"] == "fa3") & (pts["batch_size"] == 8)].iloc[0]
+    assert (one["latency_p10_us"], one["latency_p90_us"]) == (
+        4.0,
+        6.0,
+    )  # a single case keeps its own spread
+    assert list(pts["line"].unique()) == ["fa3", "no-split"]
+
+
+def test_failed_rows_are_not_drawn():
+    frame = rows(
+        policy=["fa3", "fa3"],
+        batch_size=[4, 8],
+        case_id=["a", "b"],
+        latency_us=[10.0, np.nan],
+        status=["ok", "failed"],
+    )
+    assert frames.latency_points(frame)["batch_size"].tolist() == [4]
+    assert frames.status_counts(frame) == {"ok": 1, "failed": 1}
+    assert frames.latency_points(frame.iloc[1:]).empty
+    assert frames.latency_points(pd.DataFrame()).empty
+
+
+def test_one_policy_with_several_parameter_sets_gets_one_label_each():
+    frame = rows(
+        policy=["fixed-split", "fixed-split", "fa3"],
+        batch_size=[4, 4, 4],
+        case_id=["a"] * 3,
+        latency_us=[1.0, 2.0, 3.0],
+        policy_params=[
+            json.dumps({"chunk_tokens": 1024, "schedule": "static"}),
+            json.dumps({"chunk_tokens": 4096, "schedule": "static"}),
+            "{}",
+        ],
+    )
+    assert frames.policy_labels(frame).tolist() == [
+        "fixed-split[chunk_tokens=1024]",
+        "fixed-split[chunk_tokens=4096]",
+        "fa3",
+    ]
+    by_run = frames.latency_points(frame, by_run=True)
+    assert set(by_run["line"]) == {
+        "r1 · fixed-split[chunk_tokens=1024]",
+        "r1 · fixed-split[chunk_tokens=4096]",
+        "r1 · fa3",
+    }
+
+
+def test_policy_summary_compares_with_the_fastest_policy_of_each_case():
+    frame = rows(
+        policy=["a", "b", "a", "b"],
+        batch_size=[4, 4, 8, 8],
+        case_id=["x", "x", "y", "y"],
+        latency_us=[10.0, 20.0, 40.0, 10.0],
+    )
+    summary = frames.policy_summary(frame).set_index("line")
+    assert summary.loc["a", "geomean_slowdown"] == pytest.approx(2.0)  # sqrt(1 * 4)
+    assert summary.loc["a", "worst_slowdown"] == pytest.approx(4.0)
+    assert summary.loc["b", "best_on"] == 1 and summary.loc["a", "best_on"] == 1
+
+
+def test_runs_table_describes_devices_and_l2():
+    manifests = [
+        {
+            "run_id": "r2",
+            "status": "running",
+            "kind": "bench",
+            "device": {"name": "h200", "live": False},
+            "simulated": True,
+            "backend": "simulator",
+            "environment": {"timer": "simulated", "cold_l2": None},
+        },
+        {
+            "run_id": "r1",
+            "status": "complete",
+            "device": {"name": "NVIDIA H100 80GB HBM3", "live": True},
+            "simulated": False,
+            "backend": "triton",
+            "environment": {"timer": "cupti", "cold_l2": False},
+            "has_tuning": True,
+        },
+        {"run_id": "bad", "status": "corrupt", "error": "manifest unreadable"},
+    ]
+    table = frames.runs_table(manifests)
+    assert table["run"].tolist() == ["r2", "r1", "bad"]
+    assert table["device"].tolist() == ["simulated (h200)", "NVIDIA H100 80GB HBM3", "?"]
+    assert table["L2"].tolist() == ["n/a (model)", "hot L2", "?"]
+    assert table["tuning"].tolist() == [False, True, False]
+    shape = {
+        "num_qo_heads": 32,
+        "num_kv_heads": 8,
+        "head_dim": 128,
+        "page_size": 16,
+        "dtype": "bf16",
+    }
+    assert frames.shape_text(shape) == "32 q / 8 KV heads, head_dim 128, page 16, bf16"
+
+
+def small_result() -> TuningResult:
+    params = SplitParams(min_tokens_per_cta=1024)
+    bucket = BucketResult(
+        name="1-8",
+        min_batch=1,
+        max_batch=8,
+        study_name="s/1-8",
+        params=params,
+        score=0.9,
+        worst=1.0,
+        n_trials=5,
+        cases=(
+            CaseEvidence("c1", 4, 100.0, {"fa3": 200.0, "no-split": 100.0}),
+            CaseEvidence("c2", 8, 50.0, {"fa3": 200.0, "no-split": 200.0}, oracle_us=45.0),
+        ),
+        finalists=(
+            Finalist(params, 0.9, 0.8, 1.0, 10, chosen=True),
+            Finalist(SplitParams(), 0.95, 0.95, 0.95, 4),
+        ),
+    )
+    other = BucketResult(
+        name="9-64",
+        min_batch=9,
+        max_batch=64,
+        study_name="s/9-64",
+        params=SplitParams(),
+        score=1.0,
+        worst=1.0,
+        n_trials=5,
+    )
+    return TuningResult(
+        "s", (other, bucket), {"name": "h200"}, {}, "simulated:h200", "simulator", True
+    )
+
+
+def test_tuning_tables():
+    result = small_result()
+    buckets = frames.bucket_table(result)
+    assert buckets["bucket"].tolist() == ["1-8", "9-64"] and buckets[
+        "min_tokens_per_cta"
+    ].tolist() == [1024, 2048]
+    fin = frames.finalists_table(result.buckets[1])
+    assert fin["spread"].tolist() == pytest.approx([0.2 / 0.9, 0.0])
+    assert fin["chosen"].tolist() == [True, False]
+    cases = frames.case_table(result.buckets[1])
+    assert cases["speedup_vs_fa3"].tolist() == [2.0, 4.0] and cases["oracle_us"].tolist()[1] == 45.0
+    long = frames.case_latencies_long(result.buckets[1])
+    assert long[long["case"] == "c2"]["policy"].tolist() == ["tuned", "fa3", "no-split", "oracle"]
+    speed = frames.bucket_speedups(result).set_index("baseline")
+    assert speed.loc["fa3", "geomean_speedup"] == pytest.approx(np.sqrt(8.0))
+    assert speed.loc["no-split", "worst_speedup"] == pytest.approx(1.0)
+
+
+def test_mark_tuned_names_the_winning_config_of_a_real_tuning_run(tune_run):
+    from dashboard.data import measurements
+    from kernels import policies
+
+    result = load_tuning_result(tune_run)
+    raw = measurements(tune_run).value
+    marked = frames.mark_tuned(raw, result)
+    tuned = marked[marked["policy"] == "tuned"]
+    assert not tuned.empty and len(marked) == len(raw)
+    for bucket in result.buckets:
+        in_bucket = tuned[tuned["batch_size"].between(bucket.min_batch, bucket.max_batch)]
+        assert not in_bucket.empty, bucket.name
+    # Every renamed row was measured with its bucket's chosen params ...
+    for (_, before), (_, after) in zip(raw.loc[tuned.index].iterrows(), tuned.iterrows()):
+        bucket = next(
+            b for b in result.buckets if b.min_batch <= before["batch_size"] <= b.max_batch
+        )
+        assert json.loads(before["policy_params"]) == bucket.params.to_dict()
+    # ... and its new params rebuild the tuned table as a policy.
+    policy = policies.get("tuned", **json.loads(tuned["policy_params"].iloc[0]))
+    assert [b.params for b in policy.buckets] == [p for _, _, p in result.bucket_table()]
+    assert (marked.loc[marked["policy"] == "parametric", "phase"] != "baseline").all()

@@ -1,0 +1,99 @@
+"""`kvtune tune`: tune the five split knobs per batch-size bucket with Optuna.
+
+    kvtune tune --study demo --suite prod-mix --backend simulator --device-model h200 \\
+        --trials 40 --seed 0 [--buckets 1-8,9-32,...] [--sampler tpe] [--objective mean,worst]
+        [--oracle] [--storage URL | --journal FILE] [--resume] [--workers N] [--preset NAME]
+
+Options given here override a preset's (studies/presets/<name>.toml), which override the
+defaults. Bad input is one line and exit 2 (harness.cli.main), with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parsers(sub) -> None:
+    from harness.bench_cli import add_backend_arguments, add_suite_arguments
+    from studies.config import OBJECTIVES, preset_names
+    from studies.samplers import PRUNERS, SAMPLERS
+
+    p = sub.add_parser("tune", help="tune the split heuristic per batch-size bucket (Optuna)",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", help="study name; each bucket's study is <NAME>/<bucket> (required)")
+    p.add_argument("--preset", help="named settings from studies/presets/ ("
+                   + (", ".join(preset_names()) or "none") + ")")
+    add_suite_arguments(p)
+    add_backend_arguments(p)
+    p.add_argument("--trials", type=int, help="trials per bucket, counted over resumptions (default 40)")
+    p.add_argument("--buckets", help="batch-size buckets, e.g. 1-8,9-32,33-128,129-512 (default: "
+                   "those, extended past 512 when the suite has larger batches)")
+    p.add_argument("--sampler", help=f"{', '.join(SAMPLERS)} (default tpe; nsga2 with --objective mean,worst)")
+    p.add_argument("--seed", type=int, help="sampler seed (default 0)")
+    p.add_argument("--objective", help=f"{' or '.join(OBJECTIVES)} (default mean: geometric mean "
+                   "of tuned / best baseline; mean,worst adds the worst case, multi-objective)")
+    p.add_argument("--pruner", help=f"{', '.join(PRUNERS)} (default median)")
+    p.add_argument("--baselines", help="comma-separated baseline policies the score divides by "
+                   "(default flashinfer-tensor-core,fa3,trtllm-oversub,fixed-split)")
+    p.add_argument("--space", action="append", metavar="KNOB=VALUES",
+                   help="narrow the search space (repeatable): min_tokens_per_cta=512..4096, "
+                        "max_waves=1..4, max_splits=8..64, ctas_per_sm=1,2, schedule=static,...")
+    p.add_argument("--finalists", type=int, help="top configs re-measured at the end (default 5)")
+    p.add_argument("--finalist-rounds", type=int, help="interleaved rounds of the finalists (default 3)")
+    p.add_argument("--oracle", action="store_true",
+                   help="also search the best per-request split of every case (regret)")
+    p.add_argument("--storage", help="Optuna RDB URL (default sqlite:///<out>/optuna.db)")
+    p.add_argument("--journal", help="Optuna journal file instead of --storage (many processes, one host)")
+    p.add_argument("--resume", action="store_true", help="continue the named study (or create it)")
+    p.add_argument("--workers", type=int, help="worker processes sharing the study (default 1)")
+    p.add_argument("--gpus", help="GPU indices for the workers, e.g. 0,1 (default: all)")
+    p.add_argument("--timeout-s", type=float, help="stop searching after this many seconds")
+    p.add_argument("--heartbeat-s", type=int, help="RDB trial heartbeat interval, s (default 10)")
+    p.add_argument("--out", help="results folder (default results/)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    # Only what the user typed may override a preset: absent options stay absent.
+    for action in p._actions:
+        if action.dest != "help":
+            action.default = argparse.SUPPRESS
+    p.set_defaults(handler=run_tune_command)
+
+
+def explicit_settings(args: argparse.Namespace) -> dict:
+    """The TuneConfig fields the user gave on the command line."""
+    from dataclasses import fields
+
+    from studies.config import TuneConfig
+
+    given = {k: v for k, v in vars(args).items() if k not in ("handler", "command")}
+    unknown = sorted(set(given) - {f.name for f in fields(TuneConfig)})
+    if unknown:  # an option added to the shared suite/backend arguments that tune cannot pass on
+        raise ValueError(f"tune: option --{unknown[0].replace('_', '-')} is not supported by kvtune tune")
+    if "param" in given:
+        given["param"] = tuple(given["param"])
+    if "space" in given:
+        space = {}
+        for item in given["space"]:
+            knob, sep, value = item.partition("=")
+            if not sep or not knob.strip():
+                raise ValueError(f"space: {item!r} is not KNOB=VALUES")
+            space[knob.strip()] = value.strip()
+        given["space"] = space
+    return given
+
+
+def run_tune_command(args: argparse.Namespace) -> int:
+    from studies.config import load_preset, merge
+    from studies.storage import redact_url
+    from studies.tune import run_tune
+
+    given = explicit_settings(args)
+    preset = load_preset(given["preset"]) if given.get("preset") else None
+    config = merge(given, preset)
+    words = [redact_url(w) if "://" in w else w for w in sys.argv[1:]]
+    command = "kvtune " + " ".join(words) if sys.argv[0].endswith("kvtune") else "kvtune tune ..."
+    run_tune(config, command=command)
+    return 0
+
+
+__all__ = ["add_parsers", "explicit_settings", "run_tune_command"]

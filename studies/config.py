@@ -1,0 +1,163 @@
+"""The settings of a tuning run, and named presets of them (studies/presets/<name>.toml).
+
+A preset is a TOML file whose keys are TuneConfig fields (the `kvtune tune` options with `_` for
+`-`) plus an optional `description`; a `[space]` table narrows the search space (see
+studies/space.py). Options given on the command line override the preset; the preset overrides
+the defaults here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
+OBJECTIVES = ("mean", "mean,worst")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """Everything a tuning run (and each of its worker processes) needs. See `kvtune tune -h`."""
+
+    study: str = ""
+    suite: str | None = None
+    distribution: str | None = None
+    batch_sizes: str | None = None
+    param: tuple = ()
+    seeds: str = "0"
+    shape: str = "llama3-8b"
+    page_size: int | None = None
+    dtype: str | None = None
+    num_qo_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    backend: str = "auto"
+    device_model: str | None = None
+    timer: str = "auto"
+    warm_l2: bool = False
+    trials: int = 40
+    buckets: str | None = None
+    sampler: str | None = None  # None: tpe, or nsga2 for the multi-objective mode
+    seed: int = 0
+    objective: str = "mean"
+    pruner: str = "median"
+    baselines: str = "flashinfer-tensor-core,fa3,trtllm-oversub,fixed-split"
+    space: dict = field(default_factory=dict)
+    finalists: int = 5
+    finalist_rounds: int = 3
+    oracle: bool = False
+    storage: str | None = None
+    journal: str | None = None
+    resume: bool = False
+    workers: int = 1
+    gpus: str | None = None
+    timeout_s: float | None = None
+    out: str = "results"
+    heartbeat_s: int = 10
+    no_progress: bool = False
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        check_study_name(self.study)
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective: {self.objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
+        for name, lo, hi in (("trials", 1, 100_000), ("workers", 1, 256), ("finalists", 1, 50),
+                             ("finalist_rounds", 1, 100), ("heartbeat_s", 1, 3600)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{name.replace('_', '-')}: {value!r} out of range; allowed: {lo}..{hi}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"timeout-s: {self.timeout_s} must be > 0")
+        if self.storage and self.journal:
+            raise ValueError("storage: give --storage URL or --journal FILE, not both")
+
+    @property
+    def multi_objective(self) -> bool:
+        return self.objective == "mean,worst"
+
+    @property
+    def sampler_name(self) -> str:
+        return self.sampler or ("nsga2" if self.multi_objective else "tpe")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["param"] = list(self.param)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TuneConfig:
+        d = dict(d)
+        d["param"] = tuple(d.get("param") or ())
+        return cls(**d)
+
+
+def check_study_name(name: str) -> None:
+    if not name or not isinstance(name, str):
+        raise ValueError("study: a name is required (--study NAME)")
+    if "/" in name or len(name) > 200 or name != name.strip():
+        raise ValueError(f"study: {name!r} not allowed; allowed: 1..200 characters without '/' "
+                         "or surrounding spaces (buckets add '/<bucket>')")
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load_preset(name: str) -> dict:
+    """The preset's settings as TuneConfig field values (description dropped)."""
+    path = PRESET_DIR / f"{name}.toml"
+    if "/" in name or not path.is_file():
+        raise ValueError(f"preset: {name!r} unknown; allowed: {', '.join(preset_names()) or 'none'}")
+    data = _read_toml(path)
+    data.pop("description", None)
+    known = {f.name for f in dataclasses.fields(TuneConfig)} - {"study", "resume", "preset"}
+    values = {}
+    for key, value in data.items():
+        key = key.replace("-", "_")
+        if key not in known:
+            raise ValueError(f"preset {name}: key {key!r} unknown; allowed: {', '.join(sorted(known))}")
+        values[key] = tuple(value) if key == "param" else value
+    if "space" in values and not isinstance(values["space"], dict):
+        raise ValueError(f"preset {name}: space must be a table of knob = values")
+    return values
+
+
+def preset_description(name: str) -> str:
+    return str(_read_toml(PRESET_DIR / f"{name}.toml").get("description", ""))
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise ValueError("preset: reading TOML needs Python 3.11 or the package tomli") from None
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"preset: {path.name} is not valid TOML ({exc})") from None
+
+
+def merge(explicit: dict, preset: dict | None) -> TuneConfig:
+    """TuneConfig from the options given on the command line (`explicit`: only those the user
+    gave) over the preset's values over the defaults; space tables merge knob by knob."""
+    values = dict(preset or {})
+    space = dict(values.get("space") or {})
+    space.update(explicit.get("space") or {})
+    values.update({k: v for k, v in explicit.items() if k != "space"})
+    values["space"] = space
+    return TuneConfig(**values)
+
+
+__all__ = [
+    "OBJECTIVES",
+    "TuneConfig",
+    "check_study_name",
+    "load_preset",
+    "merge",
+    "preset_description",
+    "preset_names",
+]

@@ -1,0 +1,150 @@
+"""The noise-aware choice at the end of a bucket's study.
+
+The top configurations (5 by default) are measured again, interleaved so that drift in clocks
+or temperature hits them alike: in each round, for each case, every finalist in turn
+(A B C D E on case 1, A B C D E on case 2, ...). A finalist's score in a round is the geometric
+mean over the cases of its latency / the best baseline latency; over the rounds it has a median,
+p10 and p90. The fastest finalist (lowest median score) wins, unless another one's p10..p90 range
+overlaps the fastest's (they are within the measurement noise of each other) and it is simpler:
+it launches fewer CTAs over the bucket's cases. Among all finalists within the noise of the
+fastest, the one with fewest CTAs wins (ties: the lower median score). With a deterministic
+backend (the simulator) the ranges are points, so only exact ties are decided by simplicity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.parametric import ParametricPolicy
+from kernels.plan import SplitParams
+from studies.objective import geomean
+from studies.result import Finalist
+
+DEFAULT_FINALISTS = 5
+DEFAULT_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class FinalistStats:
+    """One finalist after the interleaved rounds.
+
+    scores: one score per round. total_us: per round, the summed latency over the cases (us).
+    case_us: median latency per case over the rounds. ctas: CTAs launched over the cases.
+    failed: why it could not be re-measured (None when all rows were ok).
+    """
+
+    params: SplitParams
+    scores: tuple[float, ...]
+    total_us: tuple[float, ...]
+    case_us: dict
+    ctas: int
+    failed: str | None = None
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.scores)) if self.scores else float("inf")
+
+    @property
+    def p10(self) -> float:
+        return float(np.percentile(self.scores, 10)) if self.scores else float("inf")
+
+    @property
+    def p90(self) -> float:
+        return float(np.percentile(self.scores, 90)) if self.scores else float("inf")
+
+    @property
+    def median_us(self) -> float:
+        return float(np.median(self.total_us)) if self.total_us else float("nan")
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median of the score over the rounds (0 for a deterministic backend)."""
+        return (self.p90 - self.p10) / self.median if self.scores else float("nan")
+
+    def to_finalist(self, chosen: bool) -> Finalist:
+        return Finalist(self.params, self.median, self.p10, self.p90, self.ctas, chosen)
+
+
+def choose(stats: list[FinalistStats]) -> int:
+    """Index of the winner (see the module docstring). ValueError when none was measured."""
+    ok = [i for i, s in enumerate(stats) if s.failed is None and s.scores]
+    if not ok:
+        raise ValueError("finalists: none could be measured again")
+    fastest = min(ok, key=lambda i: (stats[i].median, stats[i].ctas))
+    f = stats[fastest]
+    within = [i for i in ok if stats[i].p10 <= f.p90]
+    return min(within, key=lambda i: (stats[i].ctas, stats[i].median))
+
+
+def top_configs(trials, k: int = DEFAULT_FINALISTS, multi_objective: bool = False,
+                pareto=()) -> list[SplitParams]:
+    """The `k` best distinct configurations of the complete `trials` (optuna FrozenTrials).
+
+    Single objective: by value. Multi-objective: the Pareto front (`pareto`, by geometric mean)
+    first, then the other trials by geometric mean.
+    """
+    from studies.space import params_from_trial
+
+    def key(t):
+        return t.values[0] if multi_objective else t.value
+
+    front = sorted(pareto, key=key)
+    rest = sorted((t for t in trials if t not in front), key=key)
+    out: list[SplitParams] = []
+    for t in list(front) + rest:
+        params = params_from_trial(t.params)
+        if params not in out:
+            out.append(params)
+        if len(out) == k:
+            break
+    return out
+
+
+def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us: dict,
+                      recorder, *, study_name: str, bucket: str,
+                      rounds: int = DEFAULT_ROUNDS) -> list[FinalistStats]:
+    """Measure `candidates` interleaved over `rounds` rounds (see the module docstring)."""
+    if rounds < 1:
+        raise ValueError(f"finalist-rounds: {rounds} out of range; allowed: >= 1")
+    n = len(candidates)
+    policies = [ParametricPolicy(p) for p in candidates]
+    lat = np.full((n, rounds, len(cases)), np.nan)
+    ctas = [0] * n
+    failed: list[str | None] = [None] * n
+    for r in range(rounds):
+        for c, case in enumerate(cases):
+            for i, policy in enumerate(policies):
+                if failed[i]:
+                    continue
+                row, plan = runner.measure_one(case, policy)
+                recorder.add(row, phase="finalist", study=study_name, bucket=bucket,
+                             round_index=r, candidate=i)
+                if row["status"] != "ok":
+                    failed[i] = f"{row['status']} on {case.case_id}: {row.get('message', '')}"
+                    continue
+                lat[i, r, c] = row["latency_us"]
+                if r == 0:
+                    ctas[i] += int(plan.grid_size)
+    best = np.array([min(baselines_us[case.case_id].values()) for case in cases])
+    out = []
+    for i, params in enumerate(candidates):
+        if failed[i]:
+            out.append(FinalistStats(params, (), (), {}, ctas[i], failed[i]))
+            continue
+        scores = tuple(geomean(lat[i, r] / best) for r in range(rounds))
+        totals = tuple(float(lat[i, r].sum()) for r in range(rounds))
+        case_us = {case.case_id: float(np.median(lat[i, :, c])) for c, case in enumerate(cases)}
+        out.append(FinalistStats(params, scores, totals, case_us, ctas[i]))
+    return out
+
+
+__all__ = [
+    "DEFAULT_FINALISTS",
+    "DEFAULT_ROUNDS",
+    "FinalistStats",
+    "choose",
+    "measure_finalists",
+    "top_configs",
+]

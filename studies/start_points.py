@@ -1,0 +1,48 @@
+"""Start points: the parametric configurations closest to the field's heuristics.
+
+They are enqueued before the sampler draws anything, so a study begins where the baselines are
+and, because a start point is never pruned, ends no worse than the best of them.
+
+What each approximates (kernels/baselines*.py hold the real rules):
+  flashinfer-tensor-core  chunks of >= 128 tokens, one wave of 2 CTAs per SM, static order; its
+                          own split cap is the chunk size, so max_splits is left large (128).
+  fa3                     128-token n-blocks, one wave of 1 CTA per SM, persistent grid taking the
+                          heaviest work first, up to 128 splits.
+  trtllm-oversub          chunks of >= 2048 tokens, up to 16 waves, at most 32 splits, 1 CTA per SM.
+  fixed-split (2048)      chunks of 2048 tokens whatever the batch: caps as large as the space
+                          allows, so only the 2048-token floor binds; every resident CTA (8 per SM).
+Each is projected onto the study's space (space.project), and duplicates are dropped.
+"""
+
+from __future__ import annotations
+
+from kernels.plan import SplitParams
+from studies.space import SearchSpace, project
+
+BASELINE_APPROXIMATIONS: dict[str, SplitParams] = {
+    "flashinfer-tensor-core": SplitParams(min_tokens_per_cta=128, max_waves=1, max_splits=128,
+                                          ctas_per_sm=2, schedule="static"),
+    "fa3": SplitParams(min_tokens_per_cta=128, max_waves=1, max_splits=128, ctas_per_sm=1,
+                       schedule="persistent-heavy-first"),
+    "trtllm-oversub": SplitParams(min_tokens_per_cta=2048, max_waves=16, max_splits=32,
+                                  ctas_per_sm=1, schedule="static"),
+    "fixed-split": SplitParams(min_tokens_per_cta=2048, max_waves=16, max_splits=128,
+                               ctas_per_sm=8, schedule="static"),
+}
+
+
+def start_points(space: SearchSpace) -> list[tuple[str, SplitParams]]:
+    """(baseline name, configuration in `space`) for every approximated baseline, without
+    duplicates (a configuration that two baselines share keeps the first name)."""
+    out: list[tuple[str, SplitParams]] = []
+    seen = set()
+    for name, params in BASELINE_APPROXIMATIONS.items():
+        projected = project(params, space)
+        if projected in seen:
+            continue
+        seen.add(projected)
+        out.append((name, projected))
+    return out
+
+
+__all__ = ["BASELINE_APPROXIMATIONS", "start_points"]

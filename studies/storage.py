@@ -1,0 +1,244 @@
+"""Where studies live: Optuna storages by URL or journal file, and keeping them healthy.
+
+- `sqlite:///results/optuna.db` (default, next to the results): embedded, nothing to start.
+- any Optuna RDB URL (`postgresql://user:pw@host/db`, `mysql+pymysql://...`): several hosts
+  work on one study by running `kvtune tune --storage URL --study NAME --resume` each.
+- `--journal FILE`: Optuna's JournalStorage on a JournalFileBackend, for many processes on one
+  host (file locks, no database).
+
+Trials that a killed process left RUNNING are failed, never silently resumed: RDB storages carry
+Optuna's heartbeat (a trial whose heartbeat is older than the grace period is failed by the next
+trial of any process), and every trial records its host and process id, so a trial of this host
+whose process is gone is failed at once (`fail_dead_trials`). Provenance records the URL with
+its credentials removed (`redact_url`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+DEFAULT_HEARTBEAT_S = 10
+OPEN_ATTEMPTS = 3
+HOST_ATTR = "kvtune_host"
+PID_ATTR = "kvtune_pid"
+FAIL_ATTR = "kvtune_fail"  # why a trial failed: the configuration's fault (counts as a trial)
+LOST_ATTR = "kvtune_lost"  # why a trial was lost: its process died (does not count)
+_SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token", "key", "sslkey", "sslpassword")
+# SQLAlchemy dialects and the driver module each needs, for a one-line error without it.
+# (SQLAlchemy 2 reads postgresql:// with psycopg 3, mysql:// with mysqlclient.)
+_DRIVERS = {"postgresql": "psycopg (pip install 'psycopg[binary]'; or postgresql+psycopg2:// with "
+                          "psycopg2-binary)",
+            "mysql": "mysqlclient (pip install mysqlclient; or mysql+pymysql:// with pymysql)"}
+
+
+def default_storage_url(out_dir: str | os.PathLike = "results") -> str:
+    """`sqlite:///<out_dir>/optuna.db` (relative paths stay relative to the working folder)."""
+    return f"sqlite:///{Path(out_dir).as_posix()}/optuna.db"
+
+
+def redact_url(url: str) -> str:
+    """`url` without user name, password or secret query parameters ("***" in their place);
+    a URL without any comes back unchanged."""
+    scheme, sep, rest = str(url).partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    path, qmark, query = tail.partition("?")
+    if qmark and query:
+        pairs = [(k, "***" if k.lower() in _SECRET_QUERY_KEYS else v)
+                 for k, v in parse_qsl(query, keep_blank_values=True)]
+        query = urlencode(pairs, safe="*/:")
+    return f"{scheme}://{authority}{slash}{path}{qmark}{query}"
+
+
+def describe_storage(url: str | None, journal: str | None) -> str:
+    """What provenance and the report say about the storage (credentials removed)."""
+    if journal:
+        return f"journal:{Path(journal).as_posix()}"
+    return redact_url(url or default_storage_url())
+
+
+def open_storage(url: str | None = None, journal: str | None = None, *,
+                 heartbeat_s: int = DEFAULT_HEARTBEAT_S):
+    """An Optuna storage for `url` (RDB) or `journal` (file path); exactly one may be given.
+
+    heartbeat_s: RDB heartbeat interval, 1..3600 s (grace period: three intervals).
+    ValueError, one line without credentials, when the storage cannot be opened.
+    """
+    import optuna
+
+    if url and journal:
+        raise ValueError("storage: give --storage URL or --journal FILE, not both")
+    if not 1 <= int(heartbeat_s) <= 3600:
+        raise ValueError(f"heartbeat-s: {heartbeat_s} out of range; allowed: 1..3600")
+    if journal:
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(journal)
+        if not path.parent.is_dir():
+            raise ValueError(f"journal: folder {path.parent} does not exist")
+        try:
+            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"journal: cannot open {path}: {_one_line(exc)}") from None
+    url = url or default_storage_url()
+    shown = redact_url(url)
+    scheme = url.partition("://")[0].split("+")[0].lower()
+    if scheme == "sqlite":
+        db_path = url.split(":///", 1)[1] if ":///" in url else ""
+        if db_path and db_path != ":memory:":
+            parent = Path(db_path.split("?")[0]).parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ValueError(f"storage: cannot create the folder of {shown}: {exc.strerror}") from None
+    if scheme == "sqlite":
+        engine_kwargs = {"connect_args": {"timeout": 60}}  # wait for other workers' write locks
+    elif scheme in ("postgresql", "mysql"):
+        engine_kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
+    else:
+        engine_kwargs = {"pool_pre_ping": True}
+    if scheme not in ("sqlite", "postgresql", "mysql", "oracle", "mssql"):
+        raise ValueError(f"storage: {shown!r} is not an Optuna RDB URL; allowed: sqlite:///FILE, "
+                         "postgresql://..., mysql://... (or --journal FILE)")
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            storage = optuna.storages.RDBStorage(
+                url, engine_kwargs=engine_kwargs, heartbeat_interval=int(heartbeat_s),
+                grace_period=3 * int(heartbeat_s))
+            if scheme == "sqlite":
+                _sqlite_write_ahead_log(storage.engine)
+            return storage
+        except ImportError:  # Optuna re-raises the driver's ModuleNotFoundError as ImportError
+            need = _DRIVERS.get(scheme, "of its dialect")
+            raise ValueError(f"storage: {shown} needs the database driver {need}") from None
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds
+            # Hosts that start together on an empty database race to create Optuna's tables;
+            # the loser sees a duplicate-object error, and a moment later the tables are there.
+            if attempt + 1 < OPEN_ATTEMPTS and "already exists" in str(exc):
+                time.sleep(1.0 + attempt)
+                continue
+            raise ValueError(f"storage: cannot open {shown}: {_one_line(exc, url)}") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _sqlite_write_ahead_log(engine) -> None:
+    """WAL journal with synchronous=NORMAL: every trial commits a dozen times, and a full fsync
+    per commit costs more than the simulator's trial. A killed process still loses nothing
+    committed (only a power cut can drop the last commits), and readers do not block the writer
+    of another worker process."""
+    from sqlalchemy import event
+
+    def on_connect(dbapi_connection, _record):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    event.listen(engine, "connect", on_connect)
+    engine.dispose()  # connections opened before the listener get replaced
+
+
+def existing_studies(storage, names) -> list[str]:
+    """The names among `names` that already exist in `storage`."""
+    import optuna
+
+    have = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    return [n for n in names if n in have]
+
+
+def tag_trial(trial) -> None:
+    """Record which process runs `trial` (so that its death can be recognised)."""
+    trial.set_user_attr(HOST_ATTR, socket.gethostname())
+    trial.set_user_attr(PID_ATTR, os.getpid())
+
+
+def fail_dead_trials(study) -> list[int]:
+    """Fail the RUNNING trials of this host whose process is gone; returns their numbers.
+
+    A trial of another host is left alone (its own host's next run, or the RDB heartbeat, deals
+    with it), and so is a trial without a recorded process.
+    """
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    failed = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.user_attrs.get(HOST_ATTR) != host or PID_ATTR not in t.user_attrs:
+            continue
+        pid = int(t.user_attrs[PID_ATTR])
+        if pid == os.getpid() or process_alive(pid):
+            continue
+        storage = study._storage
+        try:
+            storage.set_trial_user_attr(t._trial_id, LOST_ATTR,
+                                        f"process {pid} on {host} died during the trial")
+            if storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
+                failed.append(t.number)
+        except UpdateFinishedTrialError:
+            pass  # another process failed it first
+    return failed
+
+
+def process_alive(pid: int) -> bool:
+    """True when process `pid` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def counted_trials(study) -> int:
+    """Trials that count toward `--trials`: complete, pruned, and failed by their configuration
+    (a wrong output, an infeasible or unsupported config). Trials lost with their process do not."""
+    from optuna.trial import TrialState
+
+    n = 0
+    for t in study.get_trials(deepcopy=False):
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED) or t.state == TrialState.FAIL and FAIL_ATTR in t.user_attrs:
+            n += 1
+    return n
+
+
+def _one_line(exc: BaseException, url: str | None = None) -> str:
+    text = " ".join(str(exc).split())
+    if url:  # drivers echo connection strings; never let a password through
+        text = text.replace(url, redact_url(url))
+        try:
+            parts = urlsplit(url)
+            secrets = [parts.password, parts.username]
+        except ValueError:
+            secrets = []
+        for secret in secrets:
+            if secret:
+                text = text.replace(secret, "***")
+    first = text.split(" (Background on this error")[0]
+    return (first[:300] + "...") if len(first) > 300 else first
+
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_S",
+    "counted_trials",
+    "default_storage_url",
+    "describe_storage",
+    "existing_studies",
+    "fail_dead_trials",
+    "open_storage",
+    "process_alive",
+    "redact_url",
+    "tag_trial",
+]

@@ -1,0 +1,369 @@
+"""A whole tuning run: every bucket's study searched, its finalists chosen, the result written.
+
+Order of work (nothing is written before every setting has been checked and the storage opened):
+1. validate the settings, draw the suite, open the backend and the storage; refuse an existing
+   study without --resume, or a resumed one created with other settings;
+2. create results/<run-id>/ (manifest kind "tune", status "running");
+3. per bucket: create or load `<study>/<bucket>`, measure the missing baselines, enqueue the
+   start points;
+4. search: in this process (--workers 1), or in N worker processes sharing the storage
+   (studies/worker.py), each taking an equal share of every bucket's remaining trials;
+5. per bucket: the top configurations re-measured interleaved and the winner chosen
+   (studies/finalists.py), the oracle when asked (studies/oracle.py);
+6. tuning.json, summary.json, the measurements and the manifest ("complete"); the results are
+   also stored in each bucket's study (user attributes `kvtune_result`, `kvtune_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from studies.config import TuneConfig
+from studies.finalists import choose, measure_finalists, top_configs
+from studies.records import RowRecorder, merge_parts, remove_parts
+from studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
+from studies.result import (
+    RESULT_ATTR,
+    RUN_ATTR,
+    BucketResult,
+    CaseEvidence,
+    TuningResult,
+    save_tuning_result,
+)
+from studies.start_points import start_points
+from studies.storage import (
+    counted_trials,
+    default_storage_url,
+    describe_storage,
+    existing_studies,
+    open_storage,
+)
+from studies.study import (
+    best_so_far,
+    check_resumable,
+    create_or_load,
+    deadline_share,
+    prepare,
+    remaining_trials,
+    search,
+    seed_study,
+    silence_optuna,
+    stderr_line,
+)
+
+KERNELS = {"triton": "triton-splitkv", "flashinfer": "flashinfer-tensor-core"}
+REPO_ROOT = Path(__file__).resolve().parent.parent
+POLL_S = 0.5
+
+
+def run_tune(config: TuneConfig, command: str = "") -> Path:
+    """Run the tuning described by `config`; returns the run folder. ValueError for bad input."""
+    import optuna
+
+    from harness.store import MEASUREMENTS, RunWriter
+
+    silence_optuna()
+    ctx = prepare(config)
+    try:
+        storage = open_storage(config.storage or (None if config.journal else default_storage_url(config.out)),
+                               config.journal, heartbeat_s=config.heartbeat_s)
+        names = [ctx.study_name(b) for b, _ in ctx.buckets]
+        existing = existing_studies(storage, names)
+        shown = describe_storage(config.storage or default_storage_url(config.out), config.journal)
+        if existing and not config.resume:
+            raise ValueError(f"study: {config.study!r} already exists in {shown} (buckets "
+                             f"{', '.join(n.rsplit('/', 1)[1] for n in existing)}); pass --resume "
+                             "to continue it, or choose another --study")
+        for bucket, cases in ctx.buckets:
+            if ctx.study_name(bucket) in existing:
+                check_resumable(ctx, optuna.load_study(study_name=ctx.study_name(bucket),
+                                                       storage=storage), cases)
+        gpus = _gpu_list(config)
+        stderr_line(f"kvtune tune: {ctx.opened.notice}")
+        writer = RunWriter.create(config.out, _manifest(ctx, command, shown), kind="tune")
+        ctx.runner.run_id = writer.run_id
+        recorder = RowRecorder(writer.root / MEASUREMENTS)
+        try:
+            result, extra = _run(ctx, storage, writer, recorder, shown, gpus)
+        except BaseException as exc:
+            rows = merge_parts(writer.root, recorder.rows)
+            if rows:
+                writer.write_rows(rows)
+            remove_parts(writer.root)
+            writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
+                          rows=len(rows))
+            raise
+    finally:
+        ctx.opened.backend.close()
+    summary = build_summary(result, extra)
+    print(format_report(result, summary))
+    print(f"\nResults: {writer.root}/tuning.json, {writer.root}/{SUMMARY_FILE}, "
+          f"{writer.root}/measurements.parquet; studies {config.study}/<bucket> in {shown}")
+    return writer.root
+
+
+def _run(ctx, storage, writer, recorder, shown: str, gpus):
+    from harness.store import atomic_write_json
+
+    config = ctx.config
+    studies, baselines = {}, {}
+    for bucket, cases in ctx.buckets:
+        study = create_or_load(ctx, storage, bucket, parallel=config.workers > 1)
+        baselines[bucket.name] = seed_study(ctx, study, cases, recorder, warn=stderr_line)
+        studies[bucket.name] = study
+    recorder.flush()
+    deadline = time.time() + config.timeout_s if config.timeout_s else None
+    if config.workers == 1:
+        for k, (bucket, cases) in enumerate(ctx.buckets):
+            study = studies[bucket.name]
+            with _Bar(study, config) as bar:
+                search(ctx, study, cases, baselines[bucket.name], recorder,
+                       n_trials=remaining_trials(ctx, study),
+                       timeout_s=deadline_share(deadline, len(ctx.buckets) - k),
+                       on_trial=bar.on_trial, on_fail=_fail_line(study))
+    else:
+        _run_workers(ctx, studies, deadline, writer, gpus)
+    results, extra = [], {}
+    for bucket, cases in ctx.buckets:
+        finished = _finish_bucket(ctx, studies[bucket.name], bucket, cases, baselines[bucket.name],
+                                  recorder)
+        if finished is None:
+            continue
+        results.append(finished[0])
+        extra[bucket.name] = finished[1]
+    rows = merge_parts(writer.root, recorder.rows)
+    writer.write_rows(rows)
+    remove_parts(writer.root)
+    if not results:
+        raise ValueError("study: no bucket has a complete trial (every configuration failed); "
+                         "see the failure lines above")
+    result = TuningResult(
+        study=config.study, buckets=tuple(results), device=ctx.opened.device.to_dict(),
+        shape=ctx.shape.to_dict(), kernel=_kernel(ctx), backend=ctx.opened.backend.name,
+        simulated=not ctx.opened.device.live, provenance=_provenance(ctx, writer, shown))
+    for b in results:
+        study = studies[b.name]
+        study.set_user_attr(RESULT_ATTR, b.to_dict())
+        study.set_user_attr(RUN_ATTR, result.run_fields())
+    save_tuning_result(writer.root, result)
+    atomic_write_json(writer.root / SUMMARY_FILE, build_summary(result, extra))
+    failed = sum(1 for r in rows if r.get("status") != "ok")
+    writer.finish("complete", rows=len(rows), failed_rows=failed,
+                  trials={b.name: b.n_trials for b in results})
+    return result, extra
+
+
+def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
+    """(BucketResult, [(median_us, spread)] per finalist) or None when nothing completed."""
+    from optuna.trial import TrialState
+
+    from kernels.parametric import ParametricPolicy
+    from studies.oracle import OracleSearch
+    from studies.space import params_from_trial
+
+    config = ctx.config
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not complete:
+        stderr_line(f"bucket {bucket.name}: no complete trial; left out of the result")
+        return None
+    pareto = study.best_trials if config.multi_objective else ()
+    candidates = top_configs(complete, config.finalists, config.multi_objective, pareto)
+    stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
+                              study_name=study.study_name, bucket=bucket.name,
+                              rounds=config.finalist_rounds)
+    win = choose(stats)
+    w = stats[win]
+    oracle_us = {}
+    if config.oracle:
+        search_ = OracleSearch(ctx.runner, ctx.space, recorder, study_name=study.study_name,
+                               bucket=bucket.name)
+        seeds = [p for _, p in ctx.baselines] + [ParametricPolicy(w.params)]
+        for case in cases:
+            oracle_us[case.case_id] = search_.run(case, seeds).best_us
+    evidence = tuple(
+        CaseEvidence(case.case_id, case.batch.batch_size, w.case_us[case.case_id],
+                     dict(baselines_us[case.case_id]), oracle_us.get(case.case_id))
+        for case in cases)
+    worst = max(e.tuned_us / e.best_baseline_us for e in evidence)
+    front = tuple({"trial": t.number, "params": params_from_trial(t.params).to_dict(),
+                   "geomean": t.values[0], "worst": t.values[1]}
+                  for t in sorted(pareto, key=lambda t: t.values[0]))
+    result = BucketResult(
+        name=bucket.name, min_batch=bucket.min_batch, max_batch=bucket.max_batch,
+        study_name=study.study_name, params=w.params, score=w.median, worst=worst,
+        n_trials=counted_trials(study), cases=evidence,
+        finalists=tuple(s.to_finalist(i == win) for i, s in enumerate(stats)),
+        regret_geomean=regret_geomean(evidence) if config.oracle else None, pareto_front=front)
+    return result, [(s.median_us, s.spread) for s in stats]
+
+
+class _Bar:
+    """A progress bar of one bucket's study: counted trials of --trials, best score so far."""
+
+    def __init__(self, study, config: TuneConfig, position: int | None = None) -> None:
+        from tqdm import tqdm
+
+        self.study, self.target = study, config.trials
+        self.bar = tqdm(total=self.target, initial=min(counted_trials(study), self.target),
+                        desc=study.study_name, unit="trial", file=sys.stderr, position=position,
+                        disable=config.no_progress or None, dynamic_ncols=True)
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.bar.n = min(counted_trials(self.study), self.target)
+        best = best_so_far(self.study)
+        self.bar.set_postfix_str(f"best {best:.4f}" if best is not None else "best -", refresh=False)
+        self.bar.refresh()
+
+    def on_trial(self, study, trial) -> None:
+        self.refresh()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.refresh()
+        self.bar.close()
+
+
+def _fail_line(study):
+    def line(number: int, reason: str) -> None:
+        stderr_line(f"{study.study_name} trial {number} failed: {reason}")
+    return line
+
+
+def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
+    """Start --workers processes on the studies, show their progress, wait for them."""
+    config = ctx.config
+    n = config.workers
+    shares = {}
+    for bucket, _ in ctx.buckets:
+        left = remaining_trials(ctx, studies[bucket.name])
+        shares[bucket.name] = [left // n + (1 if i < left % n else 0) for i in range(n)]
+    # Workers open the backend the main process resolved (auto -> its choice, the device model).
+    resolved = replace(config, backend=ctx.opened.backend.name,
+                       device_model=None if ctx.opened.device.live else ctx.opened.device.name)
+    payload = json.dumps({"config": resolved.to_dict(), "shares": shares, "deadline": deadline,
+                          "run_dir": str(writer.root), "run_id": writer.run_id})
+    procs = []
+    for i in range(n):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpus[i % len(gpus)])
+        proc = subprocess.Popen([sys.executable, "-m", "studies.worker", str(i)],
+                                stdin=subprocess.PIPE, env=env, text=True)
+        proc.stdin.write(payload)  # on stdin, so that storage credentials never touch the disk
+        proc.stdin.close()
+        procs.append(proc)
+    bars = [_Bar(studies[b.name], config, position=k) for k, (b, _) in enumerate(ctx.buckets)]
+    try:
+        while any(p.poll() is None for p in procs):
+            time.sleep(POLL_S)
+            for bar in bars:
+                bar.refresh()
+    except BaseException:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            p.wait()
+        raise
+    finally:
+        for bar in bars:
+            bar.__exit__()
+    bad = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
+    if bad:
+        raise ValueError(f"workers: worker {bad[0][0]} exited with code {bad[0][1]} (its error is "
+                         "printed above); the studies keep every finished trial, continue with --resume")
+
+
+def _gpu_list(config: TuneConfig) -> list[str]:
+    """--gpus for GPU backends with several workers (default: every GPU); [] otherwise."""
+    from harness.backends import GPU_BACKENDS
+    from harness.backends.select import resolve_backend_name
+
+    if config.workers == 1 or resolve_backend_name(config.backend)[0] not in GPU_BACKENDS:
+        return []
+    if config.gpus:
+        items = [g.strip() for g in config.gpus.split(",") if g.strip()]
+        if not items or not all(g.isdigit() for g in items):
+            raise ValueError(f"gpus: {config.gpus!r} is not a comma-separated list of GPU indices")
+        return items
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def _kernel(ctx) -> str:
+    if not ctx.opened.device.live:
+        return f"simulated:{ctx.opened.device.name}"
+    return KERNELS.get(ctx.opened.backend.name, ctx.opened.backend.name)
+
+
+def _manifest(ctx, command: str, shown_storage: str) -> dict:
+    config = ctx.config
+    settings = config.to_dict()
+    settings["storage"] = shown_storage
+    return {
+        "kind": "tune",
+        "command": command,
+        "study": config.study,
+        "studies": [ctx.study_name(b) for b, _ in ctx.buckets],
+        "storage": shown_storage,
+        "suite": ctx.suite.name,
+        "suite_description": ctx.suite.description,
+        "cases": [c.to_dict() for c in ctx.suite.cases],
+        "buckets": [{"name": b.name, "min_batch": b.min_batch, "max_batch": b.max_batch,
+                     "cases": [c.case_id for c in cases]} for b, cases in ctx.buckets],
+        "baselines": [{"label": label, "name": p.name, "params": p.params()} for label, p in ctx.baselines],
+        "space": ctx.space.to_dict(),
+        "start_points": [{"baseline": name, "params": p.to_dict()} for name, p in start_points(ctx.space)],
+        "sampler": config.sampler_name,
+        "settings": settings,
+        "backend": ctx.opened.backend.name,
+        "device": ctx.opened.device.to_dict(),
+        "simulated": not ctx.opened.device.live,
+        "ceiling_bytes_per_s": ctx.opened.ceiling_bytes_per_s,
+        "ceiling_kind": ctx.opened.ceiling_kind,
+        "environment": ctx.opened.environment,
+        "shape": ctx.shape.to_dict(),
+        "seed": config.seed,
+    }
+
+
+def _provenance(ctx, writer, shown_storage: str) -> dict:
+    config = ctx.config
+    env = ctx.opened.environment or {}
+    return {
+        "storage": shown_storage,
+        "run_id": writer.run_id,
+        "suite": ctx.suite.name,
+        "cases": len(ctx.suite.cases),
+        "seed": config.seed,
+        "sampler": config.sampler_name,
+        "pruner": config.pruner,
+        "objective": config.objective,
+        "trials": config.trials,
+        "workers": config.workers,
+        "baselines": [label for label, _ in ctx.baselines],
+        "space": ctx.space.to_dict(),
+        "finalists": config.finalists,
+        "finalist_rounds": config.finalist_rounds,
+        "oracle": config.oracle,
+        "timer": env.get("timer"),
+        "cold_l2": env.get("cold_l2"),
+        "versions": {k: v for k, v in env.items() if k.endswith("_version")},
+        "git_commit": env.get("git_commit"),
+        "git_dirty": env.get("git_dirty"),
+        "preset": config.preset,
+    }
+
+
+__all__ = ["run_tune"]

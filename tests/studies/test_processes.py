@@ -1,0 +1,110 @@
+"""Real processes: a study killed with SIGKILL mid-trial and resumed; two workers on one study."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import optuna
+import pandas as pd
+import pytest
+
+from harness.store import list_runs
+from studies.storage import LOST_ATTR, counted_trials, open_storage
+from tests.studies.conftest import env_with_repo, kvtune_argv
+
+# prod-mix's two largest batch sizes x 3 seeds: trials of about half a second on the simulator.
+SLOW = ["tune", "--distribution", "prod-mix", "--batch-sizes", "192,256", "--seeds", "0,1,2",
+        "--backend", "simulator",
+        "--device-model", "h200", "--sampler", "random", "--pruner", "none", "--finalists", "2",
+        "--finalist-rounds", "1", "--no-progress", "--heartbeat-s", "1"]
+FAST = ["tune", "--distribution", "skew60", "--batch-sizes", "8,16", "--param", "total_tokens=32768",
+        "--buckets", "1-32", "--backend", "simulator", "--device-model", "h200",
+        "--finalists", "2", "--finalist-rounds", "1", "--no-progress"]
+
+
+def load(url, name):
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    return optuna.load_study(study_name=name, storage=open_storage(url))
+
+
+def test_sigkill_mid_trial_loses_at_most_that_trial_and_numbering_continues(tmp_path):
+    out = tmp_path / "r"
+    url = f"sqlite:///{out}/optuna.db"
+    argv = kvtune_argv(*SLOW, "--study", "k", "--trials", "10", "--out", str(out))
+    proc = subprocess.Popen(argv, env=env_with_repo(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    study = None
+    try:
+        while time.time() < deadline:
+            time.sleep(0.05)
+            assert proc.poll() is None, proc.stderr.read()
+            if not (out / "optuna.db").exists():
+                continue
+            try:
+                study = load(url, "k/129-512")
+            except KeyError:
+                continue
+            trials = study.trials
+            complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+            # Kill just after a trial has started measuring (it records its process first).
+            if len(complete) >= 3 and any(t.state == optuna.trial.TrialState.RUNNING
+                                          and "kvtune_pid" in t.user_attrs for t in trials):
+                break
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    before = {t.number: t for t in load(url, "k/129-512").trials}
+    complete = {n: t for n, t in before.items() if t.state == optuna.trial.TrialState.COMPLETE}
+    running = [n for n, t in before.items() if t.state == optuna.trial.TrialState.RUNNING]
+    assert len(complete) >= 3 and len(running) <= 1
+    killed_run = list_runs(out)[0]
+    assert killed_run["status"] == "running"  # never marked complete
+
+    done = subprocess.run(check=False, args=kvtune_argv(*SLOW, "--study", "k", "--trials", "10", "--out", str(out),
+                                      "--resume"), env=env_with_repo(), capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    after = load(url, "k/129-512")
+    trials = {t.number: t for t in after.trials}
+    for n, t in complete.items():  # every finished trial kept as it was
+        assert trials[n].state == optuna.trial.TrialState.COMPLETE
+        assert trials[n].value == t.value and trials[n].params == t.params
+    for n in running:  # the killed trial: failed, marked lost, not counted
+        assert trials[n].state == optuna.trial.TrialState.FAIL and LOST_ATTR in trials[n].user_attrs
+    assert sorted(trials) == list(range(len(trials)))
+    assert min(set(trials) - set(before)) == max(before) + 1  # numbering continues
+    assert counted_trials(after) == 10
+    assert len(trials) == 10 + len(running)
+    assert list_runs(out)[0]["status"] == "complete"
+
+
+@pytest.mark.parametrize("storage", ["journal", "sqlite"])
+def test_two_workers_share_one_study(tmp_path, storage):
+    out = tmp_path / "r"
+    out.mkdir()
+    where = (["--journal", str(out / "journal.log")] if storage == "journal"
+             else ["--storage", f"sqlite:///{out}/optuna.db"])
+    done = subprocess.run(check=False, args=kvtune_argv(*FAST, "--study", "w", "--trials", "30", "--workers", "2",
+                                      "--out", str(out), *where),
+                          env=env_with_repo(), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    url = None if storage == "journal" else f"sqlite:///{out}/optuna.db"
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.load_study(study_name="w/1-32", storage=open_storage(
+        url, str(out / "journal.log") if storage == "journal" else None))
+    trials = study.trials
+    assert len(trials) == 30 and sorted(t.number for t in trials) == list(range(30))
+    assert all(t.state.is_finished() for t in trials)
+    assert len({t.user_attrs["kvtune_pid"] for t in trials}) == 2  # both workers took trials
+    (run,) = [r for r in list_runs(out)]
+    rows = pd.read_parquet(f"{run['path']}/measurements.parquet")
+    assert set(rows[rows["phase"] == "trial"]["worker"]) == {0, 1}
+    assert set(rows[rows["phase"] == "trial"]["trial"]) <= set(range(30))
+    assert not list((out / run["run_id"]).glob("measurements.worker-*"))
+    summary = json.loads((out / run["run_id"] / "summary.json").read_text())
+    assert summary["buckets"][0]["n_trials"] == 30

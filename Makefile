@@ -35,6 +35,7 @@ demo: setup
 
 test: setup
 	bash scripts/ensure_chromium.sh
+	bash scripts/ensure_postgres.sh
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 clean-venv:

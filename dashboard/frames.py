@@ -138,47 +138,60 @@ def _short(value) -> str:
 
 
 def mark_tuned(frame: pd.DataFrame, result) -> pd.DataFrame:
-    """A tuning run's rows with its winners renamed: a `parametric` row measured with the params a
-    bucket chose, on a batch size of that bucket, becomes policy `tuned` with the whole tuned
-    table as its params (what kernels.policies.get("tuned", **params) plans with). Trials that did
-    not win keep their `parametric` name. result: the run's TuningResult."""
+    """A tuning run's rows with its winners renamed: a row measured with the plan rule of the params
+    a bucket chose, on a batch size of that bucket, outside the baseline phase, becomes policy
+    `tuned` with the whole tuned table as its params (what kernels.policies.get("tuned", **params)
+    plans with, rule included). The trials' rule is the result's: `parametric` rows of the
+    bucket's params, or for a fixed-chunk result (tuned on a one-chunk backend such as
+    flashinfer) `fixed-split` rows of chunk_tokens = the bucket's min_tokens_per_cta in static
+    order. Trials that did not win keep their name. result: the run's TuningResult."""
     if frame.empty or "policy" not in frame or "policy_params" not in frame:
         return frame
-    table = [
-        {"min_batch": lo, "max_batch": hi, "params": p.to_dict()}
-        for lo, hi, p in result.bucket_table()
-    ]
-    tuned_params = json.dumps({"buckets": table}, sort_keys=True)
+    tuned_params = json.dumps(result.tuned_params(), sort_keys=True)
     chosen = {b.name: b for b in result.buckets}
+    rule = getattr(result, "rule", "parametric")
+    trial_name = "fixed-split" if rule == "fixed-chunk" else "parametric"
     out = frame.copy()
-    parametric = out["policy"] == "parametric"
-    if not parametric.any():
+    candidates = out["policy"] == trial_name
+    if "phase" in out:
+        candidates &= out["phase"] != "baseline"
+    if not candidates.any():
         return out
     winners = np.zeros(len(out), dtype=bool)
-    decoded = {p: _decode(p) for p in out.loc[parametric, "policy_params"].unique()}
+    decoded = {p: _decode(p) for p in out.loc[candidates, "policy_params"].unique()}
     has_bucket_col = "bucket" in out
-    for i, (pol, params, size, bucket_name) in enumerate(
+    for i, (is_candidate, params, size, bucket_name) in enumerate(
         zip(
-            out["policy"],
+            candidates,
             out["policy_params"],
             out["batch_size"],
             out["bucket"] if has_bucket_col else [None] * len(out),
         )
     ):
-        if pol != "parametric":
+        if not is_candidate:
             continue
         bucket = chosen.get(bucket_name) if bucket_name is not None else None
         if bucket is None:
             bucket = next((b for b in result.buckets if b.min_batch <= size <= b.max_batch), None)
         if (
             bucket is not None
-            and decoded[params] == bucket.params.to_dict()
+            and _measured_with(decoded[params], bucket.params, rule)
             and bucket.min_batch <= size <= bucket.max_batch
         ):
             winners[i] = True
     out.loc[winners, "policy"] = "tuned"
     out.loc[winners, "policy_params"] = tuned_params
     return out
+
+
+def _measured_with(row_params: dict, params, rule: str) -> bool:
+    """Whether a trial row's params are `params` planned with `rule`. A fixed-chunk row is
+    compared on what that rule plans (the chunk, static order): the backend's split_policy may
+    state its occupancy otherwise (e.g. flashinfer's 2 CTAs per SM, capped by the device alike)."""
+    if rule != "fixed-chunk":
+        return row_params == params.to_dict()
+    return (row_params.get("chunk_tokens") == params.min_tokens_per_cta
+            and row_params.get("schedule", "static") == "static")
 
 
 def ok_rows_with_lines(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:

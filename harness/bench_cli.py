@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import traceback
-from pathlib import Path
 
 DEFAULT_POLICIES = "flashinfer-tensor-core,fa3,trtllm-oversub,no-split"
 DEFAULT_RESULTS_DIR = "results"

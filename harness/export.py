@@ -5,7 +5,9 @@ A tuning run (studies/result.py: TuningResult) is read from its Optuna studies `
 (user attributes `kvtune_result` and `kvtune_run`) or from `results/<run-id>/tuning.json`.
 `build_heuristic` turns it into the file described in docs/EXPORT.md and checked by
 harness/schemas/tuned_heuristic.schema.json; `load_heuristic` reads such a file defensively and
-returns a policy that plans exactly like kernels.parametric.BucketedPolicy of its buckets.
+returns a policy that plans exactly like kernels.parametric.BucketedPolicy of its buckets and its
+`rule` ("parametric", or "fixed-chunk" for a table tuned on a one-chunk backend such as
+flashinfer; a 1.0 file has no `rule` and is "parametric").
 The dependency-free planner a serving engine vendors is harness/tuned_planner.py
 (`plan_splits` is re-exported here).
 
@@ -41,11 +43,12 @@ from harness.tuned_planner import (
     plan_pieces,
     read_document,
 )
-from kernels.parametric import BucketedPolicy
+from kernels.parametric import PARAMETRIC_RULE, BucketedPolicy
 from kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
 from studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, TuningResult, load_tuning_result
 
-SCHEMA_VERSION = "1.0"
+# 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric").
+SCHEMA_VERSION = "1.1"
 SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
 DEFAULT_STORAGE = "sqlite:///results/optuna.db"
 SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype")
@@ -148,6 +151,7 @@ def tuning_result_from_study(study: str, storage: str | None = None,
         if run is not None and this_run is not None:
             # Hosts of one study measure slightly different bandwidths; the GPU model must agree.
             for key, get in (("shape", lambda r: r.get("shape")), ("kernel", lambda r: r.get("kernel")),
+                             ("split rule", lambda r: r.get("rule", PARAMETRIC_RULE)),
                              ("device", lambda r: (r.get("device") or {}).get("name")),
                              ("SM count", lambda r: (r.get("device") or {}).get("sm_count"))):
                 if get(this_run) != get(run):
@@ -350,10 +354,11 @@ def build_heuristic(result: TuningResult, *, source: dict | None = None,
         "device": device,
         "shape": shape.to_dict(),
         "kernel": result.kernel,
+        "rule": result.rule,
         "buckets": [{"min_batch": lo, "max_batch": hi, "params": p.to_dict()} for lo, hi, p in table],
         "evidence": [bucket_evidence(b) for b in covered],
         "provenance": build_provenance(result, source),
-        "targets": build_targets(table, shape, spec, max_kv_len_tokens),
+        "targets": build_targets(table, shape, spec, max_kv_len_tokens, rule=result.rule),
     }
     validate_document(doc)
     return doc
@@ -470,9 +475,9 @@ def check_shape(file_shape: dict, shape=None, dtype: str | None = None) -> None:
 class TunedHeuristic:
     """A loaded heuristic file as a Policy (registry name `tuned`).
 
-    Plans exactly like BucketedPolicy(buckets) (whose plan notes name the bucket used and its
-    batch range) and refuses a shape other than the file's; the notes also name the file and the
-    device it was tuned on.
+    Plans exactly like BucketedPolicy(buckets, rule) (whose plan notes name the bucket used, its
+    batch range and the rule) and refuses a shape other than the file's; the notes also name the
+    file and the device it was tuned on.
     document: the validated JSON; source: the file it came from.
     """
 
@@ -499,7 +504,8 @@ class TunedHeuristic:
 
 
 def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuristic:
-    """Read, validate and return the heuristic in `path` as a Policy.
+    """Read, validate and return the heuristic in `path` as a Policy (its buckets planned with
+    the file's `rule`; "parametric" when absent, as in schema 1.0).
 
     shape: an AttentionShape (or its dict) the caller will plan for; dtype: "bf16"/"fp16". A
     mismatch with the file's shape is a ValueError naming the field. Also refused, each with a
@@ -511,8 +517,9 @@ def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuris
     doc = validate_document(read_document(path))
     check_shape(doc["shape"], shape, dtype)
     buckets = [(b["min_batch"], b["max_batch"], SplitParams(**b["params"])) for b in doc["buckets"]]
-    return TunedHeuristic(BucketedPolicy(tuple(buckets)), AttentionShape(**doc["shape"]), doc,
-                          os.fspath(path))
+    rule = doc.get("rule", PARAMETRIC_RULE)  # 1.0 files have no rule: they are parametric
+    return TunedHeuristic(BucketedPolicy(tuple(buckets), rule=rule), AttentionShape(**doc["shape"]),
+                          doc, os.fspath(path))
 
 
 def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None):

@@ -1,11 +1,13 @@
 """Engine translations of a tuned heuristic: FlashInfer's `fixed_split_size` and trtllm-gen's
 KV-oversubscription environment variables.
 
-Each bucket's params (kvtune's ParametricPolicy rule, kernels/parametric.py) are translated only
-where the engine's own rule then gives every request the same split count as kvtune, for every
-batch of the bucket's batch range whose requests are at most `max_kv_len_tokens` long (the
+Each bucket's params, planned with the heuristic's rule (kernels/parametric.py: "parametric",
+ParametricPolicy, or "fixed-chunk", pieces of exactly min_tokens_per_cta tokens), are translated
+only where the engine's own rule then gives every request the same split count as kvtune, for
+every batch of the bucket's batch range whose requests are at most `max_kv_len_tokens` long (the
 "domain"). Everywhere else the target says "not expressible" with the reason and, where one
 exists, the part of the domain where it would be exact; nothing is approximated silently.
+A fixed-chunk bucket is FlashInfer's fixed_split_size itself (c pages), always expressible there.
 
 Facts about kvtune's rule used here (B requests, H_kv KV heads, c = the bucket's minimum chunk in
 pages, K = max_kv_len in pages, w = max_waves, slots = S x min(ctas_per_sm, device occupancy)):
@@ -14,6 +16,8 @@ pages, K = max_kv_len in pages, w = max_waves, slots = S x min(ctas_per_sm, devi
 - the chunk stays c for every batch of the domain iff H_kv x max_batch x ceil(K / c) <= w x slots
   (the all-longest batch fits; fewer or shorter requests need fewer tasks), and max_splits never
   binds iff ceil(K / c) <= max_splits.
+Under the fixed-chunk rule the chunk is c whatever the batch, and some request of the domain is
+split iff K > c.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels.baselines_flashinfer import TrtllmOversubPolicy, fa2_cta_tile_q
-from kernels.parametric import ParametricPolicy
+from kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, rule_policy
 from kernels.plan import AttentionShape, DeviceSpec, SplitParams
 from kernels.policy_common import cdiv
 
@@ -38,11 +42,16 @@ TRTLLM_MIN_DESIRED_SPLITS = 4
 TRTLLM_PR_DEFAULT_MIN_TOKENS = 2048
 # Keeps the counterexample search cheap: plans are built only for batches this small in pieces.
 _MAX_EXAMPLE_PIECES = 200_000
+# TrtllmOversubPolicy's largest max_splits (a fixed chunk's knob-for-knob MAX_SPLITS is capped).
+TRTLLM_MAX_SPLITS = 4096
 
 
 @dataclass(frozen=True)
 class BucketFacts:
-    """What both targets reason from, for one bucket and the domain (see the module docstring)."""
+    """What both targets reason from, for one bucket and the domain (see the module docstring).
+
+    rule: the heuristic's split rule ("parametric" or "fixed-chunk").
+    """
 
     min_batch: int
     max_batch: int
@@ -54,6 +63,11 @@ class BucketFacts:
     slots: int
     num_kv_heads: int
     max_kv_len_tokens: int
+    rule: str = PARAMETRIC_RULE
+
+    @property
+    def fixed_chunk(self) -> bool:
+        return self.rule == FIXED_CHUNK_RULE
 
     @property
     def chunk_tokens(self) -> int:
@@ -71,6 +85,11 @@ class BucketFacts:
     def never_split_reason(self) -> str | None:
         """Why kvtune splits no request of the domain, or None when it splits some."""
         p = self.params
+        if self.fixed_chunk:  # one fixed chunk: neither the budget nor max_splits applies
+            if self.max_kv_pages <= self.chunk_pages:
+                return (f"no request of at most {self.max_kv_len_tokens} tokens is longer than the "
+                        f"{self.chunk_tokens}-token chunk")
+            return None
         if p.max_splits == 1:
             return "max_splits is 1"
         if self.max_kv_pages <= self.chunk_pages:
@@ -84,14 +103,14 @@ class BucketFacts:
 
 
 def bucket_facts(lo: int, hi: int, params: SplitParams, shape: AttentionShape, device: DeviceSpec,
-                 max_kv_len_tokens: int) -> BucketFacts:
+                 max_kv_len_tokens: int, rule: str = PARAMETRIC_RULE) -> BucketFacts:
     page = shape.page_size
     ctas = min(params.ctas_per_sm, device.max_ctas_per_sm)
     return BucketFacts(
         min_batch=lo, max_batch=hi, params=params,
         chunk_pages=cdiv(max(params.min_tokens_per_cta, page), page), page_size=page,
         max_kv_pages=cdiv(max_kv_len_tokens, page), ctas=ctas, slots=device.sm_count * ctas,
-        num_kv_heads=shape.num_kv_heads, max_kv_len_tokens=max_kv_len_tokens,
+        num_kv_heads=shape.num_kv_heads, max_kv_len_tokens=max_kv_len_tokens, rule=rule,
     )
 
 
@@ -132,6 +151,13 @@ def flashinfer_bucket(facts: BucketFacts, shape: AttentionShape) -> dict:
     """FlashInfer tensor-core decode setting for one bucket, or every reason there is none."""
     p = facts.params
     entry = {"min_batch": facts.min_batch, "max_batch": facts.max_batch}
+    if facts.fixed_chunk:
+        return {**entry, "expressible": True, "disable_split_kv": False,
+                "fixed_split_size_pages": facts.chunk_pages,
+                "workspace": flashinfer_workspace(facts, shape),
+                "note": "the heuristic's rule is fixed-chunk: fixed_split_size cuts exactly "
+                        f"kvtune's pieces ({facts.chunk_pages} pages each, the last one shorter, "
+                        "request order) for any batch"}
     reasons = []
     if p.schedule != "static":
         reasons.append(f"schedule {p.schedule!r}: FlashInfer's tensor-core decode launches a static "
@@ -186,11 +212,15 @@ def flashinfer_target(facts_list: list[BucketFacts], shape: AttentionShape) -> d
 
 
 def trtllm_knob_env(facts: BucketFacts) -> dict:
-    """The env values that carry kvtune's knobs over one for one (trtllm's wave is S CTAs)."""
+    """The env values that carry kvtune's knobs over one for one (trtllm's wave is S CTAs). A
+    fixed chunk has no split cap of its own: MAX_SPLITS is then the most pieces it makes in the
+    domain, ceil(K / c)."""
+    max_splits = (min(facts.pieces_at_max, TRTLLM_MAX_SPLITS) if facts.fixed_chunk
+                  else facts.params.max_splits)
     return {
         ENV_MIN_TOKENS: facts.chunk_tokens,
         ENV_MAX_WAVES: facts.params.max_waves * facts.ctas,
-        ENV_MAX_SPLITS: facts.params.max_splits,
+        ENV_MAX_SPLITS: max_splits,
     }
 
 
@@ -198,7 +228,7 @@ def trtllm_bucket(facts: BucketFacts, shape: AttentionShape, device: DeviceSpec)
     """trtllm-gen env setting that reproduces one bucket, or why there is none."""
     entry = {"min_batch": facts.min_batch, "max_batch": facts.max_batch}
     knob_env = trtllm_knob_env(facts)
-    if facts.params.schedule != "static":
+    if facts.params.schedule != "static" and not facts.fixed_chunk:  # fixed-chunk is always static
         return {**entry, "expressible": False, "env": None, "knob_for_knob_env": knob_env,
                 "reason": f"schedule {facts.params.schedule!r}: trtllm-gen's CTA order is not "
                           "configurable; only 'static' maps"}
@@ -220,8 +250,11 @@ def trtllm_bucket(facts: BucketFacts, shape: AttentionShape, device: DeviceSpec)
                           f"splits every batch of at most {base_split_batches} requests (B x H_kv x "
                           f"ceil(G/{TRTLLM_Q_HEADS_PER_CTA}) <= S/2) whatever the env vars say"}
     example = _trtllm_counterexample(facts, shape, device, knob_env)
-    reason = ("kvtune cuts each request by its own length (chunk >= "
-              f"{facts.chunk_tokens} tokens, at most {facts.params.max_splits} pieces); trtllm-gen "
+    ours = (f"kvtune cuts each request by its own length (pieces of exactly {facts.chunk_tokens} "
+            "tokens, the fixed-chunk rule)" if facts.fixed_chunk else
+            "kvtune cuts each request by its own length (chunk >= "
+            f"{facts.chunk_tokens} tokens, at most {facts.params.max_splits} pieces)")
+    reason = (f"{ours}; trtllm-gen "
               "gives every request of a batch one split count taken from the longest request "
               "(chunk = ceil(max_L / splits)), adds a base split of up to S / (B x H_kv) that the "
               f"env vars do not control, and oversubscribes only above {TRTLLM_MIN_DESIRED_SPLITS} "
@@ -243,7 +276,7 @@ def _example_batches(facts: BucketFacts):
 
 
 def _trtllm_counterexample(facts: BucketFacts, shape, device, knob_env) -> str | None:
-    kvtune = ParametricPolicy(facts.params)
+    kvtune = rule_policy(facts.rule, facts.params)
     trtllm = TrtllmOversubPolicy(
         min_tokens_per_cta=knob_env[ENV_MIN_TOKENS], max_waves=min(knob_env[ENV_MAX_WAVES], 1024),
         max_splits=knob_env[ENV_MAX_SPLITS],
@@ -290,9 +323,12 @@ def trtllm_target(facts_list: list[BucketFacts], shape: AttentionShape, device: 
 
 
 def build_targets(buckets: list[tuple[int, int, SplitParams]], shape: AttentionShape,
-                  device: DeviceSpec, max_kv_len_tokens: int = DEFAULT_MAX_KV_LEN_TOKENS) -> dict:
-    """The `targets` section of the heuristic file for (min_batch, max_batch, params) buckets."""
-    facts = [bucket_facts(lo, hi, p, shape, device, max_kv_len_tokens) for lo, hi, p in buckets]
+                  device: DeviceSpec, max_kv_len_tokens: int = DEFAULT_MAX_KV_LEN_TOKENS,
+                  rule: str = PARAMETRIC_RULE) -> dict:
+    """The `targets` section of the heuristic file for (min_batch, max_batch, params) buckets
+    planned with `rule` ("parametric" or "fixed-chunk")."""
+    facts = [bucket_facts(lo, hi, p, shape, device, max_kv_len_tokens, rule)
+             for lo, hi, p in buckets]
     return {
         "max_kv_len_tokens": max_kv_len_tokens,
         "domain": "every batch of a bucket's batch range whose requests are at most "

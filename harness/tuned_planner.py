@@ -11,16 +11,21 @@ version and schema it follows), then
 
 `plan_splits` returns, per request, how many KV pieces the tuned rule cuts it into; `plan_pieces`
 also returns the tokens per piece and the bucket used. They reproduce kvtune's `tuned` policy
-(kernels.parametric.BucketedPolicy of ParametricPolicy) exactly; kvtune's tests check that.
+(kernels.parametric.BucketedPolicy) exactly, under either rule; kvtune's tests check that.
 
-The rule (schema 1.x), for B requests of L_b tokens, H_kv KV heads, S SMs and page size P, with
-the params of the bucket whose [min_batch, max_batch] holds B (the last bucket above the last
-max_batch):
+The file's top-level `rule` (schema 1.1; absent in 1.0 files, which are "parametric") says how a
+bucket's params become pieces. For B requests of L_b tokens, H_kv KV heads, S SMs and page size
+P, with the params of the bucket whose [min_batch, max_batch] holds B (the last bucket above the
+last max_batch), and pages_b = ceil(L_b / P):
+"parametric":
   ctas = min(ctas_per_sm, max_ctas_per_sm); budget = max(max_waves * S * ctas, B * H_kv)
   c = the smallest whole number of pages >= ceil(max(min_tokens_per_cta, P) / P) with
       H_kv * sum_b min(ceil(pages_b / c), max_splits) <= budget    (binary search, as FlashInfer's)
   wanted_b = min(ceil(pages_b / c), max_splits)
   piece_pages_b = ceil(pages_b / wanted_b);  splits_b = ceil(pages_b / piece_pages_b)
+"fixed-chunk" (one chunk per batch, as FlashInfer's fixed_split_size; only min_tokens_per_cta
+counts, the other knobs are ignored):
+  c = ceil(min_tokens_per_cta / P);  splits_b = ceil(pages_b / c);  piece_pages_b = min(c, pages_b)
 Request b is cut into splits_b contiguous pieces of piece_pages_b pages (the last may be shorter).
 
 Reading a file is defensive: files over MAX_FILE_BYTES, JSON nested deeper than
@@ -46,6 +51,9 @@ MAX_NESTING_DEPTH = 32
 MAX_BATCH = 1 << 16
 MAX_KV_LEN_TOKENS = 1 << 20
 SCHEDULES = ("static", "static-heavy-first", "persistent-round-robin", "persistent-heavy-first")
+PARAMETRIC_RULE = "parametric"
+FIXED_CHUNK_RULE = "fixed-chunk"
+RULES = (PARAMETRIC_RULE, FIXED_CHUNK_RULE)
 # Inclusive ranges of the integer knobs (kvtune's SplitParams).
 PARAM_RANGES = {
     "min_tokens_per_cta": (1, MAX_KV_LEN_TOKENS),
@@ -66,7 +74,8 @@ class TunedPieces(NamedTuple):
     splits: [B] int64, pieces per request (>= 1). piece_tokens: [B] int64, tokens per piece
     (a multiple of page_size; the last piece of a request may be shorter). bucket_index: which
     entry of `buckets` was used. params: that bucket's params. chunk_tokens: the common chunk c
-    in tokens that the budget search settled on.
+    in tokens (parametric: what the budget search settled on; fixed-chunk: the fixed chunk).
+    rule: the file's rule.
     """
 
     splits: np.ndarray
@@ -74,6 +83,7 @@ class TunedPieces(NamedTuple):
     bucket_index: int
     params: dict
     chunk_tokens: int
+    rule: str = PARAMETRIC_RULE
 
 
 class _NonFinite:
@@ -244,10 +254,19 @@ def check_buckets(buckets) -> list:
     return buckets
 
 
+def document_rule(doc: dict) -> str:
+    """The file's split rule: its `rule`, or "parametric" when absent (schema 1.0)."""
+    rule = doc.get("rule", PARAMETRIC_RULE)
+    if not isinstance(rule, str) or rule not in RULES:
+        raise ValueError(f"rule: {rule!r} not allowed; allowed: {', '.join(RULES)}")
+    return rule
+
+
 def check_document(doc) -> dict:
     """Check every field the planner reads; return the doc. ValueError names the bad field."""
     doc = _object("heuristic", doc)
     check_schema_version(doc)
+    document_rule(doc)
     shape = _object("shape", _field(doc, "heuristic", "shape"))
     for key, (lo, hi) in SHAPE_RANGES.items():
         _int(f"shape.{key}", _field(shape, "shape", key), lo, hi)
@@ -309,6 +328,8 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     num_sms: the GPU's SM count, 1..1024.
     max_ctas_per_sm: the decode kernel's occupancy on this GPU, 1..32; default: the file's
         device.max_ctas_per_sm.
+    Under the fixed-chunk rule the pieces depend on the lengths alone; num_sms and
+    max_ctas_per_sm are still checked.
     """
     doc = _as_document(heuristic)
     kv = _kv_lens(kv_lens)
@@ -320,10 +341,17 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     heads = doc["shape"]["num_kv_heads"]
     page = doc["shape"]["page_size"]
     max_splits = params["max_splits"]
+    pages = -(-kv // page)
+    rule = document_rule(doc)
+    if rule == FIXED_CHUNK_RULE:
+        chunk = -(-params["min_tokens_per_cta"] // page)
+        splits = -(-pages // chunk)
+        piece_tokens = np.minimum(pages, chunk) * page
+        return TunedPieces(splits.astype(np.int64), piece_tokens.astype(np.int64), index,
+                           dict(params), int(chunk * page), rule)
 
     ctas = min(params["ctas_per_sm"], occupancy)
     budget = max(params["max_waves"] * num_sms * ctas, int(kv.shape[0]) * heads)
-    pages = -(-kv // page)
     low = -(-max(params["min_tokens_per_cta"], page) // page)
     high = max(low, int(pages.max()))
     # FlashInfer's binary search, bit for bit: the smallest chunk (pages) whose task count fits.
@@ -337,7 +365,7 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     piece_pages = -(-pages // wanted)
     splits = -(-pages // piece_pages)  # equal pieces can need fewer than asked
     return TunedPieces(splits.astype(np.int64), (piece_pages * page).astype(np.int64), index,
-                       dict(params), int(low * page))
+                       dict(params), int(low * page), rule)
 
 
 def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None) -> np.ndarray:
@@ -346,12 +374,16 @@ def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
 
 
 __all__ = [
+    "FIXED_CHUNK_RULE",
     "MAX_FILE_BYTES",
     "MAX_NESTING_DEPTH",
+    "PARAMETRIC_RULE",
+    "RULES",
     "SCHEMA_MAJOR",
     "TunedPieces",
     "check_document",
     "check_schema_version",
+    "document_rule",
     "load_document",
     "parse_document",
     "plan_pieces",

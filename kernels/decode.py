@@ -37,15 +37,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import triton
-import triton.language as tl
+
+from kernels import triton_mode  # noqa: F401 - must run before triton is imported
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 from kernels.decode_config import KernelConfig, default_config
-from kernels.merge import launch_merge, select_triton_mode
+from kernels.merge import launch_merge
 from kernels.paged import PagedKVCache
 from kernels.plan import Plan
 
-select_triton_mode()  # before the first @triton.jit below: picks the interpreter without a GPU
 
 SCHEDULE_MODES = {
     "static": 0,

@@ -10,22 +10,13 @@ order depends only on the request's own split count, which keeps the result batc
 
 from __future__ import annotations
 
-import os
 
 import torch
-import triton
-import triton.language as tl
 
+from kernels import triton_mode  # noqa: F401 - must run before triton is imported
 
-def select_triton_mode() -> None:
-    """Without a CUDA GPU, build kernels for Triton's interpreter. triton.jit reads the variable
-    when a kernel is decorated (not when triton is imported), so this runs before any kernel of
-    this package is defined."""
-    if os.environ.get("TRITON_INTERPRET") is None and not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"
-
-
-select_triton_mode()
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 MERGE_NUM_WARPS = 4
 
@@ -91,4 +82,4 @@ def launch_merge(partial_out: torch.Tensor, partial_lse: torch.Tensor, requests:
     )
 
 
-__all__ = ["launch_merge", "merge_block_splits", "select_triton_mode"]
+__all__ = ["launch_merge", "merge_block_splits"]

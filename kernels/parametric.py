@@ -1,5 +1,14 @@
 """The project's tunable split rule (ParametricPolicy) and the tuned table of it by batch size
-(BucketedPolicy, registry name `tuned`), which the tuning study produces and export loads."""
+(BucketedPolicy, registry name `tuned`), which the tuning study produces and export loads.
+
+A tuned table plans each bucket with one of two rules (RULES), chosen for the whole table:
+  parametric   ParametricPolicy of the bucket's SplitParams (every backend that runs any plan);
+  fixed-chunk  pieces of exactly min_tokens_per_cta tokens (rounded up to the page size, the last
+               piece of a request shorter) in request order: kernels.baselines.FixedSplitPolicy.
+               This is all a backend with one chunk size per batch (FlashInfer's
+               fixed_split_size) can run, so a study on such a backend tunes only the chunk.
+`rule_policy(rule, params)` is the Policy one bucket plans with.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from kernels.baselines import FixedSplitPolicy
 from kernels.plan import (
     MAX_BATCH,
     PERSISTENT_SCHEDULES,
@@ -19,7 +29,11 @@ from kernels.plan import (
     build_plan,
     split_by_count,
 )
-from kernels.policy_common import cdiv, check_int, plain_notes, smallest_fitting
+from kernels.policy_common import cdiv, check_choice, check_int, plain_notes, smallest_fitting
+
+PARAMETRIC_RULE = "parametric"
+FIXED_CHUNK_RULE = "fixed-chunk"
+RULES = (PARAMETRIC_RULE, FIXED_CHUNK_RULE)
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,23 @@ class ParametricPolicy:
         )
 
 
+def rule_policy(rule: str, params: SplitParams):
+    """The Policy that plans one bucket of `params` under `rule` (one of RULES).
+
+    parametric: ParametricPolicy(params). fixed-chunk: FixedSplitPolicy with chunk_tokens =
+    params.min_tokens_per_cta (rounded up to the page size), static order, and params.ctas_per_sm
+    as the occupancy the plan assumes (capped by the device's); max_waves, max_splits and schedule
+    are not part of that rule and are ignored. ValueError for an unknown rule.
+    """
+    check_choice("rule", rule, RULES)
+    if not isinstance(params, SplitParams):
+        raise ValueError(f"params: {params!r} is not a SplitParams")
+    if rule == FIXED_CHUNK_RULE:
+        return FixedSplitPolicy(chunk_tokens=params.min_tokens_per_cta, schedule="static",
+                                ctas_per_sm=params.ctas_per_sm)
+    return ParametricPolicy(params)
+
+
 @dataclass(frozen=True)
 class Bucket:
     """SplitParams for batch sizes min_batch..max_batch (inclusive), 1..MAX_BATCH."""
@@ -138,20 +169,24 @@ def _as_bucket(index: int, entry) -> Bucket:
 
 @dataclass(frozen=True)
 class BucketedPolicy:
-    """A tuned heuristic: ParametricPolicy with SplitParams looked up by batch size.
+    """A tuned heuristic: SplitParams looked up by batch size, planned with one rule.
 
     buckets: ordered, non-overlapping (min_batch, max_batch, SplitParams) ranges, given as Bucket,
         3-tuples or dicts {"min_batch", "max_batch", "params"} (params a SplitParams or its dict);
         ValueError if empty, overlapping or out of order. Gaps are allowed.
+    rule: one of RULES (default "parametric": ParametricPolicy of the bucket's params;
+        "fixed-chunk": pieces of exactly min_tokens_per_cta tokens, see rule_policy).
     A batch of B requests is planned with the bucket whose range holds B; a B outside every range
     takes the nearest bucket (smallest distance from B to the range; a tie goes to the bucket of
     smaller batches). The default is one bucket over every batch size with the default SplitParams.
     """
 
     buckets: tuple = ((1, MAX_BATCH, SplitParams()),)
+    rule: str = PARAMETRIC_RULE
     name: ClassVar[str] = "tuned"
 
     def __post_init__(self) -> None:
+        check_choice("rule", self.rule, RULES)
         entries = self.buckets
         if isinstance(entries, (str, bytes, dict)) or not hasattr(entries, "__iter__"):
             raise ValueError("buckets: need a list of (min_batch, max_batch, SplitParams)")
@@ -169,7 +204,7 @@ class BucketedPolicy:
         object.__setattr__(self, "buckets", normalized)
 
     def params(self) -> dict:
-        return {"buckets": [b.to_dict() for b in self.buckets]}
+        return {"buckets": [b.to_dict() for b in self.buckets], "rule": self.rule}
 
     @classmethod
     def from_params(cls, **params) -> BucketedPolicy:
@@ -190,11 +225,20 @@ class BucketedPolicy:
         kv_lens = as_kv_lens(kv_lens)
         index = self.select(kv_lens.shape[0])
         bucket = self.buckets[index]
-        plan = ParametricPolicy(bucket.params).plan(kv_lens, shape, device)
+        plan = rule_policy(self.rule, bucket.params).plan(kv_lens, shape, device)
         plan.notes.update(
-            bucket=index, bucket_min_batch=bucket.min_batch, bucket_max_batch=bucket.max_batch
+            bucket=index, bucket_min_batch=bucket.min_batch, bucket_max_batch=bucket.max_batch,
+            rule=self.rule,
         )
         return plan
 
 
-__all__ = ["ParametricPolicy", "BucketedPolicy", "Bucket"]
+__all__ = [
+    "FIXED_CHUNK_RULE",
+    "PARAMETRIC_RULE",
+    "RULES",
+    "Bucket",
+    "BucketedPolicy",
+    "ParametricPolicy",
+    "rule_policy",
+]

@@ -41,6 +41,24 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(ref.to(torch.float64)))
 
 
+def judge_output(out: torch.Tensor, ref: torch.Tensor, bound: float) -> tuple[bool, float, str]:
+    """(ok, relative error, one-line message) of a decode output against its reference.
+
+    ok needs every element written (an output poisoned with NaN before the run shows unwritten
+    elements as NaN) and the relative error (see relative_error) at most `bound`.
+    """
+    unwritten = int(torch.isnan(out).sum())
+    err = relative_error(out, ref)
+    ok = unwritten == 0 and math.isfinite(err) and err <= bound
+    if unwritten:
+        msg = f"{unwritten} output values NaN (unwritten or invalid)"
+    elif not ok:
+        msg = f"rel error {err:.3e} above bound {bound:g}"
+    else:
+        msg = f"rel error {err:.3e} <= {bound:g}"
+    return ok, err, msg
+
+
 def _check_queries(q: torch.Tensor, cache: PagedKVCache) -> None:
     s = cache.shape
     want = (cache.batch_size, s.num_qo_heads, s.head_dim)
@@ -48,4 +66,4 @@ def _check_queries(q: torch.Tensor, cache: PagedKVCache) -> None:
         raise ValueError(f"q: shape {tuple(q.shape)} != {want} (batch, num_qo_heads, head_dim)")
 
 
-__all__ = ["decode_reference", "relative_error"]
+__all__ = ["decode_reference", "judge_output", "relative_error"]

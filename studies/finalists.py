@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.parametric import ParametricPolicy
 from kernels.plan import SplitParams
 from studies.objective import geomean
 from studies.result import Finalist
+from studies.rules import trial_policy
 
 DEFAULT_FINALISTS = 5
 DEFAULT_ROUNDS = 3
@@ -105,11 +105,12 @@ def top_configs(trials, k: int = DEFAULT_FINALISTS, multi_objective: bool = Fals
 def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us: dict,
                       recorder, *, study_name: str, bucket: str,
                       rounds: int = DEFAULT_ROUNDS) -> list[FinalistStats]:
-    """Measure `candidates` interleaved over `rounds` rounds (see the module docstring)."""
+    """Measure `candidates` interleaved over `rounds` rounds (see the module docstring), each
+    planned with the backend's rule (studies/rules.py: trial_policy)."""
     if rounds < 1:
         raise ValueError(f"finalist-rounds: {rounds} out of range; allowed: >= 1")
     n = len(candidates)
-    policies = [ParametricPolicy(p) for p in candidates]
+    policies = [trial_policy(runner.backend, p) for p in candidates]
     lat = np.full((n, rounds, len(cases)), np.nan)
     ctas = [0] * n
     failed: list[str | None] = [None] * n

@@ -10,6 +10,7 @@ After each case the running geometric mean is reported to Optuna, so a pruner ca
 configuration that is already hopeless; start points are never pruned. A configuration that is
 infeasible, unsupported by the backend, or whose output is wrong on any case makes the trial
 FAIL (ConfigFailed, with the reason in the trial's `kvtune_fail` attribute): it never wins.
+A configuration is planned with the backend's rule (studies/rules.py: trial_policy).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels.parametric import ParametricPolicy
+from studies.rules import trial_policy
 from studies.space import SearchSpace, infeasible_reason, suggest_params
 from studies.storage import FAIL_ATTR, tag_trial
 
@@ -125,7 +126,7 @@ class BucketObjective:
             self._fail(trial, f"infeasible: {exc}")
         trial.set_user_attr(PARAMS_ATTR, params.to_dict())
         reason = infeasible_reason(params, self.space, self.runner.device)
-        policy = ParametricPolicy(params)
+        policy = trial_policy(self.runner.backend, params)
         if reason is None:
             reason = self._unsupported(policy)
         if reason is not None:

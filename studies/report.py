@@ -66,7 +66,8 @@ def build_summary(result: TuningResult, finalist_extra: dict | None = None) -> d
     prov = result.provenance
     return {"study": result.study, "storage": prov.get("storage"), "run_id": prov.get("run_id"),
             "simulated": result.simulated, "device": result.device.get("name"),
-            "backend": result.backend, "kernel": result.kernel, "buckets": buckets}
+            "backend": result.backend, "kernel": result.kernel, "rule": result.rule,
+            "buckets": buckets}
 
 
 def _spread(f) -> float:
@@ -78,6 +79,9 @@ def format_report(result: TuningResult, summary: dict) -> str:
     each baseline (geometric mean and worst case), the finalists' spread, the regret."""
     label = "simulated" if result.simulated else "measured"
     lines = [f"kvtune tune: study {result.study} ({label}, {result.backend}, {result.device.get('name')})"]
+    if result.rule != "parametric":
+        lines.append(f"split rule: {result.rule} (the backend runs one chunk per batch: only "
+                     "min_tokens_per_cta was searched, pieces of exactly that many tokens)")
     for b, s in zip(result.buckets, summary["buckets"]):
         p = b.params
         lines.append("")

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels.parametric import PARAMETRIC_RULE, RULES, BucketedPolicy
 from kernels.plan import SplitParams
 
 TUNING_FILE = "tuning.json"
@@ -135,6 +136,9 @@ class TuningResult:
     AttentionShape.to_dict(). kernel: what the latencies are of ("triton-splitkv",
     "flashinfer-tensor-core", or "simulated:<model>"). provenance: storage (credentials
     removed), suite, seeds, sampler, timer, cold/hot, versions, git commit, run id.
+    rule: the split rule of the tuned table, one of kernels.parametric.RULES: "parametric"
+    (default; a result written before the field existed is one) or "fixed-chunk" (tuned on a
+    backend that runs one chunk per batch, e.g. flashinfer; studies/rules.py).
     """
 
     study: str
@@ -145,6 +149,11 @@ class TuningResult:
     backend: str
     simulated: bool
     provenance: dict = field(default_factory=dict)
+    rule: str = PARAMETRIC_RULE
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"rule: {self.rule!r} not allowed; allowed: {', '.join(RULES)}")
 
     def to_dict(self) -> dict:
         return {
@@ -156,6 +165,7 @@ class TuningResult:
             "backend": self.backend,
             "simulated": self.simulated,
             "provenance": dict(self.provenance),
+            "rule": self.rule,
         }
 
     def run_fields(self) -> dict:
@@ -171,11 +181,23 @@ class TuningResult:
             device=dict(d["device"]), shape=dict(d["shape"]), kernel=d["kernel"],
             backend=d["backend"], simulated=bool(d["simulated"]),
             provenance=dict(d.get("provenance", {})),
+            rule=d.get("rule", PARAMETRIC_RULE),
         )
 
     def bucket_table(self) -> list[tuple[int, int, SplitParams]]:
-        """(min_batch, max_batch, params) in batch order: what BucketedPolicy takes."""
+        """(min_batch, max_batch, params) in batch order: BucketedPolicy's buckets (its rule is
+        `rule`; tuned_params / tuned_policy give both)."""
         return [(b.min_batch, b.max_batch, b.params) for b in sorted(self.buckets, key=lambda b: b.min_batch)]
+
+    def tuned_params(self) -> dict:
+        """The params of the tuned table: kernels.policies.get("tuned", **tuned_params())."""
+        return {"buckets": [{"min_batch": lo, "max_batch": hi, "params": p.to_dict()}
+                            for lo, hi, p in self.bucket_table()],
+                "rule": self.rule}
+
+    def tuned_policy(self) -> BucketedPolicy:
+        """The tuned table as a Policy: the bucket table planned with the result's rule."""
+        return BucketedPolicy(tuple(self.bucket_table()), rule=self.rule)
 
 
 def save_tuning_result(run_dir: str | Path, result: TuningResult) -> Path:

@@ -24,6 +24,7 @@ from studies.objective import (
     ConfigFailed,
     measure_baselines,
 )
+from studies.rules import split_rule
 from studies.samplers import check_sampler, make_pruner, make_sampler, worker_seed
 from studies.space import SearchSpace, space_for, trial_params
 from studies.start_points import start_points
@@ -98,6 +99,7 @@ def prepare(config: TuneConfig, *, worker: bool = False) -> TuneContext:
     opened = _open_backend(config, worker)
     try:
         space = space_for(opened.device, shape, opened.backend, config.space)
+        split_rule(opened.backend)  # a backend declaring an unknown rule is refused up front
     except ValueError:
         opened.backend.close()
         raise

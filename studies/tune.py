@@ -10,6 +10,8 @@ Order of work (nothing is written before every setting has been checked and the 
    (studies/worker.py), each taking an equal share of every bucket's remaining trials;
 5. per bucket: the top configurations re-measured interleaved and the winner chosen
    (studies/finalists.py), the oracle when asked (studies/oracle.py);
+   every configuration is planned with the backend's rule (studies/rules.py), which the result
+   records as `rule` for the tuned table;
 6. tuning.json, summary.json, the measurements and the manifest ("complete"); the results are
    also stored in each bucket's study (user attributes `kvtune_result`, `kvtune_run`).
 """
@@ -36,6 +38,7 @@ from studies.result import (
     TuningResult,
     save_tuning_result,
 )
+from studies.rules import rule_mismatch, split_rule, trial_policy
 from studies.start_points import start_points
 from studies.storage import (
     counted_trials,
@@ -146,7 +149,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
     result = TuningResult(
         study=config.study, buckets=tuple(results), device=ctx.opened.device.to_dict(),
         shape=ctx.shape.to_dict(), kernel=_kernel(ctx), backend=ctx.opened.backend.name,
-        simulated=not ctx.opened.device.live, provenance=_provenance(ctx, writer, shown))
+        simulated=not ctx.opened.device.live, provenance=_provenance(ctx, writer, shown),
+        rule=split_rule(ctx.opened.backend))
     for b in results:
         study = studies[b.name]
         study.set_user_attr(RESULT_ATTR, b.to_dict())
@@ -163,7 +167,6 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
     """(BucketResult, [(median_us, spread)] per finalist) or None when nothing completed."""
     from optuna.trial import TrialState
 
-    from kernels.parametric import ParametricPolicy
     from studies.oracle import OracleSearch
     from studies.space import params_from_trial
 
@@ -179,11 +182,14 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
                               rounds=config.finalist_rounds)
     win = choose(stats)
     w = stats[win]
+    mismatch = rule_mismatch(ctx.runner.backend, w.params, cases, ctx.runner.device)
+    if mismatch:
+        stderr_line(f"bucket {bucket.name}: warning: {mismatch}")
     oracle_us = {}
     if config.oracle:
         search_ = OracleSearch(ctx.runner, ctx.space, recorder, study_name=study.study_name,
                                bucket=bucket.name)
-        seeds = [p for _, p in ctx.baselines] + [ParametricPolicy(w.params)]
+        seeds = [p for _, p in ctx.baselines] + [trial_policy(ctx.runner.backend, w.params)]
         for case in cases:
             oracle_us[case.case_id] = search_.run(case, seeds).best_us
     evidence = tuple(

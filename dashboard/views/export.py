@@ -45,9 +45,14 @@ st.caption(
 )
 st.subheader("Tuned heuristic")
 st.caption(
-    "One row per batch-size bucket: the five knobs of the parametric rule, the score "
-    "(geometric mean of tuned / best baseline latency over the bucket's cases; below 1 is "
-    "faster) and the worst case."
+    f"One row per batch-size bucket: the five knobs of the {result.rule} rule"
+    + (
+        " (only min_tokens_per_cta counts: pieces of exactly that many tokens, request order)"
+        if result.rule == "fixed-chunk"
+        else ""
+    )
+    + ", the score (geometric mean of tuned / best baseline latency over the bucket's cases; "
+    "below 1 is faster) and the worst case."
 )
 st.dataframe(frames.bucket_table(result), hide_index=True, width="stretch")
 speedups = frames.bucket_speedups(result)

@@ -387,9 +387,11 @@ def disagreement(setting: FlashInferSetting, decision: FlashInferDecision,
 
 def chunk_policy(params: SplitParams) -> FixedSplitPolicy:
     """The plan rule for a study's trial on this backend: one chunk of params.min_tokens_per_cta
-    tokens for the whole batch (static order), which FlashInfer runs as fixed_split_size."""
-    return FixedSplitPolicy(chunk_tokens=params.min_tokens_per_cta, schedule="static",
-                            ctas_per_sm=TENSOR_CORE_CTAS_PER_SM)
+    tokens for the whole batch (static order), which FlashInfer runs as fixed_split_size. It is
+    the tuned table's `fixed-chunk` rule, so what a trial measured is what an export plans."""
+    from kernels.parametric import FIXED_CHUNK_RULE, rule_policy
+
+    return rule_policy(FIXED_CHUNK_RULE, params)
 
 
 def fixed_split_params(device: DeviceSpec) -> dict:

@@ -115,7 +115,7 @@ class TritonBackend:
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
 
-        from kernels.reference import relative_error
+        from kernels.reference import judge_output
 
         inputs = self._batch_inputs(batch)
         launch = self._launch(plan, inputs)
@@ -130,15 +130,7 @@ class TritonBackend:
                                   message=f"decode raised {type(exc).__name__}: {exc}")
             self._remember(self._verified, plan, (plan, result))
             return result
-        unwritten = int(torch.isnan(out).sum())
-        err = relative_error(out, inputs.ref)
-        ok = unwritten == 0 and math.isfinite(err) and err <= bound
-        if unwritten:
-            msg = f"{unwritten} output values NaN (unwritten or invalid)"
-        elif not ok:
-            msg = f"rel error {err:.3e} above bound {bound:g}"
-        else:
-            msg = f"rel error {err:.3e} <= {bound:g}"
+        ok, err, msg = judge_output(out, inputs.ref, bound)
         result = Verification(ok=ok, checked=True, rel_error=err, bound=bound, message=msg)
         self._remember(self._verified, plan, (plan, result))
         return result

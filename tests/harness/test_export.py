@@ -22,6 +22,7 @@ import pytest
 from harness import export
 from harness.device import device_model
 from harness.export_targets import ENV_MAX_SPLITS, ENV_MAX_WAVES, ENV_MIN_TOKENS, bucket_facts
+from kernels.baselines import FixedSplitPolicy
 from kernels.baselines_flashinfer import FlashInferTensorCorePolicy, TrtllmOversubPolicy
 from kernels.parametric import BucketedPolicy, ParametricPolicy
 from kernels.plan import AttentionShape, SplitParams
@@ -59,7 +60,8 @@ def bucket_result(name, lo, hi, params, study="demo", oracle=True) -> BucketResu
                         1.05 if oracle else None)
 
 
-def sample_result(buckets=STUDY_BUCKETS, study="demo", shape=SHAPE, device=H200) -> TuningResult:
+def sample_result(buckets=STUDY_BUCKETS, study="demo", shape=SHAPE, device=H200,
+                  rule="parametric") -> TuningResult:
     return TuningResult(
         study=study,
         buckets=tuple(bucket_result(n, lo, hi, p, study) for n, lo, hi, p in buckets),
@@ -72,6 +74,7 @@ def sample_result(buckets=STUDY_BUCKETS, study="demo", shape=SHAPE, device=H200)
             "environment": {"torch_version": "2.13.0", "triton_version": "3.9.0",
                             "driver_version": None, "git_commit": "0123456789abcdef"},
         },
+        rule=rule,
     )
 
 
@@ -239,7 +242,7 @@ def test_golden_file_pins_the_format():
         GOLDEN.write_text(json.dumps(doc, indent=2) + "\n")
     golden = json.loads(GOLDEN.read_text())
     _assert_same(doc, golden)
-    assert doc["schema_version"] == "1.0"
+    assert doc["schema_version"] == "1.1" and doc["rule"] == "parametric"
 
 
 def test_golden_file_itself_loads_and_plans():
@@ -391,6 +394,122 @@ def test_bucket_facts_never_split_condition_is_exact():
         assert bool(ParametricPolicy(params).plan(kv, SHAPE, H200).splits.max() > 1) is splits_somewhere
 
 
+# --------------------------------------------------------------------------- the fixed-chunk rule
+
+# Buckets a one-chunk backend (flashinfer) would tune: only the chunk varies; the other knobs are
+# pinned, or (the last two) left at values the parametric rule would let bind.
+FIXED_CHUNK_BUCKETS = [
+    ("1-8", 1, 8, SplitParams(1024, 16, 128, 2, "static")),
+    ("9-32", 9, 32, SplitParams(4096, 16, 128, 2, "static")),
+    ("33-128", 33, 128, SplitParams(2000, 1, 2, 1, "persistent-heavy-first")),
+    ("129-512", 129, 512, SplitParams(16384, 1, 1, 1, "static")),
+]
+
+
+def test_fixed_chunk_result_exports_its_rule_and_plans_fixed_splits(tmp_path):
+    result = sample_result(buckets=FIXED_CHUNK_BUCKETS, rule="fixed-chunk")
+    doc = export.build_heuristic(result, now=FIXED_NOW)
+    assert doc["rule"] == "fixed-chunk" and doc["schema_version"] == "1.1"
+    path = export.write_heuristic(doc, tmp_path / "tuned.json")
+    policy = export.load_heuristic(path, shape=SHAPE)
+    assert policy.params()["rule"] == "fixed-chunk"
+    document = export.tuned_planner.load_document(path)
+    by_index = [b[3] for b in FIXED_CHUNK_BUCKETS]
+    for kv_lens in random_batches(300, 512, seed=9):
+        ours = policy.plan(kv_lens, SHAPE, H200)
+        params = by_index[policy.policy.select(len(kv_lens))]
+        chunk = -(-params.min_tokens_per_cta // SHAPE.page_size) * SHAPE.page_size
+        want = FixedSplitPolicy(chunk_tokens=chunk).plan(kv_lens, SHAPE, H200)
+        for name in ("splits", "work_request", "work_split", "work_kv_start", "work_kv_end"):
+            assert np.array_equal(getattr(ours, name), getattr(want, name)), name
+        assert ours.schedule == "static" and ours.notes["rule"] == "fixed-chunk"
+        assert np.array_equal(export.plan_splits(document, kv_lens, H200.sm_count), ours.splits)
+
+
+def test_fixed_chunk_flashinfer_target_maps_every_bucket_to_its_chunk():
+    doc = export.build_heuristic(sample_result(buckets=FIXED_CHUNK_BUCKETS, rule="fixed-chunk"))
+    entries = doc["targets"]["flashinfer"]["buckets"]
+    policy = BucketedPolicy(tuple((b["min_batch"], b["max_batch"], SplitParams(**b["params"]))
+                                  for b in doc["buckets"]), rule="fixed-chunk")
+    # The same params under the parametric rule: the budget or max_splits binds, or the schedule is
+    # not static, so FlashInfer could not take them.
+    parametric = export.build_heuristic(sample_result(buckets=FIXED_CHUNK_BUCKETS))
+    assert not all(e["expressible"] for e in parametric["targets"]["flashinfer"]["buckets"])
+    for entry, bucket in zip(entries, doc["buckets"]):
+        assert entry["expressible"] and entry["disable_split_kv"] is False
+        assert entry["fixed_split_size_pages"] == -(-bucket["params"]["min_tokens_per_cta"] // 16)
+        flashinfer = FlashInferTensorCorePolicy(fixed_split_size=entry["fixed_split_size_pages"])
+        for kv_lens in _domain_batches(entry["min_batch"], entry["max_batch"], 131072, 20, seed=8):
+            ours = policy.plan(kv_lens, SHAPE, H200)
+            theirs = flashinfer.plan(kv_lens, SHAPE, H200)
+            assert np.array_equal(ours.splits, theirs.splits)
+            assert np.array_equal(ours.work_kv_end, theirs.work_kv_end)
+        # The worst-case workspace is stated as for a parametric bucket: max_batch x ceil(K / c).
+        pieces = entry["max_batch"] * -(-131072 // (entry["fixed_split_size_pages"] * 16))
+        assert entry["workspace"]["pieces"] == pieces
+        assert entry["workspace"]["float_workspace_bytes"] >= entry["workspace"]["tmp_v_bytes"] > 0
+
+
+def test_fixed_chunk_trtllm_target_is_not_expressible_where_it_splits():
+    doc = export.build_heuristic(sample_result(buckets=FIXED_CHUNK_BUCKETS[:2], rule="fixed-chunk"))
+    for entry in doc["targets"]["trtllm_gen"]["buckets"]:
+        assert not entry["expressible"] and entry["env"] is None
+        assert "fixed-chunk" in entry["reason"] and "e.g." in entry["reason"]
+    first = doc["targets"]["trtllm_gen"]["buckets"][0]
+    # No split cap in the rule: the knob-for-knob MAX_SPLITS is the most pieces in the domain.
+    assert first["knob_for_knob_env"] == {ENV_MIN_TOKENS: 1024, ENV_MAX_WAVES: 32, ENV_MAX_SPLITS: 128}
+    # Where nothing is longer than the chunk and trtllm-gen's base rule cannot split either, it maps.
+    never = export.build_heuristic(sample_result(buckets=[("b", 9, 64, SplitParams(16384))], rule="fixed-chunk"),
+                                   max_kv_len_tokens=256)
+    assert all(e["expressible"] for e in never["targets"]["trtllm_gen"]["buckets"])
+    assert all(e["expressible"] for e in never["targets"]["flashinfer"]["buckets"])
+
+
+def _as_1_0(doc: dict) -> dict:
+    """A document as kvtune wrote it before schema 1.1: no `rule`."""
+    doc = copy.deepcopy(doc)
+    doc["schema_version"] = "1.0"
+    del doc["rule"]
+    return doc
+
+
+def test_a_1_0_file_without_rule_still_loads_and_plans_parametric(tmp_path):
+    result = sample_result()
+    path = write_doc(tmp_path, _as_1_0(sample_doc()))
+    policy = export.load_heuristic(path, shape=SHAPE)
+    assert policy.policy.rule == "parametric"
+    document = export.tuned_planner.load_document(path)
+    table = BucketedPolicy(tuple(result.bucket_table()))  # what the 1.0 loader built
+    for kv_lens in random_batches(100, 512, seed=3):
+        ours = policy.plan(kv_lens, SHAPE, H200)
+        assert np.array_equal(ours.work_kv_end, table.plan(kv_lens, SHAPE, H200).work_kv_end)
+        assert np.array_equal(export.plan_splits(document, kv_lens, H200.sm_count), ours.splits)
+    # The 1.0 golden content (what this repository pinned before 1.1) loads too.
+    golden = _as_1_0(json.loads(GOLDEN.read_text()))
+    golden["generated_at"], golden["kvtune_version"] = "2025-01-02T03:04:05Z", "0.1.0"
+    for key in ("git_commit", "torch_version", "triton_version", "driver_version"):
+        golden["provenance"][key] = None
+    assert export.load_heuristic(write_doc(tmp_path, golden, "golden-1.0.json")).policy.rule == "parametric"
+
+
+def test_an_old_tuning_result_without_rule_is_parametric(tmp_path):
+    old = sample_result().to_dict()
+    del old["rule"]
+    loaded = TuningResult.from_dict(old)
+    assert loaded.rule == "parametric"
+    assert export.build_heuristic(loaded)["rule"] == "parametric"
+    with pytest.raises(ValueError, match="rule: 'equal' not allowed"):
+        TuningResult.from_dict({**old, "rule": "equal"})
+
+
+def test_bucket_studies_of_different_rules_are_not_mixed(tmp_path):
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    _store_in_optuna(sample_result(buckets=STUDY_BUCKETS[:1]), url)
+    _store_in_optuna(sample_result(buckets=STUDY_BUCKETS[1:2], rule="fixed-chunk"), url)
+    with pytest.raises(ValueError, match="another split rule"):
+        export.tuning_result_from_study("demo", storage=url)
+
+
 # --------------------------------------------------------------------------- malformed files
 
 
@@ -478,6 +597,8 @@ MALFORMED = [
     ("evidence-misaligned", "evidence[2].max_batch", _set(["evidence", 2, "max_batch"], 127)),
     ("unknown-major-version", "schema_version", _set(["schema_version"], "2.0")),
     ("unreadable-version", "schema_version", _set(["schema_version"], "one")),
+    ("unknown-rule", "rule", _set(["rule"], "equal-pieces")),
+    ("rule-not-a-string", "rule", _set(["rule"], ["fixed-chunk"])),
     ("credentials-in-storage", "provenance.storage", _set(["provenance", "storage"], "postgresql://u:pw@h/db")),
     ("nan", "buckets[0].params.max_waves", _raw(_nan_text)),
     ("infinity", "evidence[0].score", _raw(_infinity_text)),
@@ -629,4 +750,4 @@ def test_written_file_is_atomic_and_refuses_a_missing_folder(tmp_path):
         export.write_heuristic(sample_doc(), tmp_path / "missing" / "t.json")
     path = export.write_heuristic(sample_doc(), tmp_path / "t.json")
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
-    assert json.loads(path.read_text())["schema_version"] == "1.0"
+    assert json.loads(path.read_text())["schema_version"] == "1.1"

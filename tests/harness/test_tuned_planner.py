@@ -1,5 +1,6 @@
-"""harness.tuned_planner: the vendorable numpy planner reproduces ParametricPolicy exactly, reads
-files defensively without jsonschema, and imports with torch and triton blocked."""
+"""harness.tuned_planner: the vendorable numpy planner reproduces ParametricPolicy (and, under the
+fixed-chunk rule, FixedSplitPolicy) exactly, reads files defensively without jsonschema, and
+imports with torch and triton blocked."""
 
 from __future__ import annotations
 
@@ -15,20 +16,25 @@ import pytest
 
 from harness import tuned_planner
 from harness.device import device_model
+from kernels.baselines import FixedSplitPolicy
 from kernels.parametric import ParametricPolicy
 from kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, SplitParams
 
 PLANNER_FILE = Path(tuned_planner.__file__)
 
 
-def document(buckets, shape: AttentionShape, max_ctas_per_sm=8) -> dict:
-    """The planning part of a heuristic file (what tuned_planner reads)."""
-    return {
-        "schema_version": "1.0",
+def document(buckets, shape: AttentionShape, max_ctas_per_sm=8, rule=None) -> dict:
+    """The planning part of a heuristic file (what tuned_planner reads); without `rule` it is a
+    schema 1.0 file, which is planned with the parametric rule."""
+    doc = {
+        "schema_version": "1.0" if rule is None else "1.1",
         "shape": shape.to_dict(),
         "device": {"name": "test", "sm_count": 132, "max_ctas_per_sm": max_ctas_per_sm},
         "buckets": [{"min_batch": lo, "max_batch": hi, "params": p.to_dict()} for lo, hi, p in buckets],
     }
+    if rule is not None:
+        doc["rule"] = rule
+    return doc
 
 
 def random_params(rng) -> SplitParams:
@@ -62,6 +68,52 @@ def test_plan_splits_equals_parametric_policy_on_1000_random_cases():
         multi = plan.splits > 1
         assert np.array_equal(pieces.piece_tokens[multi], lengths[multi]), case
         assert pieces.chunk_tokens == plan.notes["chunk_tokens"]
+
+
+def test_fixed_chunk_plan_equals_fixed_split_policy_on_1000_random_cases():
+    rng = np.random.default_rng(12)
+    shapes = [AttentionShape(32, 8, 128, 16), AttentionShape(8, 1, 128, 1), AttentionShape(28, 4, 64, 128),
+              AttentionShape(64, 8, 256, 32, "fp16")]
+    device = device_model("h100")
+    for case in range(1000):
+        shape = shapes[case % 4]
+        params = random_params(rng)  # only min_tokens_per_cta may matter
+        batch = int(rng.integers(1, 300))
+        chunk = -(-params.min_tokens_per_cta // shape.page_size) * shape.page_size
+        # At most 64 pieces a request, so that the reference plans stay small.
+        longest = min(int(rng.choice([300, 5000, 200_000, 1 << 20])), 64 * chunk)
+        kv_lens = rng.integers(1, longest + 1, batch)
+        doc = document([(1, 65536, params)], shape, rule="fixed-chunk")
+        pieces = tuned_planner.plan_pieces(doc, kv_lens, int(rng.integers(1, 1025)))
+        plan = FixedSplitPolicy(chunk_tokens=params.min_tokens_per_cta).plan(kv_lens, shape, device)
+        assert np.array_equal(pieces.splits, plan.splits), (case, params)
+        first = plan.work_split == 0
+        lengths = np.zeros(batch, dtype=np.int64)
+        lengths[plan.work_request[first]] = plan.item_tokens()[first]
+        multi = plan.splits > 1
+        assert np.array_equal(pieces.piece_tokens[multi], lengths[multi]), case
+        assert pieces.chunk_tokens == plan.notes["chunk_tokens"] and pieces.rule == "fixed-chunk"
+        # A whole request is one piece of its own pages (as under the parametric rule).
+        pages = -(-kv_lens[~multi] // shape.page_size)
+        assert np.array_equal(pieces.piece_tokens[~multi], pages * shape.page_size)
+
+
+def test_a_file_without_rule_is_parametric_and_a_bad_rule_is_refused():
+    shape = AttentionShape()
+    params = SplitParams(256, 1, 4, 1)
+    kv = [100_000] * 4 + [3000] * 12
+    old = document([(1, 64, params)], shape)
+    assert "rule" not in old
+    expected = ParametricPolicy(params).plan(kv, shape, device_model("h100")).splits
+    assert np.array_equal(tuned_planner.plan_splits(old, kv, 132), expected)
+    assert tuned_planner.plan_pieces(old, kv, 132).rule == "parametric"
+    fixed = tuned_planner.plan_splits(document([(1, 64, params)], shape, rule="fixed-chunk"), kv, 132)
+    assert fixed.tolist() == [391] * 4 + [12] * 12 and not np.array_equal(fixed, expected)
+    for bad in ("Fixed-Chunk", 1, None):
+        doc = document([(1, 64, params)], shape, rule="parametric")
+        doc["rule"] = bad
+        with pytest.raises(ValueError, match="^rule: .* not allowed; allowed: parametric, fixed-chunk"):
+            tuned_planner.plan_splits(doc, kv, 132)
 
 
 def test_buckets_are_selected_by_batch_size_and_the_last_serves_larger_batches():
@@ -182,9 +234,11 @@ BLOCKED_IMPORT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("rule", ["parametric", "fixed-chunk"])
 @pytest.mark.parametrize("how", ["package", "vendored copy"])
-def test_plan_splits_runs_where_torch_and_triton_cannot_be_imported(tmp_path, how):
-    doc = document([(1, 8, SplitParams(2048, 4, 32)), (9, 512, SplitParams(4096, 1, 8, 1))], AttentionShape())
+def test_plan_splits_runs_where_torch_and_triton_cannot_be_imported(tmp_path, how, rule):
+    doc = document([(1, 8, SplitParams(2048, 4, 32)), (9, 512, SplitParams(4096, 1, 8, 1))], AttentionShape(),
+                   rule=rule)
     rng = np.random.default_rng(3)
     batches = [rng.integers(1, 200_000, int(b)).tolist() for b in (1, 3, 8, 9, 64, 600)]
     if how == "package":
@@ -201,7 +255,9 @@ def test_plan_splits_runs_where_torch_and_triton_cannot_be_imported(tmp_path, ho
     shape, device = AttentionShape(), DeviceSpec("d", 132, 0, 1e12)
     params = [SplitParams(2048, 4, 32), SplitParams(4096, 1, 8, 1)]
     for b, splits in zip(batches, expected):
-        assert ParametricPolicy(params[len(b) > 8]).plan(b, shape, device).splits.tolist() == splits
+        p = params[len(b) > 8]
+        policy = ParametricPolicy(p) if rule == "parametric" else FixedSplitPolicy(p.min_tokens_per_cta)
+        assert policy.plan(b, shape, device).splits.tolist() == splits
 
 
 def test_the_planner_imports_only_the_standard_library_and_numpy():

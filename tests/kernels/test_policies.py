@@ -436,6 +436,47 @@ def test_tuned_rejects_bad_tables():
         policies.BucketedPolicy([{"min_batch": 1, "max_batch": 4, "params": {"max_splits": 0}}])
 
 
+def test_tuned_default_rule_is_parametric_and_params_name_it():
+    tuned = policies.get("tuned", buckets=BUCKETS)
+    assert tuned.rule == "parametric" and tuned.params()["rule"] == "parametric"
+    assert policies.parameters("tuned")["rule"] == "parametric"
+    batch = [131_072] + [2_048] * 15
+    assert tuned.plan(batch, SHAPE, SM132).notes["rule"] == "parametric"
+
+
+def test_tuned_fixed_chunk_plans_fixed_split_pieces_and_round_trips():
+    """Each bucket's requests cut into pieces of exactly min_tokens_per_cta tokens (rounded up to
+    the page size), last piece shorter, request order; max_waves, max_splits, schedule ignored."""
+    buckets = [(1, 8, SplitParams(1000, 1, 2, 1, "persistent-heavy-first")),
+               (9, 64, SplitParams(4096, 16, 1, 2, "static-heavy-first"))]
+    tuned = policies.get("tuned", buckets=buckets, rule="fixed-chunk")
+    stored = json.loads(json.dumps(tuned.params()))
+    assert stored["rule"] == "fixed-chunk"
+    again = policies.get("tuned", **stored)
+    assert again == tuned
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        batch = rng.integers(1, 200_000, int(rng.integers(1, 65)))
+        params = buckets[tuned.select(len(batch))][2]
+        chunk = -(-params.min_tokens_per_cta // SHAPE.page_size) * SHAPE.page_size  # 1000 -> 1008
+        want = policies.FixedSplitPolicy(chunk_tokens=chunk, ctas_per_sm=params.ctas_per_sm)
+        want = want.plan(batch, SHAPE, SM132)
+        for plan in (tuned.plan(batch, SHAPE, SM132), again.plan(batch, SHAPE, SM132)):
+            for attr in ("splits", "work_request", "work_split", "work_kv_start", "work_kv_end"):
+                assert np.array_equal(getattr(plan, attr), getattr(want, attr)), attr
+            assert (plan.schedule, plan.ctas_per_sm, plan.grid_size) == ("static", params.ctas_per_sm,
+                                                                         want.grid_size)
+            assert plan.notes["rule"] == "fixed-chunk"
+        # Exactly the chunk: every piece but a request's last, whatever max_splits (here 1 or 2).
+        long = np.flatnonzero(want.splits > 2)
+        assert long.size and (want.splits == -(-batch // chunk)).all()
+
+
+def test_tuned_rejects_an_unknown_rule():
+    with pytest.raises(ValueError, match="rule: 'equal' not allowed; allowed: parametric, fixed-chunk"):
+        policies.get("tuned", rule="equal")
+
+
 # --- registry ------------------------------------------------------------------------------------
 
 

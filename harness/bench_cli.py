@@ -35,6 +35,9 @@ def add_backend_arguments(p) -> None:
     p.add_argument("--device-model", help="simulator device model: h100, h200, a100, h20, b200, l40s")
     p.add_argument("--timer", default="auto", help="GPU timer: auto, cupti, events, graph (default auto)")
     p.add_argument("--warm-l2", action="store_true", help="time with a hot L2 (default: flushed before each run)")
+    p.add_argument("--stopping", metavar="KEY=VALUE,...",
+                   help="GPU stopping rule (default nvbench's: min_samples=10,min_time_ms=50,"
+                        "max_noise=0.005,timeout_s=5)")
 
 
 def add_bench_parser(sub) -> None:
@@ -117,10 +120,10 @@ def run_bench(args) -> int:
     shape = resolve_shape(args)
     suite = resolve_suite(args, shape)
     policies = resolve_policies(args.policies)
-    check_choices(args.backend, args.device_model, args.timer)
+    check_choices(args.backend, args.device_model, args.timer, args.stopping)
     cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
     opened = open_backend(args.backend, device_model_name=args.device_model, timer=args.timer,
-                          cold_l2=not args.warm_l2)
+                          cold_l2=not args.warm_l2, stopping=args.stopping)
     print(f"kvtune bench: {opened.notice}", file=sys.stderr)
     manifest = {
         "kind": "bench",

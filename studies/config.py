@@ -36,6 +36,7 @@ class TuneConfig:
     device_model: str | None = None
     timer: str = "auto"
     warm_l2: bool = False
+    stopping: str | None = None
     trials: int = 40
     buckets: str | None = None
     sampler: str | None = None  # None: tpe, or nsga2 for the multi-objective mode

@@ -81,7 +81,7 @@ def validate(config: TuneConfig):
     if len(set(labels)) != len(labels):
         raise ValueError(f"baselines: {config.baselines!r} names a policy twice")
     buckets = parse_buckets(config.buckets) if config.buckets else None
-    check_choices(config.backend, config.device_model, config.timer)
+    check_choices(config.backend, config.device_model, config.timer, config.stopping)
     return shape, suite, list(zip(labels, policies)), buckets
 
 
@@ -118,7 +118,7 @@ def _open_backend(config: TuneConfig, worker: bool):
         return OpenedBackend(backend_class("simulator")(device), device, device.hbm_bytes_per_s,
                              "datasheet bandwidth", f"simulated ({device.name})", {})
     return open_backend(config.backend, device_model_name=config.device_model,
-                        timer=config.timer, cold_l2=not config.warm_l2)
+                        timer=config.timer, cold_l2=not config.warm_l2, stopping=config.stopping)
 
 
 def create_or_load(ctx: TuneContext, storage, bucket: BatchBucket, *, worker: int = 0,

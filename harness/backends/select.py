@@ -33,7 +33,8 @@ class OpenedBackend:
     environment: dict
 
 
-def check_choices(backend: str, device_model_name: str | None, timer: str) -> None:
+def check_choices(backend: str, device_model_name: str | None, timer: str,
+                  stopping: str | None = None) -> None:
     """Validate the settings before anything is opened or written."""
     if backend != "auto":
         backend_class_name_ok(backend)
@@ -41,6 +42,24 @@ def check_choices(backend: str, device_model_name: str | None, timer: str) -> No
         device_model(device_model_name)
     if timer not in TIMERS:
         raise ValueError(f"timer: {timer!r} unknown; allowed: {', '.join(TIMERS)}")
+    parse_stopping(stopping)
+
+
+def parse_stopping(text: str | None):
+    """'min_time_ms=10,timeout_s=1' -> a StoppingRule with those fields (None for None)."""
+    if text is None:
+        return None
+    from dataclasses import fields
+
+    from harness.cli import parse_assignments
+    from harness.stopping import StoppingRule
+
+    given = parse_assignments([t for t in str(text).split(",") if t.strip()], "stopping")
+    allowed = [f.name for f in fields(StoppingRule)]
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ValueError(f"stopping: {unknown[0]!r} unknown; allowed: {', '.join(allowed)}")
+    return StoppingRule(**given)
 
 
 def backend_class_name_ok(name: str) -> None:
@@ -69,6 +88,7 @@ def open_backend(
     device_model_name: str | None = None,
     timer: str = "auto",
     cold_l2: bool = True,
+    stopping: str | None = None,
 ) -> OpenedBackend:
     """Open the backend `name` (auto, simulator, triton, flashinfer).
 
@@ -78,7 +98,7 @@ def open_backend(
     """
     from harness.environment import environment_record, measure_copy_bandwidth
 
-    check_choices(name, device_model_name, timer)
+    check_choices(name, device_model_name, timer, stopping)
     chosen, why = resolve_backend_name(name)
     cls = backend_class(chosen)
     if chosen in GPU_BACKENDS:
@@ -89,7 +109,9 @@ def open_backend(
             )
         bandwidth = measure_copy_bandwidth()
         device = live_device(hbm_bytes_per_s=bandwidth)
-        backend = cls(device=device, timer=timer, cold_l2=cold_l2)
+        rule = parse_stopping(stopping)
+        extra = {} if rule is None else {"stopping": rule}
+        backend = cls(device=device, timer=timer, cold_l2=cold_l2, **extra)
         env = environment_record(None, timer=getattr(backend, "timer_name", timer), cold_l2=cold_l2,
                                  stopping=getattr(backend, "stopping", None),
                                  copy_bandwidth_bytes_per_s=bandwidth)

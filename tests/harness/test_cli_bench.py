@@ -67,6 +67,8 @@ def test_threshold_bench_writes_a_complete_run_that_shows_the_jump(tmp_path, cap
         (["plan", "--policy", "fa3", "--kv-lens", "0,5"], "kv_len"),
         (["plan", "--policy", "fa3", "--kv-lens", "a,b"], "kv-lens"),
         (["bench", "--bogus-flag"], "unrecognized"),
+        (["bench", "--suite", "smoke", "--stopping", "min_time_ms=10,patience=3"], "patience"),
+        (["bench", "--suite", "smoke", "--stopping", "max_noise=2"], "max_noise"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, argv, field):

@@ -85,13 +85,28 @@ def test_inputs_built_once_per_batch():
     p2 = build_plan(batch.kv_lens, 4, num_kv_heads=2, page_size=4,
                     schedule="persistent-heavy-first", grid_size=3)
     backend.verify(batch, p1)
-    cache = backend._inputs.cache
+    cache = backend._batch_inputs(batch).cache
     assert backend.verify(batch, p2).ok
-    assert backend._inputs.cache is cache  # same batch: reused
+    assert backend._batch_inputs(batch).cache is cache  # same batch: reused
     assert backend.verify(_batch(seed=2), p1).ok
-    assert backend._inputs.cache is not cache  # another seed: rebuilt
+    assert backend._batch_inputs(_batch(seed=2)).cache is not cache  # another seed: its own
+    assert len(backend._batches) == 1  # on the CPU the budget keeps one batch only
     backend.close()
-    assert backend._inputs is None
+    assert not backend._batches
+
+
+def test_gpu_cache_keeps_batches_within_its_byte_budget(monkeypatch):
+    backend = TritonBackend(timer=FixedTimer([1.0]), torch_device="cpu", config=SMALL_BLOCKS)
+    batches = [_batch(seed=s) for s in range(4)]
+    one = backend._batch_inputs(batches[0]).nbytes
+    # room for two and a half batches: the third evicts the least recently used
+    monkeypatch.setattr(backend, "_cache_budget_bytes", lambda: int(2.5 * one))
+    backend._batch_inputs(batches[1])
+    backend._batch_inputs(batches[0])  # touch: now the most recent
+    backend._batch_inputs(batches[2])
+    keys = list(backend._batches)
+    assert len(keys) == 2 and keys[-1][0] == 2 and keys[0][0] == 0  # seed 1 went first
+    backend.close()
 
 
 @needs_interpreter

@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard.data import Loaded, one_line
+from harness.redact import redact_url
 from studies.result import TuningResult
 
 STUDY_CACHE_S = 10  # a study being tuned gains trials; re-read it at most this often
@@ -65,20 +66,6 @@ def open_storage(storage: str):
         )
     except Exception as exc:  # noqa: BLE001 - driver errors have many types
         raise ValueError(f"storage: cannot open {redact_url(storage)} ({one_line(exc)})") from None
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ***."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
 
 
 @st.cache_resource(show_spinner=False, ttl=600)

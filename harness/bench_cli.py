@@ -127,7 +127,7 @@ def run_bench(args) -> int:
     print(f"kvtune bench: {opened.notice}", file=sys.stderr)
     manifest = {
         "kind": "bench",
-        "command": "kvtune " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("kvtune") else " ".join(sys.argv),
+        "command": args.command_line,
         "suite": suite.name,
         "suite_description": suite.description,
         "cases": [c.to_dict() for c in suite.cases],

@@ -63,6 +63,18 @@ def parse_int_list(text: str, field: str) -> list[int]:
     return values
 
 
+def command_line(argv=None) -> str:
+    """The command as a user would type it again: `kvtune <args>`, whatever started the process
+    (the console script, `python -m harness.cli`, or a test calling main), with secrets in
+    storage URLs removed."""
+    import shlex
+
+    from harness.redact import redact_url
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    return "kvtune " + " ".join(shlex.quote(redact_url(a) if "://" in a else a) for a in args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvtune", description="Tune and benchmark split-KV decode heuristics.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -95,6 +107,7 @@ def main(argv=None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
+        args.command_line = command_line(argv)
         return int(args.handler(args) or 0)
     except (CliError, ValueError, BackendUnavailable) as exc:
         message = " ".join(str(exc).split())  # one line, whatever the exception held

@@ -27,7 +27,6 @@ import itertools
 import json
 import math
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import ClassVar
 
 from harness import tuned_planner
 from harness.export_targets import DEFAULT_MAX_KV_LEN_TOKENS, build_targets
+from harness.redact import redact_url
 from harness.tuned_planner import (
     MAX_FILE_BYTES,
     check_document,
@@ -53,19 +53,8 @@ SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
 DEFAULT_STORAGE = "sqlite:///results/optuna.db"
 SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype")
 
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]+@")
-_SECRET_QUERY = re.compile(r"(?P<key>[?&;](?:password|passwd|pwd|secret|token)=)[^&;\s]*", re.IGNORECASE)
-
 
 # --------------------------------------------------------------------------- credentials
-
-
-def redact_url(text):
-    """`postgresql://user:pw@host/db` -> `postgresql://***@host/db`; password=... query values too."""
-    if not isinstance(text, str):
-        return text
-    text = _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
-    return _SECRET_QUERY.sub(lambda m: f"{m.group('key')}***", text)
 
 
 def _clean(value):

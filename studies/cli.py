@@ -11,7 +11,6 @@ defaults. Bad input is one line and exit 2 (harness.cli.main), with nothing writ
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def add_parsers(sub) -> None:
@@ -65,7 +64,7 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
     from studies.config import TuneConfig
 
-    given = {k: v for k, v in vars(args).items() if k not in ("handler", "command")}
+    given = {k: v for k, v in vars(args).items() if k not in ("handler", "command", "command_line")}
     unknown = sorted(set(given) - {f.name for f in fields(TuneConfig)})
     if unknown:  # an option added to the shared suite/backend arguments that tune cannot pass on
         raise ValueError(f"tune: option --{unknown[0].replace('_', '-')} is not supported by kvtune tune")
@@ -84,15 +83,12 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 def run_tune_command(args: argparse.Namespace) -> int:
     from studies.config import load_preset, merge
-    from studies.storage import redact_url
     from studies.tune import run_tune
 
     given = explicit_settings(args)
     preset = load_preset(given["preset"]) if given.get("preset") else None
     config = merge(given, preset)
-    words = [redact_url(w) if "://" in w else w for w in sys.argv[1:]]
-    command = "kvtune " + " ".join(words) if sys.argv[0].endswith("kvtune") else "kvtune tune ..."
-    run_tune(config, command=command)
+    run_tune(config, command=args.command_line)
     return 0
 
 

@@ -19,7 +19,9 @@ import os
 import socket
 import time
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlsplit
+
+from harness.redact import redact_url
 
 DEFAULT_HEARTBEAT_S = 10
 OPEN_ATTEMPTS = 3
@@ -27,7 +29,6 @@ HOST_ATTR = "kvtune_host"
 PID_ATTR = "kvtune_pid"
 FAIL_ATTR = "kvtune_fail"  # why a trial failed: the configuration's fault (counts as a trial)
 LOST_ATTR = "kvtune_lost"  # why a trial was lost: its process died (does not count)
-_SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token", "key", "sslkey", "sslpassword")
 # SQLAlchemy dialects and the driver module each needs, for a one-line error without it.
 # (SQLAlchemy 2 reads postgresql:// with psycopg 3, mysql:// with mysqlclient.)
 _DRIVERS = {"postgresql": "psycopg (pip install 'psycopg[binary]'; or postgresql+psycopg2:// with "
@@ -38,23 +39,6 @@ _DRIVERS = {"postgresql": "psycopg (pip install 'psycopg[binary]'; or postgresql
 def default_storage_url(out_dir: str | os.PathLike = "results") -> str:
     """`sqlite:///<out_dir>/optuna.db` (relative paths stay relative to the working folder)."""
     return f"sqlite:///{Path(out_dir).as_posix()}/optuna.db"
-
-
-def redact_url(url: str) -> str:
-    """`url` without user name, password or secret query parameters ("***" in their place);
-    a URL without any comes back unchanged."""
-    scheme, sep, rest = str(url).partition("://")
-    if not sep:
-        return url
-    authority, slash, tail = rest.partition("/")
-    if "@" in authority:
-        authority = "***@" + authority.rsplit("@", 1)[1]
-    path, qmark, query = tail.partition("?")
-    if qmark and query:
-        pairs = [(k, "***" if k.lower() in _SECRET_QUERY_KEYS else v)
-                 for k, v in parse_qsl(query, keep_blank_values=True)]
-        query = urlencode(pairs, safe="*/:")
-    return f"{scheme}://{authority}{slash}{path}{qmark}{query}"
 
 
 def describe_storage(url: str | None, journal: str | None) -> str:

@@ -112,9 +112,14 @@ def open_backend(
         rule = parse_stopping(stopping)
         extra = {} if rule is None else {"stopping": rule}
         backend = cls(device=device, timer=timer, cold_l2=cold_l2, **extra)
-        env = environment_record(None, timer=getattr(backend, "timer_name", timer), cold_l2=cold_l2,
+        from harness.timing import resolve_timer
+
+        choice = resolve_timer(timer)  # the manifest names the timer that runs, not "auto"
+        env = environment_record(None, timer=choice.name, cold_l2=cold_l2,
                                  stopping=getattr(backend, "stopping", None),
                                  copy_bandwidth_bytes_per_s=bandwidth)
+        env["timer_requested"] = timer
+        env["timer_fallback_reason"] = choice.fallback_reason
         notice = (f"{chosen} on {device.name} ({why}); ceiling = measured copy bandwidth "
                   f"{bandwidth / 1e12:.2f} TB/s")
         env["device_spec"] = device.to_dict()  # what the policies planned for

@@ -25,7 +25,7 @@ def test_config_reads_the_environment_and_finds_the_default_storage(tmp_path):
         {ENV_RESULTS: str(tmp_path), ENV_STORAGE: "postgresql://u:pw@host/db"}
     )
     assert cfg.storage == "postgresql://u:pw@host/db"
-    assert storage.redact_url(cfg.storage) == "postgresql://u:***@host/db"
+    assert storage.redact_url(cfg.storage) == "postgresql://***@host/db"
 
 
 def test_runs_and_measurements_of_the_fixture(results_dir, bench_run):

@@ -66,6 +66,7 @@ def measure_baselines(runner, cases, baselines, recorder, *, study_name: str, bu
     case (with a warning); a case no baseline can run is an error (it cannot be scored).
     """
     table = {c: dict(v) for c, v in (known or {}).items()}
+    left_out: dict[tuple[str, str, str], list[str]] = {}  # (label, status, message) -> case ids
     for case in cases:
         have = table.setdefault(case.case_id, {})
         for label, policy in baselines:
@@ -76,10 +77,16 @@ def measure_baselines(runner, cases, baselines, recorder, *, study_name: str, bu
             if row["status"] == "ok" and row["latency_us"] > 0:
                 have[label] = float(row["latency_us"])
             else:
-                warn(f"baseline {label} on {case.case_id}: {row['status']} ({row.get('message', '')}); "
-                     "left out of this case")
+                key = (label, row["status"], row.get("message", ""))
+                left_out.setdefault(key, []).append(case.case_id)
         if not have:
             raise ValueError(f"baselines: none ran on case {case.case_id}; it cannot be scored")
+    # One line per baseline and reason, not one per case (a backend that cannot run a baseline
+    # at all would otherwise print a line for every case of the suite).
+    for (label, status, message), ids in left_out.items():
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        warn(f"baseline {label}: {status} on {len(ids)} case(s) ({shown}): {message}; "
+             "left out of those cases")
     return table
 
 

@@ -51,6 +51,7 @@ _SPARE_COLORS = (
 MAX_FACET_COLUMNS = 3
 FACET_HEIGHT_PX = 380
 TIMELINE_LEGEND_MAX_REQUESTS = 12  # above this, requests get cycled colours and no legend
+# Requests: ten distinct hues, then the spare colours (the timeline cycles through them).
 REQUEST_PALETTE = (
     "#d62728",
     "#1f77b4",
@@ -62,17 +63,7 @@ REQUEST_PALETTE = (
     "#17becf",
     "#bcbd22",
     "#7f7f7f",
-    "#393b79",
-    "#637939",
-    "#8c6d31",
-    "#843c39",
-    "#7b4173",
-    "#3182bd",
-    "#e6550d",
-    "#31a354",
-    "#756bb1",
-    "#636363",
-)
+) + _SPARE_COLORS[:10]
 
 
 def policy_color(name: str) -> str:

@@ -84,6 +84,18 @@ def selected_runs() -> list[dict]:
     return [by_id[r] for r in st.session_state.get(SAVED_KEY, []) if r in by_id]
 
 
+def picked_runs_or_stop() -> list[dict]:
+    """The picked runs; when there are none, a message on the page and the page stops there."""
+    if not all_runs():
+        no_runs_message()
+        st.stop()
+    picked = selected_runs()
+    if not picked:
+        st.info("No run picked: choose one or several in the sidebar.")
+        st.stop()
+    return picked
+
+
 def tuning_runs() -> list[dict]:
     return [r for r in all_runs() if r.get("has_tuning")]
 

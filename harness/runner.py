@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-import numpy as np
 
 from harness.backends import Backend, Measurement
+from harness.store import json_default
 from kernels.plan import DeviceSpec, Plan, Policy
 from workloads.batch import DecodeBatch
 
@@ -81,14 +81,14 @@ class Runner:
             "run_id": self.run_id,
             "case_id": case.case_id,
             "distribution": batch.distribution,
-            "dist_params": json.dumps(batch.params, sort_keys=True, default=_plain),
+            "dist_params": json.dumps(batch.params, sort_keys=True, default=json_default),
             "batch_size": batch.batch_size,
             "seed": batch.seed,
             **{k: v for k, v in batch.shape.to_dict().items()},
             "total_tokens": batch.total_tokens,
             "max_kv_len": int(batch.kv_lens.max()),
             "policy": policy.name,
-            "policy_params": json.dumps(policy.params(), sort_keys=True, default=_plain),
+            "policy_params": json.dumps(policy.params(), sort_keys=True, default=json_default),
             "backend": self.backend.name,
             "device": self.device.name,
             "simulated": not self.device.live,
@@ -103,19 +103,9 @@ class Runner:
             summary = plan.summary()
             row.update({k: summary[k] for k in ("num_items", "num_tasks", "grid_size", "max_splits", "split_requests", "schedule", "ctas_per_sm")})
             row["waves"] = plan.waves(self.device.sm_count)
-            row["plan_notes"] = json.dumps(plan.notes, sort_keys=True, default=_plain)
+            row["plan_notes"] = json.dumps(plan.notes, sort_keys=True, default=json_default)
             if batch.batch_size <= MAX_STORED_REQUESTS:
                 row["kv_lens"] = batch.kv_lens.tolist()
                 row["splits"] = plan.splits.tolist()
         row.update(self.extra_columns)
         return row
-
-
-def _plain(obj):
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return str(obj)

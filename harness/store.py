@@ -47,10 +47,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=json_default) + "\n").encode())
 
 
-def _json_default(obj):
+def json_default(obj):
+    """JSON for numpy scalars and arrays, datetimes and paths (json.dumps `default=`)."""
     import numpy as np
 
     if isinstance(obj, np.integer):

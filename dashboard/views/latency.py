@@ -12,13 +12,7 @@ MAX_DEFAULT_LINES = 10
 TABLE_MAX_BATCH = 1024
 
 st.title("Latency vs batch size")
-if not selection.all_runs():
-    selection.no_runs_message()
-    st.stop()
-picked = selection.selected_runs()
-if not picked:
-    st.info("No run picked: choose one or several in the sidebar.")
-    st.stop()
+picked = selection.picked_runs_or_stop()
 by_id = {r["run_id"]: r for r in picked}
 measured = selection.measurements_of(picked)
 if not measured:

@@ -9,13 +9,7 @@ from dashboard import charts, data, frames, selection
 PREFERRED = ("flashinfer-tensor-core", "fa3", "trtllm-oversub", "no-split")
 
 st.title("SM timeline")
-if not selection.all_runs():
-    selection.no_runs_message()
-    st.stop()
-picked = selection.selected_runs()
-if not picked:
-    st.info("No run picked: choose one or several in the sidebar.")
-    st.stop()
+picked = selection.picked_runs_or_stop()
 
 ids = [r["run_id"] for r in picked]
 rid = st.selectbox("run", ids, key="tl_run") if len(ids) > 1 else ids[0]

@@ -254,17 +254,19 @@ def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool)
     )
 
 
+def _vertical_rule(fig: go.Figure, x: float, *, name: str, line: dict, label: dict | None = None,
+                   xref: str = "x", yref: str = "y") -> None:
+    """A line at `x` over the whole height of the plot (yref's domain), optionally labelled."""
+    extra = {"label": label} if label else {}
+    fig.add_shape(type="line", xref=xref, yref=f"{yref} domain", x0=x, x1=x, y0=0, y1=1,
+                  line=line, name=name, **extra)
+
+
 def _add_rule(fig: go.Figure, subplot: int, rule: Threshold) -> None:
     xref, yref = _axis_names(subplot)
     color = policy_color(rule.policy)
-    fig.add_shape(
-        type="line",
-        xref=xref,
-        yref=f"{yref} domain",
-        x0=rule.rule_x,
-        x1=rule.rule_x,
-        y0=0,
-        y1=1,
+    _vertical_rule(
+        fig, rule.rule_x, xref=xref, yref=yref,
         line={"color": color, "width": 1.5, "dash": "dash" if rule.kind == "regime" else "dot"},
         label={
             "text": rule.label,
@@ -407,39 +409,17 @@ def timeline_figure(
         )
     if stage1_us is not None and time_us is not None and time_us > stage1_us + 1e-9:
         # The merge launch follows the attention launch: mark where it starts, label the end.
-        fig.add_shape(
-            type="line",
-            xref="x",
-            yref="y domain",
-            x0=stage1_us,
-            x1=stage1_us,
-            y0=0,
-            y1=1,
-            line={"color": "#444", "width": 1, "dash": "dot"},
-            name="attention done",
-        )
+        _vertical_rule(fig, stage1_us, name="attention done",
+                       line={"color": "#444", "width": 1, "dash": "dot"})
     if time_us is not None:
         merge = (
             f" (merge {time_us - stage1_us:,.0f} us)"
             if stage1_us is not None and time_us > stage1_us + 1e-9
             else ""
         )
-        fig.add_shape(
-            type="line",
-            xref="x",
-            yref="y domain",
-            x0=time_us,
-            x1=time_us,
-            y0=0,
-            y1=1,
-            line={"color": "#444", "width": 1, "dash": "dash"},
-            name="end",
-            label={
-                "text": f"end {time_us:,.0f} us{merge}",
-                "textposition": "end",
-                "font": {"size": 10},
-            },
-        )
+        _vertical_rule(fig, time_us, name="end", line={"color": "#444", "width": 1, "dash": "dash"},
+                       label={"text": f"end {time_us:,.0f} us{merge}", "textposition": "end",
+                              "font": {"size": 10}})
     x_max = x_max_us or (time_us or float(frame["end_us"].max() if not frame.empty else 1.0)) * 1.02
     fig.update_layout(
         title=title or None,

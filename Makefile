@@ -6,6 +6,7 @@
 # pull a multi-GB CUDA build. TORCH_CPU names it; on a machine whose pip cannot find it locally,
 # add the PyTorch CPU index: make test TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_CPU ?= torch==2.13.0
@@ -20,11 +21,14 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	@echo "kvtune setup: upgrading pip in $(VENV)"
+	$(PY) -m pip install --progress-bar off --upgrade pip | grep -v '^Requirement already' || true
 ifneq ($(HAS_GPU),yes)
-	$(PY) -m pip install -q "$(TORCH_CPU)" $(if $(TORCH_CPU_INDEX),--index-url $(TORCH_CPU_INDEX))
+	@echo "kvtune setup: no NVIDIA GPU here; installing the CPU build of PyTorch ($(TORCH_CPU))"
+	$(PY) -m pip install --progress-bar off "$(TORCH_CPU)" $(if $(TORCH_CPU_INDEX),--index-url $(TORCH_CPU_INDEX)) | grep -E '^(Collecting|Successfully)' || true
 endif
-	$(PY) -m pip install -q -e ".[dev]"
+	@echo "kvtune setup: installing kvtune and its dependencies (triton, optuna, pandas, plotly, streamlit, ...)"
+	set -o pipefail; $(PY) -m pip install --progress-bar off -e ".[dev]" | grep -E '^(Collecting|Successfully|ERROR)' || test $${PIPESTATUS[0]} -eq 0
 	touch $(STAMP)
 
 demo: setup

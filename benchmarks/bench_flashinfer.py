@@ -46,14 +46,14 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import gate
-from harness.backends.select import open_backend
-from harness.runner import CaseRun, Runner
-from harness.stopping import StoppingRule, WarmupRule
-from harness.store import RunWriter
-from kernels import policies
-from studies.buckets import default_buckets
-from workloads.suites import get_suite
+from kvtune.harness import gate
+from kvtune.harness.backends.select import open_backend
+from kvtune.harness.runner import CaseRun, Runner
+from kvtune.harness.stopping import StoppingRule, WarmupRule
+from kvtune.harness.store import RunWriter
+from kvtune.kernels import policies
+from kvtune.studies.buckets import default_buckets
+from kvtune.workloads.suites import get_suite
 
 DEFAULT_GRID = "512,1024,2048,4096,8192,16384"
 FI_DEFAULTS = ("flashinfer-tensor-core", "flashinfer-cuda-core")
@@ -302,7 +302,7 @@ def run_smoke(args, out_dir: Path) -> int:
     fi.writer.finish("complete", rows=len(fi.main))
     # The graph timer once: a second backend instance (the timer is chosen at construction).
     try:
-        from harness.backends.flashinfer import FlashInferBackend
+        from kvtune.harness.backends.flashinfer import FlashInferBackend
 
         g = FlashInferBackend(fi.opened.device, timer="graph", cold_l2=True,
                               stopping=stopping_rule(args))

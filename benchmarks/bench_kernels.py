@@ -37,11 +37,11 @@ import traceback
 import numpy as np
 import torch
 
-from kernels.decode import KernelConfig, default_config, prepare_decode, run_decode
-from kernels.paged import PagedKVCache, make_queries
-from kernels.plan import AttentionShape, build_plan
-from kernels.reference import decode_reference, relative_error
-from workloads.distributions import fixed_total_kv_lens
+from kvtune.kernels.decode import KernelConfig, default_config, prepare_decode, run_decode
+from kvtune.kernels.paged import PagedKVCache, make_queries
+from kvtune.kernels.plan import AttentionShape, build_plan
+from kvtune.kernels.reference import decode_reference, relative_error
+from kvtune.workloads.distributions import fixed_total_kv_lens
 
 TOTAL_TOKENS = 262_144
 DEFAULT_SHAPE = AttentionShape(num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16)
@@ -57,7 +57,7 @@ class Timer:
     name = "events-fixed-reps"
 
     def __init__(self, reps: int, warmup: int = 3):
-        from harness.l2_cache import L2Flusher
+        from kvtune.harness.l2_cache import L2Flusher
 
         props = torch.cuda.get_device_properties(0)
         l2 = int(getattr(props, "L2_cache_size", 50 << 20) or (50 << 20))
@@ -82,14 +82,14 @@ class Timer:
 
 
 class ProjectTimer:
-    """harness.timing.measure_callable: the timer every kvtune measurement uses (cold L2)."""
+    """kvtune.harness.timing.measure_callable: the timer every kvtune measurement uses (cold L2)."""
 
     def __init__(self, timer: str = "auto"):
         self.timer = timer
         self.used = None
 
     def __call__(self, fn) -> dict:
-        from harness.timing import measure_callable
+        from kvtune.harness.timing import measure_callable
 
         r = measure_callable(fn, timer=self.timer, cold_l2=True, telemetry=False)
         self.used = r.timer_used
@@ -127,13 +127,13 @@ def checked_run(launch, q, cache, ref, dtype) -> tuple[float, bool]:
 
 
 def device_spec():
-    from harness.device import live_device
+    from kvtune.harness.device import live_device
 
     return live_device()
 
 
 def policy_plan(name: str, kv_lens, shape, device, **params):
-    from kernels import policies
+    from kvtune.kernels import policies
 
     return policies.get(name, **params).plan(kv_lens, shape, device)
 
@@ -295,7 +295,7 @@ SWEEP_BATCHES = {
 
 def section_configs(timer, ceiling, log) -> list[dict]:
     """Every sweep config on every sweep batch, per head_dim (32 q / 8 KV heads, page 16)."""
-    from kernels.merge import launch_merge
+    from kvtune.kernels.merge import launch_merge
 
     rows = []
     device = device_spec()
@@ -374,8 +374,8 @@ def section_targets(timer, ceiling, log) -> list[dict]:
 def section_backend(log) -> list[dict]:
     """The harness backend end to end on one batch (skew80, B=64, fixed-split 2048): verify, then
     measure under each timer the harness offers here, cold L2, plus events with a hot L2."""
-    from harness.backends.triton import TritonBackend
-    from workloads.batch import DecodeBatch
+    from kvtune.harness.backends.triton import TritonBackend
+    from kvtune.workloads.batch import DecodeBatch
 
     batch = DecodeBatch(fixed_total_kv_lens(64, TOTAL_TOKENS, (80,)), DEFAULT_SHAPE, seed=5)
     rows = []
@@ -415,7 +415,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default="env,copy,check,backend,configs,targets")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     ap.add_argument("--reps", type=int, default=30, help="timed runs per config in the sweep")
-    ap.add_argument("--timer", default="auto", help="harness.timing timer for the targets table")
+    ap.add_argument("--timer", default="auto", help="kvtune.harness.timing timer for the targets table")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_kernels: no CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)

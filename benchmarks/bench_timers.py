@@ -33,11 +33,11 @@ import warnings
 import numpy as np
 import torch
 
-from harness import l2_cache
-from harness.environment import environment_record, measure_copy_bandwidth
-from harness.l2_cache import copies_needed, tensor_bytes
-from harness.stopping import StoppingRule
-from harness.timing import TimerUnavailable, measure_callable, resolve_timer
+from kvtune.harness import l2_cache
+from kvtune.harness.environment import environment_record, measure_copy_bandwidth
+from kvtune.harness.l2_cache import copies_needed, tensor_bytes
+from kvtune.harness.stopping import StoppingRule
+from kvtune.harness.timing import TimerUnavailable, measure_callable, resolve_timer
 
 TIMERS = ("events", "cupti", "graph")
 AGREE_TOL = 0.03
@@ -53,10 +53,10 @@ class DecodeWork:
     kind = "triton decode"
 
     def __init__(self, kv_lens, chunk_tokens: int, seed: int) -> None:
-        from kernels.decode import prepare_decode, run_decode
-        from kernels.paged import PagedKVCache, make_queries
-        from kernels.plan import AttentionShape, build_plan
-        from kernels.reference import decode_reference, relative_error
+        from kvtune.kernels.decode import prepare_decode, run_decode
+        from kvtune.kernels.paged import PagedKVCache, make_queries
+        from kvtune.kernels.plan import AttentionShape, build_plan
+        from kvtune.kernels.reference import decode_reference, relative_error
 
         self._run = run_decode
         self._cache_cls, self._queries = PagedKVCache, make_queries

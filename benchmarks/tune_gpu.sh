@@ -19,7 +19,7 @@ shift $(( $# < 4 ? $# : 4 ))
 mkdir -p "$out"
 res=$(mktemp -d)
 log=$out/tune.log
-kvtune() { python3 -m harness.cli "$@"; }
+kvtune() { python3 -m kvtune "$@"; }
 {
   echo "== $(date -u +%FT%TZ) nvidia-smi: $(nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader)"
   for spec in prod-mix:150 threshold:240; do

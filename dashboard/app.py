@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 try:
-    import dashboard  # noqa: F401 - installed (pip install -e .) or run from the repository root
+    import kvtune.dashboard  # noqa: F401 - installed (pip install -e .)
 except (
     ModuleNotFoundError
 ):  # `streamlit run dashboard/app.py` from a checkout that is not installed
@@ -18,7 +18,7 @@ except (
 
 import streamlit as st
 
-from dashboard import selection
+from kvtune.dashboard import selection
 
 PAGE_FAILED = "This page could not be drawn"
 

@@ -14,8 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.frames import METRICS
-from dashboard.thresholds import Threshold
+from kvtune.dashboard.frames import METRICS
+from kvtune.dashboard.thresholds import Threshold
 
 # One colour per policy, the same on every page. Baselines keep their colour in every run.
 POLICY_COLORS = {

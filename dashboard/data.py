@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard.launch import ENV_RESULTS, ENV_STORAGE
-from harness.store import MANIFEST, MEASUREMENTS, list_runs
-from studies.result import TUNING_FILE, TuningResult
+from kvtune.dashboard.launch import ENV_RESULTS, ENV_STORAGE
+from kvtune.harness.store import MANIFEST, MEASUREMENTS, list_runs
+from kvtune.studies.result import TUNING_FILE, TuningResult
 
 DEFAULT_RESULTS_DIR = "results"
 DEFAULT_STORAGE_FILE = "optuna.db"
@@ -198,8 +198,8 @@ def policy_thresholds(
     """(rules, note): the threshold rules (Threshold.to_dict()) of one stored policy for a run's
     shape and device, and a note for the page; rules is None when they cannot be computed (an
     unknown policy, say), and the note says why."""
-    from dashboard.thresholds import policy_thresholds as compute
-    from kernels.plan import AttentionShape, DeviceSpec
+    from kvtune.dashboard.thresholds import policy_thresholds as compute
+    from kvtune.kernels.plan import AttentionShape, DeviceSpec
 
     try:
         params = json.loads(params_json or "{}")
@@ -229,8 +229,8 @@ def policy_thresholds(
 def replay(row: dict, device: dict):
     """The simulated timeline of a stored row (dashboard.replay.replay_row), or the reason it
     cannot be rebuilt: (Replay | None, error | None)."""
-    from dashboard.replay import replay_row
-    from kernels.plan import DeviceSpec
+    from kvtune.dashboard.replay import replay_row
+    from kvtune.kernels.plan import DeviceSpec
 
     try:
         return replay_row(row, DeviceSpec(**device)), None

@@ -21,27 +21,6 @@ ENV_RESULTS = "KVTUNE_DASHBOARD_RESULTS"
 ENV_STORAGE = "KVTUNE_DASHBOARD_STORAGE"
 
 
-def add_parsers(sub) -> None:
-    """Add the `dashboard` subcommand to the `kvtune` parser's subparsers."""
-    p = sub.add_parser(
-        "dashboard", help="browse results and studies in a Streamlit app (local by default)"
-    )
-    p.add_argument("--results", default="results", help="results folder to read (default results/)")
-    p.add_argument(
-        "--storage",
-        help="Optuna storage URL to read studies from "
-        "(default: sqlite:///<results>/optuna.db when it exists), or a journal file",
-    )
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    p.add_argument(
-        "--host",
-        default=DEFAULT_HOST,
-        help=f"address to bind (default {DEFAULT_HOST}: this machine only); "
-        "0.0.0.0 opens it to the network, without any login",
-    )
-    p.set_defaults(handler=run_dashboard)
-
-
 def check_port(port: int) -> int:
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"port: {port!r} out of range; allowed: 1..65535")
@@ -106,11 +85,32 @@ def dashboard_environment(results: str, storage: str | None, base: dict | None =
     return env
 
 
-def run_dashboard(args) -> int:
-    """Check the arguments, say where the app is, then become the Streamlit server (exec)."""
-    port = check_port(args.port)
-    host = check_host(args.host)
-    results = Path(args.results).expanduser()
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on host:port (a bind test, closed at once)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError:
+            return True
+    return False
+
+
+def run_dashboard(results_dir: str, storage: str | None, host: str = DEFAULT_HOST,
+                  port: int = DEFAULT_PORT) -> int:
+    """Check the settings, say where the app is, then become the Streamlit server (exec).
+
+    results_dir: the folder the app reads. storage: an Optuna storage URL or journal file (None:
+    the results folder's optuna.db). port: 1..65535, refused when already taken.
+    """
+    port = check_port(port)
+    host = check_host(host)
+    if port_in_use(host, port):
+        raise ValueError(f"port: {port} on {host} is already in use; allowed: a free port "
+                         "(give another with --port)")
+    results = Path(results_dir).expanduser()
     if results.exists() and not results.is_dir():
         raise ValueError(f"results: {results} is not a folder")
     if not APP_PATH.is_file():  # pragma: no cover - a broken install
@@ -136,7 +136,7 @@ def run_dashboard(args) -> int:
     sys.stderr.flush()
     sys.stdout.flush()
     command = streamlit_command(APP_PATH, host, port)
-    os.execve(command[0], command, dashboard_environment(str(results), args.storage))
+    os.execve(command[0], command, dashboard_environment(str(results), storage))
     return 0  # pragma: no cover - execve does not return
 
 
@@ -145,7 +145,7 @@ __all__ = [
     "DEFAULT_PORT",
     "ENV_RESULTS",
     "ENV_STORAGE",
-    "add_parsers",
+    "port_in_use",
     "check_host",
     "check_port",
     "dashboard_environment",

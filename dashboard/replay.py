@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kernels.plan import AttentionShape, DeviceSpec
+from kvtune.kernels.plan import AttentionShape, DeviceSpec
 
 SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype")
 DEVICE_FIELDS = ("name", "sm_count", "l2_bytes", "hbm_bytes_per_s", "max_ctas_per_sm", "live")
@@ -64,7 +64,7 @@ def shape_from_row(row: dict) -> AttentionShape:
 
 def policy_from_row(row: dict):
     """The registry policy of a row, rebuilt from its name and JSON parameters."""
-    from kernels import policies
+    from kvtune.kernels import policies
 
     try:
         params = json.loads(row.get("policy_params") or "{}")
@@ -81,9 +81,9 @@ def replay_row(row: dict, device: DeviceSpec) -> Replay:
     ValueError when the row lacks its per-request lengths (batches above 4096 requests store only
     summaries) or holds something the planners reject.
     """
-    from harness.backends.simulator import SimulatorBackend
-    from kernels import policies
-    from workloads.batch import DecodeBatch
+    from kvtune.harness.backends.simulator import SimulatorBackend
+    from kvtune.kernels import policies
+    from kvtune.workloads.batch import DecodeBatch
 
     kv_lens = row.get("kv_lens")
     if kv_lens is None or len(kv_lens) == 0:

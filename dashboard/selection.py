@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, storage
+from kvtune.dashboard import data, storage
 
 RUNS_KEY = "kvtune_runs"
 SAVED_KEY = "kvtune_runs_saved"
@@ -24,7 +24,7 @@ def config() -> data.DashboardConfig:
 
 def run_label(run: dict) -> str:
     """'<run id> · <status> · <device>' for pickers."""
-    from dashboard.frames import device_text
+    from kvtune.dashboard.frames import device_text
 
     extra = " · tuning" if run.get("has_tuning") else ""
     return f"{run.get('run_id', '?')} · {run.get('status', '?')} · {device_text(run)}{extra}"
@@ -167,7 +167,7 @@ def measurements_of(runs: list[dict]):
 def with_tuned(run: dict, frame):
     """A tuning run's rows with its winning configs named `tuned` (frames.mark_tuned); other runs'
     rows unchanged."""
-    from dashboard.frames import mark_tuned
+    from kvtune.dashboard.frames import mark_tuned
 
     if not run.get("has_tuning"):
         return frame

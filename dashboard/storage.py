@@ -13,9 +13,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.data import Loaded, one_line
-from harness.redact import redact_url
-from studies.result import TuningResult
+from kvtune.dashboard.data import Loaded, one_line
+from kvtune.harness.redact import redact_url
+from kvtune.studies.result import TuningResult
 
 STUDY_CACHE_S = 10  # a study being tuned gains trials; re-read it at most this often
 
@@ -123,7 +123,7 @@ def load_study(storage: str | None, name: str) -> Loaded:
 
 def study_bucket_result(study) -> dict | None:
     """The bucket's result the tuner stored on the study (user attr kvtune_result), if any."""
-    from studies.result import RESULT_ATTR
+    from kvtune.studies.result import RESULT_ATTR
 
     value = study.user_attrs.get(RESULT_ATTR)
     return value if isinstance(value, dict) else None
@@ -131,7 +131,7 @@ def study_bucket_result(study) -> dict | None:
 
 def study_run_fields(study) -> dict | None:
     """The run-level fields the tuner stored on the study (user attr kvtune_run), if any."""
-    from studies.result import RUN_ATTR
+    from kvtune.studies.result import RUN_ATTR
 
     value = study.user_attrs.get(RUN_ATTR)
     return value if isinstance(value, dict) else None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.plan import MAX_BATCH, AttentionShape, DeviceSpec, Policy
+from kvtune.kernels.plan import MAX_BATCH, AttentionShape, DeviceSpec, Policy
 
 DEFAULT_LONG_TOKENS = 131_072
 # Batch sizes planned exactly before the sweep turns geometric (cheap, and where most rules are).
@@ -215,7 +215,7 @@ def policy_thresholds(
     gives whatever its planner sweep finds (often none). ValueError for an unknown policy or bad
     parameters (the registry's message).
     """
-    from kernels import policies
+    from kvtune.kernels import policies
 
     policy = policies.get(name, **params)
     if name == "tuned":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernels.plan import DeviceSpec
+from kvtune.kernels.plan import DeviceSpec
 
 _MB = 1 << 20
 

@@ -103,7 +103,7 @@ def gpu_fields(device=None) -> dict:
 
 
 def _nvml_versions() -> dict:
-    from harness.telemetry import NvmlReader
+    from kvtune.harness.telemetry import NvmlReader
 
     nvml = NvmlReader._module()
     out = {}

@@ -15,8 +15,8 @@ import math
 import time
 from collections.abc import Callable
 
-from harness.backends import Measurement, Verification
-from harness.telemetry import remeasure_if_flagged
+from kvtune.harness.backends import Measurement, Verification
+from kvtune.harness.telemetry import remeasure_if_flagged
 
 MAX_MESSAGE_CHARS = 300
 THROTTLE_PAUSE_S = 2.0

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 
-from harness.backends import Backend, Measurement
-from harness.store import json_default
-from kernels.plan import DeviceSpec, Plan, Policy
-from workloads.batch import DecodeBatch
+from kvtune.harness.backends import Backend, Measurement
+from kvtune.harness.store import json_default
+from kvtune.kernels.plan import DeviceSpec, Plan, Policy
+from kvtune.workloads.batch import DecodeBatch
 
 # Per-request arrays are stored for batches up to this size (the dashboard's timeline and
 # hover text use them); larger batches keep only the summary columns, to keep files small.
@@ -49,7 +49,7 @@ class Runner:
 
     def measure_one(self, case: CaseRun, policy: Policy) -> tuple[dict, Plan | None]:
         """Plan `case` with `policy`, gate and measure it; returns the row and the plan."""
-        from harness.gate import gate_and_measure
+        from kvtune.harness.gate import gate_and_measure
 
         batch = case.batch
         t0 = time.perf_counter()

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
+from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
 
 FLOAT32_BYTES = 4
 

@@ -22,7 +22,7 @@ import bisect
 import threading
 from collections.abc import Callable, Sequence
 
-from harness.l2_cache import L2Flusher, launch_rotation, rotation_schedule
+from kvtune.harness.l2_cache import L2Flusher, launch_rotation, rotation_schedule
 
 # Cycles of torch.cuda._sleep enqueued before each batch (about 25 us at 2 GHz), so the host gets
 # ahead of the GPU and the first iterations do not wait on their own launch.

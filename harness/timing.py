@@ -34,8 +34,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from harness.l2_cache import ROTATION_FACTOR, copies_needed, distinct_bytes, launches_per_replay
-from harness.stopping import (
+from kvtune.harness.l2_cache import ROTATION_FACTOR, copies_needed, distinct_bytes, launches_per_replay
+from kvtune.harness.stopping import (
     StoppingRule,
     StoppingState,
     WarmupRule,
@@ -43,7 +43,7 @@ from harness.stopping import (
     summarize,
     warmup_settled,
 )
-from harness.telemetry import TelemetryMonitor, empty_telemetry
+from kvtune.harness.telemetry import TelemetryMonitor, empty_telemetry
 
 TIMERS = ("auto", "cupti", "events", "graph")
 
@@ -79,7 +79,7 @@ _warned_reasons: set[str] = set()
 
 def gpu_available() -> bool:
     """True when torch sees a CUDA GPU (never raises)."""
-    from harness.device import cuda_available
+    from kvtune.harness.device import cuda_available
 
     return cuda_available()
 
@@ -87,7 +87,7 @@ def gpu_available() -> bool:
 def cupti_unavailable_reason() -> str | None:
     """None when CUPTI imports and records a probe kernel here; else the reason. Probed once."""
     if "result" not in _cupti_probe_result:
-        from harness.timers_cuda import probe_cupti
+        from kvtune.harness.timers_cuda import probe_cupti
 
         _cupti_probe_result["result"] = probe_cupti()
     return _cupti_probe_result["result"]
@@ -255,8 +255,8 @@ def _check_rotation(inputs, l2_bytes: int) -> None:
 
 def _measure(fn, inputs, choice, cold_l2, stopping, warmup, l2, dev, props, telemetry,
              min_replay_us) -> TimingResult:
-    from harness.l2_cache import L2Flusher
-    from harness.timers_cuda import CuptiTimer, EventsTimer, GraphTimer
+    from kvtune.harness.l2_cache import L2Flusher
+    from kvtune.harness.timers_cuda import CuptiTimer, EventsTimer, GraphTimer
 
     copies = len(inputs) if inputs else 1
     if inputs:

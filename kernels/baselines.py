@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernels.plan import (
+from kvtune.kernels.plan import (
     DTYPE_BYTES,
     MAX_KV_LEN_TOKENS,
     SCHEDULES,
@@ -23,7 +23,7 @@ from kernels.plan import (
     as_kv_lens,
     build_plan,
 )
-from kernels.policy_common import (
+from kvtune.kernels.policy_common import (
     MIB,
     PolicyBase,
     cdiv,

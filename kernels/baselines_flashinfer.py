@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, Plan, as_kv_lens, build_plan
-from kernels.policy_common import (
+from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, Plan, as_kv_lens, build_plan
+from kvtune.kernels.policy_common import (
     PolicyBase,
     cdiv,
     check_bool,

@@ -38,15 +38,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels import triton_mode  # noqa: F401 - must run before triton is imported
+from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is imported
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kernels.decode_config import KernelConfig, default_config
-from kernels.merge import launch_merge
-from kernels.paged import PagedKVCache
-from kernels.plan import Plan
+from kvtune.kernels.decode_config import KernelConfig, default_config
+from kvtune.kernels.merge import launch_merge
+from kvtune.kernels.paged import PagedKVCache
+from kvtune.kernels.plan import Plan
 
 
 SCHEDULE_MODES = {

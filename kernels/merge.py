@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels import triton_mode  # noqa: F401 - must run before triton is imported
+from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is imported
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402

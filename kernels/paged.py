@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels.plan import AttentionShape, as_kv_lens
+from kvtune.kernels.plan import AttentionShape, as_kv_lens
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 SUPPORTED_TORCH_DTYPES = (torch.bfloat16, torch.float16, torch.float32)

@@ -17,8 +17,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernels.baselines import FixedSplitPolicy
-from kernels.plan import (
+from kvtune.kernels.baselines import FixedSplitPolicy
+from kvtune.kernels.plan import (
     MAX_BATCH,
     PERSISTENT_SCHEDULES,
     AttentionShape,
@@ -29,7 +29,7 @@ from kernels.plan import (
     build_plan,
     split_by_count,
 )
-from kernels.policy_common import cdiv, check_choice, check_int, plain_notes, smallest_fitting
+from kvtune.kernels.policy_common import cdiv, check_choice, check_int, plain_notes, smallest_fitting
 
 PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"

@@ -9,7 +9,7 @@ policy that plans identically, which is how measurements and exported heuristics
 
 from __future__ import annotations
 
-from kernels.baselines import (
+from kvtune.kernels.baselines import (
     FA3Policy,
     FixedSplitPolicy,
     NoSplitPolicy,
@@ -17,15 +17,16 @@ from kernels.baselines import (
     VllmTritonPolicy,
     fa3_num_splits_heuristic,
 )
-from kernels.baselines_flashinfer import (
+from kvtune.kernels.baselines_flashinfer import (
     FlashInferCudaCorePolicy,
     FlashInferTensorCorePolicy,
     TrtllmGenPolicy,
     TrtllmOversubPolicy,
     fa2_cta_tile_q,
 )
-from kernels.parametric import Bucket, BucketedPolicy, ParametricPolicy
-from kernels.plan import DeviceSpec, Plan, Policy
+from kvtune.kernels.parametric import Bucket, BucketedPolicy, ParametricPolicy
+from kvtune.kernels.plan import DeviceSpec, Plan, Policy
+from kvtune.kernels.specs import parse_assignments
 
 _POLICIES = {
     cls.name: cls
@@ -78,6 +79,20 @@ def get(name: str, **overrides) -> Policy:
     return cls.from_params(**overrides)
 
 
+def from_spec(spec: str) -> Policy:
+    """'fixed-split:chunk_tokens=4096' -> that policy with the override; plain names too."""
+    name, *assignments = str(spec).strip().split(":")
+    return get(name, **parse_assignments(assignments, f"policies ({name})"))
+
+
+def from_specs(text: str) -> list[Policy]:
+    """'fa3,fixed-split:chunk_tokens=4096' -> [Policy, ...]; ValueError for an empty list."""
+    specs = [s for s in str(text).split(",") if s.strip()]
+    if not specs:
+        raise ValueError("policies: empty; give at least one policy name")
+    return [from_spec(s) for s in specs]
+
+
 def describe_plan(plan: Plan, device: DeviceSpec) -> dict:
     """Plain numbers about a plan for the CLI and logs.
 
@@ -110,6 +125,8 @@ def describe_plan(plan: Plan, device: DeviceSpec) -> dict:
 
 __all__ = [
     "get",
+    "from_spec",
+    "from_specs",
     "names",
     "parameters",
     "describe_plan",

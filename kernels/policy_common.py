@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernels.plan import PERSISTENT_SCHEDULES, DeviceSpec
+from kvtune.kernels.plan import PERSISTENT_SCHEDULES, DeviceSpec
 
 MIB = 1 << 20
 

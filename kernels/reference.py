@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from kernels.paged import PagedKVCache
+from kvtune.kernels.paged import PagedKVCache
 
 
 def decode_reference(q: torch.Tensor, cache: PagedKVCache, *, sm_scale: float | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from kernels.plan import MAX_BATCH
+from kvtune.kernels.plan import MAX_BATCH
 
 DEFAULT_BUCKETS = ((1, 8), (9, 32), (33, 128), (129, 512))
 

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvtune.workloads.selection import CaseSettings
+
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 OBJECTIVES = ("mean", "mean,worst")
 
@@ -72,6 +74,14 @@ class TuneConfig:
             raise ValueError(f"timeout-s: {self.timeout_s} must be > 0")
         if self.storage and self.journal:
             raise ValueError("storage: give --storage URL or --journal FILE, not both")
+
+    def case_settings(self):
+        """The settings that choose the cases (kvtune.workloads.selection)."""
+        return CaseSettings(suite=self.suite, distribution=self.distribution,
+                            batch_sizes=self.batch_sizes, params=tuple(self.param),
+                            seeds=self.seeds, shape=self.shape, page_size=self.page_size,
+                            dtype=self.dtype, num_qo_heads=self.num_qo_heads,
+                            num_kv_heads=self.num_kv_heads, head_dim=self.head_dim)
 
     @property
     def multi_objective(self) -> bool:

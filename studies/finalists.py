@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.plan import SplitParams
-from studies.objective import geomean
-from studies.result import Finalist
-from studies.rules import trial_policy
+from kvtune.kernels.plan import SplitParams
+from kvtune.studies.objective import geomean
+from kvtune.studies.result import Finalist
+from kvtune.studies.rules import trial_policy
 
 DEFAULT_FINALISTS = 5
 DEFAULT_ROUNDS = 3
@@ -85,7 +85,7 @@ def top_configs(trials, k: int = DEFAULT_FINALISTS, multi_objective: bool = Fals
     Single objective: by value. Multi-objective: the Pareto front (`pareto`, by geometric mean)
     first, then the other trials by geometric mean.
     """
-    from studies.space import params_from_trial
+    from kvtune.studies.space import params_from_trial
 
     def key(t):
         return t.values[0] if multi_objective else t.value

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from studies.rules import trial_policy
-from studies.space import SearchSpace, infeasible_reason, suggest_params
-from studies.storage import FAIL_ATTR, tag_trial
+from kvtune.studies.rules import trial_policy
+from kvtune.studies.space import SearchSpace, infeasible_reason, suggest_params
+from kvtune.studies.storage import FAIL_ATTR, tag_trial
 
 BASELINES_ATTR = "kvtune_baselines"
 START_POINT_ATTR = "kvtune_start_point"

@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernels.plan import (
+from kvtune.kernels.plan import (
     PERSISTENT_SCHEDULES,
     AttentionShape,
     DeviceSpec,
@@ -43,7 +43,7 @@ from kernels.plan import (
     build_plan,
     split_by_count,
 )
-from studies.space import SearchSpace
+from kvtune.studies.space import SearchSpace
 
 EXACT_MAX_REQUESTS = 4
 MAX_GROUPS = 4

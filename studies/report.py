@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from studies.objective import geomean
-from studies.result import BucketResult, TuningResult
+from kvtune.studies.objective import geomean
+from kvtune.studies.result import BucketResult, TuningResult
 
 SUMMARY_FILE = "summary.json"
 

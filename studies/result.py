@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.parametric import PARAMETRIC_RULE, RULES, BucketedPolicy
-from kernels.plan import SplitParams
+from kvtune.kernels.parametric import PARAMETRIC_RULE, RULES, BucketedPolicy
+from kvtune.kernels.plan import SplitParams
 
 TUNING_FILE = "tuning.json"
 RESULT_ATTR = "kvtune_result"
@@ -201,7 +201,7 @@ class TuningResult:
 
 
 def save_tuning_result(run_dir: str | Path, result: TuningResult) -> Path:
-    from harness.store import atomic_write_json
+    from kvtune.harness.store import atomic_write_json
 
     path = Path(run_dir) / TUNING_FILE
     atomic_write_json(path, result.to_dict())

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.parametric import PARAMETRIC_RULE, RULES, rule_policy
-from kernels.plan import SplitParams
+from kvtune.kernels.parametric import PARAMETRIC_RULE, RULES, rule_policy
+from kvtune.kernels.plan import SplitParams
 
 
 def split_rule(backend) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from studies.space import SearchSpace
+from kvtune.studies.space import SearchSpace
 
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "gp", "nsga2")
 PRUNERS = ("median", "none")

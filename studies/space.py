@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, SplitParams
+from kvtune.kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, SplitParams
 
 MIN_TOKENS_RANGE = (128, 16384)
 MAX_WAVES_RANGE = (1, 16)

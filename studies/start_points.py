@@ -16,8 +16,8 @@ Each is projected onto the study's space (space.project), and duplicates are dro
 
 from __future__ import annotations
 
-from kernels.plan import SplitParams
-from studies.space import SearchSpace, project
+from kvtune.kernels.plan import SplitParams
+from kvtune.studies.space import SearchSpace, project
 
 BASELINE_APPROXIMATIONS: dict[str, SplitParams] = {
     "flashinfer-tensor-core": SplitParams(min_tokens_per_cta=128, max_waves=1, max_splits=128,

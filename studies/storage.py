@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.redact import redact_url
+from kvtune.harness.redact import redact_url
 
 DEFAULT_HEARTBEAT_S = 10
 OPEN_ATTEMPTS = 3

@@ -13,22 +13,21 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 
-from studies.buckets import BatchBucket, assign_cases, parse_buckets
-from studies.config import TuneConfig
-from studies.objective import (
+from kvtune.studies.buckets import BatchBucket, assign_cases, parse_buckets
+from kvtune.studies.config import TuneConfig
+from kvtune.studies.objective import (
     BASELINES_ATTR,
     START_POINT_ATTR,
     BucketObjective,
     ConfigFailed,
     measure_baselines,
 )
-from studies.rules import split_rule
-from studies.samplers import check_sampler, make_pruner, make_sampler, worker_seed
-from studies.space import SearchSpace, space_for, trial_params
-from studies.start_points import start_points
-from studies.storage import counted_trials, fail_dead_trials
+from kvtune.studies.rules import split_rule
+from kvtune.studies.samplers import check_sampler, make_pruner, make_sampler, worker_seed
+from kvtune.studies.space import SearchSpace, space_for, trial_params
+from kvtune.studies.start_points import start_points
+from kvtune.studies.storage import counted_trials, fail_dead_trials
 
 CONFIG_ATTR = "kvtune_config"
 
@@ -64,20 +63,16 @@ class TuneContext:
 
 def validate(config: TuneConfig):
     """Check every setting that needs no device; returns (shape, suite, baselines, buckets)."""
-    from harness.backends.select import check_choices
-    from harness.bench_cli import resolve_policies, resolve_shape, resolve_suite
+    from kvtune.harness.backends.select import check_choices
+    from kvtune.kernels.policies import from_specs
+    from kvtune.workloads.selection import resolve_shape, resolve_suite
 
-    args = SimpleNamespace(suite=config.suite, distribution=config.distribution,
-                           batch_sizes=config.batch_sizes, param=list(config.param),
-                           seeds=config.seeds, shape=config.shape, page_size=config.page_size,
-                           dtype=config.dtype, num_qo_heads=config.num_qo_heads,
-                           num_kv_heads=config.num_kv_heads, head_dim=config.head_dim)
-    shape = resolve_shape(args)
-    suite = resolve_suite(args, shape)
+    shape = resolve_shape(config.case_settings())
+    suite = resolve_suite(config.case_settings(), shape)
     check_sampler(config.sampler_name)
     make_pruner(config.pruner)
     labels = [s.strip() for s in config.baselines.split(",") if s.strip()]
-    policies = resolve_policies(config.baselines)
+    policies = from_specs(config.baselines)
     if len(set(labels)) != len(labels):
         raise ValueError(f"baselines: {config.baselines!r} names a policy twice")
     buckets = parse_buckets(config.buckets) if config.buckets else None
@@ -91,7 +86,7 @@ def prepare(config: TuneConfig, *, worker: bool = False) -> TuneContext:
     worker: a worker process on the simulator opens it directly (the main process recorded the
     environment already; the record imports torch, which costs a worker seconds of start-up).
     """
-    from harness.runner import CaseRun, Runner
+    from kvtune.harness.runner import CaseRun, Runner
 
     shape, suite, baselines, buckets = validate(config)
     cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
@@ -108,11 +103,11 @@ def prepare(config: TuneConfig, *, worker: bool = False) -> TuneContext:
 
 
 def _open_backend(config: TuneConfig, worker: bool):
-    from harness.backends.select import OpenedBackend, open_backend
+    from kvtune.harness.backends.select import OpenedBackend, open_backend
 
     if worker and config.backend == "simulator" and config.device_model:
-        from harness.backends import backend_class
-        from harness.device import device_model
+        from kvtune.harness.backends import backend_class
+        from kvtune.harness.device import device_model
 
         device = device_model(config.device_model)
         return OpenedBackend(backend_class("simulator")(device), device, device.hbm_bytes_per_s,

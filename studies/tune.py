@@ -26,11 +26,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from studies.config import TuneConfig
-from studies.finalists import choose, measure_finalists, top_configs
-from studies.records import RowRecorder, merge_parts, remove_parts
-from studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
-from studies.result import (
+from kvtune.studies.config import TuneConfig
+from kvtune.studies.finalists import choose, measure_finalists, top_configs
+from kvtune.studies.records import RowRecorder, merge_parts, remove_parts
+from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
+from kvtune.studies.result import (
     RESULT_ATTR,
     RUN_ATTR,
     BucketResult,
@@ -38,16 +38,16 @@ from studies.result import (
     TuningResult,
     save_tuning_result,
 )
-from studies.rules import rule_mismatch, split_rule, trial_policy
-from studies.start_points import start_points
-from studies.storage import (
+from kvtune.studies.rules import rule_mismatch, split_rule, trial_policy
+from kvtune.studies.start_points import start_points
+from kvtune.studies.storage import (
     counted_trials,
     default_storage_url,
     describe_storage,
     existing_studies,
     open_storage,
 )
-from studies.study import (
+from kvtune.studies.study import (
     best_so_far,
     check_resumable,
     create_or_load,
@@ -69,7 +69,7 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
     """Run the tuning described by `config`; returns the run folder. ValueError for bad input."""
     import optuna
 
-    from harness.store import MEASUREMENTS, RunWriter
+    from kvtune.harness.store import MEASUREMENTS, RunWriter
 
     silence_optuna()
     ctx = prepare(config)
@@ -112,7 +112,7 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
 
 
 def _run(ctx, storage, writer, recorder, shown: str, gpus):
-    from harness.store import atomic_write_json
+    from kvtune.harness.store import atomic_write_json
 
     config = ctx.config
     studies, baselines = {}, {}
@@ -167,8 +167,8 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
     """(BucketResult, [(median_us, spread)] per finalist) or None when nothing completed."""
     from optuna.trial import TrialState
 
-    from studies.oracle import OracleSearch
-    from studies.space import params_from_trial
+    from kvtune.studies.oracle import OracleSearch
+    from kvtune.studies.space import params_from_trial
 
     config = ctx.config
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -263,7 +263,7 @@ def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = str(gpus[i % len(gpus)])
-        proc = subprocess.Popen([sys.executable, "-m", "studies.worker", str(i)],
+        proc = subprocess.Popen([sys.executable, "-m", "kvtune.studies.worker", str(i)],
                                 stdin=subprocess.PIPE, env=env, text=True)
         proc.stdin.write(payload)  # on stdin, so that storage credentials never touch the disk
         proc.stdin.close()
@@ -292,8 +292,8 @@ def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
 
 def _gpu_list(config: TuneConfig) -> list[str]:
     """--gpus for GPU backends with several workers (default: every GPU); [] otherwise."""
-    from harness.backends import GPU_BACKENDS
-    from harness.backends.select import resolve_backend_name
+    from kvtune.harness.backends import GPU_BACKENDS
+    from kvtune.harness.backends.select import resolve_backend_name
 
     if config.workers == 1 or resolve_backend_name(config.backend)[0] not in GPU_BACKENDS:
         return []

@@ -15,11 +15,11 @@ import sys
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    from studies.config import TuneConfig
-    from studies.objective import BASELINES_ATTR
-    from studies.records import RowRecorder, worker_part_path
-    from studies.storage import default_storage_url, open_storage
-    from studies.study import (
+    from kvtune.studies.config import TuneConfig
+    from kvtune.studies.objective import BASELINES_ATTR
+    from kvtune.studies.records import RowRecorder, worker_part_path
+    from kvtune.studies.storage import default_storage_url, open_storage
+    from kvtune.studies.study import (
         create_or_load,
         deadline_share,
         prepare,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels.plan import DTYPE_BYTES, AttentionShape, as_kv_lens
+from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, as_kv_lens
 
 
 @dataclass(frozen=True, eq=False)

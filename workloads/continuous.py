@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workloads import distributions as dists
+from kvtune.kernels.plan import MAX_BATCH, MAX_KV_LEN_TOKENS
+from kvtune.workloads import distributions as dists
 
 ARRIVAL_BLOCK_STEPS = 1024
 MAX_SEARCH_STEPS = 10_000_000
@@ -231,7 +232,59 @@ def _max_batch(params: dict, batch_size: int | None) -> int:
     return int(set_value if set_value is not None else batch_size)
 
 
+# ---- the `continuous` distribution ---------------------------------------------------------
+
+_CONTINUOUS_PROMPT_PARAMS = {"median_tokens": 2048.0, "sigma": 1.0}
+_CONTINUOUS_OUTPUT_PARAMS = {"median_tokens": 256.0, "sigma": 0.8, "max_kv_len": 4096}
+
+
+def _finish_continuous(params: dict, supplied: set) -> dict:
+    out = dict(params)
+    for role, default_params in (("prompt", _CONTINUOUS_PROMPT_PARAMS),
+                                 ("output", _CONTINUOUS_OUTPUT_PARAMS)):
+        name = out[f"{role}_distribution"]
+        if name not in dists.distribution_names(per_request_only=True):
+            raise ValueError(f"{role}_distribution: {name!r} not allowed; allowed: "
+                             f"{', '.join(dists.distribution_names(per_request_only=True))}")
+        # The default params belong to the default distribution; another one starts from its own.
+        if f"{role}_params" not in supplied and f"{role}_distribution" in supplied:
+            out[f"{role}_params"] = {}
+        elif f"{role}_params" not in supplied:
+            out[f"{role}_params"] = dict(default_params)
+        out[f"{role}_params"] = dists.resolve_params(name, out[f"{role}_params"], f"{role}_params.")
+    return out
+
+
+CONTINUOUS = dists.register(
+    dists.Distribution("continuous", "kv_lens of one decode step of a continuous-batching simulator "
+                 "after warm-up; batch_size is the max batch, so the result has 1..batch_size "
+                 "requests", (
+                     dists.ParamSpec("arrival_rate_per_step", "float", 0.5,
+                               "mean Poisson arrivals per decode step", 1e-4, 1e4),
+                     dists.ParamSpec("prompt_distribution", "str", "lognormal",
+                               "per-request distribution of prompt lengths"),
+                     dists.ParamSpec("prompt_params", "dict", dict(_CONTINUOUS_PROMPT_PARAMS),
+                               "params of prompt_distribution; the default shown is for "
+                               "lognormal; a given mapping replaces it, and keys it leaves "
+                               "out take the distribution's own defaults"),
+                     dists.ParamSpec("output_distribution", "str", "lognormal",
+                               "per-request distribution of output lengths (decode steps)"),
+                     dists.ParamSpec("output_params", "dict", dict(_CONTINUOUS_OUTPUT_PARAMS),
+                               "params of output_distribution (as prompt_params)"),
+                     dists.ParamSpec("max_batch", "int", None, "most running requests; unset = "
+                               "batch_size, and if set it must equal batch_size", 1, MAX_BATCH),
+                     dists.ParamSpec("kv_budget_tokens", "int", 524_288, "KV-cache capacity, tokens",
+                               1, MAX_BATCH * MAX_KV_LEN_TOKENS),
+                     dists.ParamSpec("warmup_steps", "int", 2000, "decode steps simulated before "
+                               "snapshots count", 0, 10_000_000),
+                     dists.ParamSpec("snapshot", "int", 0, "which non-empty step at or after "
+                               "warm-up (0 = the first)", 0, 10_000_000),
+                 ), lambda b, p, rng: continuous_snapshot(p, b, rng), per_request=False, finish=_finish_continuous)
+)
+
+
 __all__ = [
+    "CONTINUOUS",
     "ARRIVAL_BLOCK_STEPS",
     "ContinuousBatcher",
     "ContinuousStats",

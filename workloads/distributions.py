@@ -12,8 +12,9 @@ Families (DISTRIBUTIONS lists every name with its parameters, defaults, units an
 - per request, i.i.d.: `uniform-range`, `prod-mix`, `lognormal`, `pareto`, `trace` (a trace file)
   and the built-in traces `azure-conv`, `azure-code`, `mooncake`, `arxiv`, `sharegpt`
   (workloads/traces.py). Only these can feed the prompt/output lengths of `continuous`.
-- `continuous`: a step of the continuous-batching simulator (workloads/continuous.py); its batch
-  size is an output, at most `batch_size`.
+- `continuous`: a step of the continuous-batching simulator (workloads/continuous.py, which
+  registers it here: it builds on the per-request distributions); its batch size is an
+  output, at most `batch_size`. Importing kvtune.workloads registers it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.plan import MAX_BATCH, MAX_KV_LEN_TOKENS
-from workloads import traces
+from kvtune.kernels.plan import MAX_BATCH, MAX_KV_LEN_TOKENS
+from kvtune.workloads import traces
 
 DEFAULT_TOTAL_TOKENS = 262_144
 DEFAULT_MAX_KV_LEN = 131_072
@@ -281,37 +282,6 @@ def _builtin_trace(name: str):
     return lambda b, p, rng: traces.sample_builtin_kv_lens(name, b, rng)
 
 
-# ---- continuous -----------------------------------------------------------------------------
-
-def _continuous(b: int, p: dict, rng: np.random.Generator) -> np.ndarray:
-    # continuous.py draws its prompt/output lengths through this registry, so it is imported
-    # here at call time rather than at the top (the import would be circular).
-    from workloads.continuous import continuous_snapshot
-
-    return continuous_snapshot(p, b, rng)
-
-
-_CONTINUOUS_PROMPT_PARAMS = {"median_tokens": 2048.0, "sigma": 1.0}
-_CONTINUOUS_OUTPUT_PARAMS = {"median_tokens": 256.0, "sigma": 0.8, "max_kv_len": 4096}
-
-
-def _finish_continuous(params: dict, supplied: set) -> dict:
-    out = dict(params)
-    for role, default_params in (("prompt", _CONTINUOUS_PROMPT_PARAMS),
-                                 ("output", _CONTINUOUS_OUTPUT_PARAMS)):
-        name = out[f"{role}_distribution"]
-        if name not in distribution_names(per_request_only=True):
-            raise ValueError(f"{role}_distribution: {name!r} not allowed; allowed: "
-                             f"{', '.join(distribution_names(per_request_only=True))}")
-        # The default params belong to the default distribution; another one starts from its own.
-        if f"{role}_params" not in supplied and f"{role}_distribution" in supplied:
-            out[f"{role}_params"] = {}
-        elif f"{role}_params" not in supplied:
-            out[f"{role}_params"] = dict(default_params)
-        out[f"{role}_params"] = resolve_params(name, out[f"{role}_params"], f"{role}_params.")
-    return out
-
-
 def _total_param() -> ParamSpec:
     return ParamSpec("total_tokens", "int", DEFAULT_TOTAL_TOKENS,
                      "tokens of the whole batch, split exactly", 1, _MAX_TOTAL_TOKENS)
@@ -381,32 +351,17 @@ DISTRIBUTIONS: dict[str, Distribution] = {
                        f"({origin.license}), by inverse CDF of workloads/data/trace_quantiles.json",
                        (), _builtin_trace(name), per_request=True)
           for name, origin in traces.BUILTIN_TRACES.items()],
-        Distribution("continuous", "kv_lens of one decode step of a continuous-batching simulator "
-                     "after warm-up; batch_size is the max batch, so the result has 1..batch_size "
-                     "requests", (
-                         ParamSpec("arrival_rate_per_step", "float", 0.5,
-                                   "mean Poisson arrivals per decode step", 1e-4, 1e4),
-                         ParamSpec("prompt_distribution", "str", "lognormal",
-                                   "per-request distribution of prompt lengths"),
-                         ParamSpec("prompt_params", "dict", dict(_CONTINUOUS_PROMPT_PARAMS),
-                                   "params of prompt_distribution; the default shown is for "
-                                   "lognormal; a given mapping replaces it, and keys it leaves "
-                                   "out take the distribution's own defaults"),
-                         ParamSpec("output_distribution", "str", "lognormal",
-                                   "per-request distribution of output lengths (decode steps)"),
-                         ParamSpec("output_params", "dict", dict(_CONTINUOUS_OUTPUT_PARAMS),
-                                   "params of output_distribution (as prompt_params)"),
-                         ParamSpec("max_batch", "int", None, "most running requests; unset = "
-                                   "batch_size, and if set it must equal batch_size", 1, MAX_BATCH),
-                         ParamSpec("kv_budget_tokens", "int", 524_288, "KV-cache capacity, tokens",
-                                   1, _MAX_TOTAL_TOKENS),
-                         ParamSpec("warmup_steps", "int", 2000, "decode steps simulated before "
-                                   "snapshots count", 0, 10_000_000),
-                         ParamSpec("snapshot", "int", 0, "which non-empty step at or after "
-                                   "warm-up (0 = the first)", 0, 10_000_000),
-                     ), _continuous, per_request=False, finish=_finish_continuous),
     ]
 }
+
+
+def register(dist: Distribution) -> Distribution:
+    """Add a distribution built on the ones above (workloads/continuous.py adds `continuous`,
+    which draws its prompt and output lengths from the per-request ones here)."""
+    if dist.name in DISTRIBUTIONS:
+        raise ValueError(f"distribution: {dist.name!r} registered twice")
+    DISTRIBUTIONS[dist.name] = dist
+    return dist
 
 
 def _missing(field: str):
@@ -432,6 +387,7 @@ __all__ = [
     "draw_kv_lens",
     "fixed_total_kv_lens",
     "get_distribution",
+    "register",
     "resolve_params",
     "sample_kv_lens",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kernels.plan import AttentionShape
+from kvtune.kernels.plan import AttentionShape
 
 DEFAULT_SHAPE_NAME = "llama3-8b"
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels.plan import AttentionShape
-from workloads import distributions as dists
-from workloads.batch import DecodeBatch
-from workloads.shapes import DEFAULT_SHAPE_NAME, get_shape
-from workloads.traces import builtin_trace_names
+from kvtune.kernels.plan import AttentionShape
+from kvtune.workloads import distributions as dists
+from kvtune.workloads.batch import DecodeBatch
+from kvtune.workloads.shapes import DEFAULT_SHAPE_NAME, get_shape
+from kvtune.workloads.traces import builtin_trace_names
 
 THRESHOLD_TOTAL_TOKENS = 262_144
 THRESHOLD_DISTRIBUTIONS = ("uniform", "skew40", "skew60", "skew80", "2x40")

@@ -20,13 +20,11 @@ Rebuild the table with: python -m workloads.traces build-quantiles /work/shared/
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -371,28 +369,6 @@ def sample_builtin_kv_lens(name: str, batch_size: int, rng: np.random.Generator)
     return np.maximum(kv, 1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.traces",
-                                     description="Derived tables of public serving traces.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build-quantiles", help="compute the decode-weighted kv_len quantiles")
-    build.add_argument("traces_dir", help="folder holding the trace files named in SOURCES.md")
-    build.add_argument("--output", default=str(TRACE_QUANTILES_PATH), help="JSON file to write")
-    build.add_argument("--num-quantiles", type=int, default=DEFAULT_NUM_QUANTILES)
-    args = parser.parse_args(argv)
-    try:
-        table = build_trace_quantiles(args.traces_dir, args.num_quantiles)
-        write_trace_quantiles(table, args.output)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for name, entry in table["traces"].items():
-        print(f"{name:12s} rows {entry['rows']:>7,d}  kv_len p50/p90/p99 "
-              f"{entry['kv_len_p50']}/{entry['kv_len_p90']}/{entry['kv_len_p99']}")
-    print(f"wrote {args.output}")
-    return 0
-
-
 __all__ = [
     "BUILTIN_TRACES",
     "TRACE_FORMATS",
@@ -405,14 +381,10 @@ __all__ = [
     "decode_weighted_quantiles",
     "detect_trace_format",
     "load_trace_quantiles",
-    "main",
     "read_trace",
     "sample_builtin_kv_lens",
     "sample_decode_kv_lens",
     "write_trace_quantiles",
 ]
 
-
-if __name__ == "__main__":
-    sys.exit(main())
 

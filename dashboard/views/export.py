@@ -1,9 +1,9 @@
 """Export: the tuned heuristic of a tuning run as a table, and its JSON (the file `kvtune export`
-writes, built by harness.export) to download."""
+writes, built by studies.export) to download."""
 
 import streamlit as st
 
-from dashboard import charts, data, frames, selection, storage
+from kvtune.dashboard import charts, data, frames, selection, storage
 
 st.title("Export")
 cfg = selection.config()
@@ -69,12 +69,12 @@ else:
 
 document, text, error = None, None, None
 try:
-    from harness.export import build_heuristic, heuristic_text
+    from kvtune.studies.export import build_heuristic, heuristic_text
 
     document = build_heuristic(result, source=origin)
     text = heuristic_text(document)
 except ImportError:
-    error = "harness.export is not installed in this checkout"
+    error = "kvtune.studies.export is not installed in this checkout"
 except Exception as exc:  # noqa: BLE001 - a result the builder rejects is a message, not a crash
     error = " ".join(f"{type(exc).__name__}: {exc}".split())
 
@@ -89,7 +89,7 @@ if document is not None:
     )
     st.caption(
         "The file `kvtune export` writes (schema in docs/EXPORT.md); "
-        "`harness.export.load_heuristic(path)` loads it as a policy."
+        "`studies.export.load_heuristic(path)` loads it as a policy."
     )
     targets = document.get("targets")
     if targets:

@@ -4,9 +4,9 @@ sizes where each baseline's plan changes regime (and the tuned heuristic's bucke
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, frames, selection
-from dashboard.replay import SHAPE_FIELDS
-from dashboard.thresholds import DEFAULT_LONG_TOKENS, Threshold, bucket_thresholds
+from kvtune.dashboard import charts, data, frames, selection
+from kvtune.dashboard.replay import SHAPE_FIELDS
+from kvtune.dashboard.thresholds import DEFAULT_LONG_TOKENS, Threshold, bucket_thresholds
 
 MAX_DEFAULT_LINES = 10
 TABLE_MAX_BATCH = 1024

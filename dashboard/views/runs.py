@@ -3,7 +3,7 @@ command."""
 
 import streamlit as st
 
-from dashboard import charts, data, frames, selection
+from kvtune.dashboard import charts, data, frames, selection
 
 st.title("Runs")
 runs = selection.all_runs()

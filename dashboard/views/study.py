@@ -3,7 +3,7 @@ and slice plots, the finalists with their spreads, and tuned versus every baseli
 
 import streamlit as st
 
-from dashboard import charts, data, frames, selection, storage
+from kvtune.dashboard import charts, data, frames, selection, storage
 
 st.title("Study")
 cfg = selection.config()

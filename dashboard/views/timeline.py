@@ -4,7 +4,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, frames, selection
+from kvtune.dashboard import charts, data, frames, selection
 
 PREFERRED = ("flashinfer-tensor-core", "fa3", "trtllm-oversub", "no-split")
 

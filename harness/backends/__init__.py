@@ -10,8 +10,8 @@ import importlib
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-from kernels.plan import DeviceSpec, Plan
-from workloads.batch import DecodeBatch
+from kvtune.kernels.plan import DeviceSpec, Plan
+from kvtune.workloads.batch import DecodeBatch
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,9 @@ class Backend(Protocol):
 
 
 BACKEND_MODULES = {
-    "simulator": "harness.backends.simulator",
-    "triton": "harness.backends.triton",
-    "flashinfer": "harness.backends.flashinfer",
+    "simulator": "kvtune.harness.backends.simulator",
+    "triton": "kvtune.harness.backends.triton",
+    "flashinfer": "kvtune.harness.backends.flashinfer",
 }
 GPU_BACKENDS = ("triton", "flashinfer")
 

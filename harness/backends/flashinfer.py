@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.backends import BackendUnavailable, Measurement, Verification
-from harness.backends import flashinfer_plan as fip
-from kernels.plan import DeviceSpec, Plan, SplitParams
-from workloads.batch import DecodeBatch
+from kvtune.harness.backends import BackendUnavailable, Measurement, Verification
+from kvtune.harness.backends import flashinfer_plan as fip
+from kvtune.kernels.plan import DeviceSpec, Plan, SplitParams
+from kvtune.workloads.batch import DecodeBatch
 
 NOT_INSTALLED_MESSAGE = ("backend flashinfer: flashinfer-python is not installed; "
                          "pip install -e .[flashinfer] (needs a CUDA GPU)")
@@ -83,8 +83,8 @@ class FlashInferBackend:
                  *, stopping=None, warmup=None, path: str = "auto", telemetry: bool = True) -> None:
         import torch
 
-        from harness.stopping import StoppingRule, WarmupRule
-        from harness.timing import TimerUnavailable, resolve_timer
+        from kvtune.harness.stopping import StoppingRule, WarmupRule
+        from kvtune.harness.timing import TimerUnavailable, resolve_timer
 
         fip.check_path(path)
         if not torch.cuda.is_available():
@@ -94,7 +94,7 @@ class FlashInferBackend:
         except TimerUnavailable as exc:
             raise BackendUnavailable(f"backend flashinfer: {exc}") from exc
         if device is None:
-            from harness.device import live_device
+            from kvtune.harness.device import live_device
 
             device = live_device()
         self.device = device
@@ -126,7 +126,7 @@ class FlashInferBackend:
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
 
-        from kernels.reference import judge_output
+        from kvtune.kernels.reference import judge_output
 
         inputs = self._batch_inputs(batch)
         bound = ERROR_BOUNDS.get(str(inputs.q.dtype).removeprefix("torch."), 2e-2)
@@ -158,7 +158,7 @@ class FlashInferBackend:
                                                 message=msg))
 
     def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
-        from harness.timing import measure_callable
+        from kvtune.harness.timing import measure_callable
 
         run = self._runs.get(id(plan))
         if (run is None or run.plan is not plan or run.batch_key != _batch_key(batch)
@@ -274,8 +274,8 @@ class FlashInferBackend:
         if self._inputs is not None and self._inputs.key == key:
             return self._inputs
         self._drop_batch()  # free the previous batch (up to tens of GB) before the next
-        from kernels.paged import PagedKVCache, make_queries
-        from kernels.reference import decode_reference
+        from kvtune.kernels.paged import PagedKVCache, make_queries
+        from kvtune.kernels.reference import decode_reference
 
         cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape, device="cuda",
                                           seed=batch.seed)
@@ -288,7 +288,7 @@ class FlashInferBackend:
     def _timer_inputs(self, inputs: _BatchInputs) -> list[dict]:
         """Input copies for the graph timer: with cold L2, clones of the same pages (identical
         data, no new random fill) until together they exceed 3 x L2; hot, the one set."""
-        from harness.l2_cache import copies_needed, tensor_bytes
+        from kvtune.harness.l2_cache import copies_needed, tensor_bytes
 
         first = {"q": inputs.q, "k": inputs.cache.k_pages, "v": inputs.cache.v_pages,
                  "out": inputs.q.new_empty(inputs.q.shape)}

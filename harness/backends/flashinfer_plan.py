@@ -29,14 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.baselines import FixedSplitPolicy
-from kernels.baselines_flashinfer import (
+from kvtune.kernels.baselines import FixedSplitPolicy
+from kvtune.kernels.baselines_flashinfer import (
     FlashInferCudaCorePolicy,
     FlashInferTensorCorePolicy,
     fa2_cta_tile_q,
 )
-from kernels.plan import AttentionShape, DeviceSpec, Plan, SplitParams
-from kernels.policy_common import cdiv
+from kvtune.kernels.plan import AttentionShape, DeviceSpec, Plan, SplitParams
+from kvtune.kernels.policy_common import cdiv
 
 PATHS = ("tensor-core", "cuda-core")
 BACKEND_PATHS = ("auto",) + PATHS
@@ -389,7 +389,7 @@ def chunk_policy(params: SplitParams) -> FixedSplitPolicy:
     """The plan rule for a study's trial on this backend: one chunk of params.min_tokens_per_cta
     tokens for the whole batch (static order), which FlashInfer runs as fixed_split_size. It is
     the tuned table's `fixed-chunk` rule, so what a trial measured is what an export plans."""
-    from kernels.parametric import FIXED_CHUNK_RULE, rule_policy
+    from kvtune.kernels.parametric import FIXED_CHUNK_RULE, rule_policy
 
     return rule_policy(FIXED_CHUNK_RULE, params)
 

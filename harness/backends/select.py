@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.backends import GPU_BACKENDS, Backend, BackendUnavailable, backend_class
-from harness.device import cuda_available, device_model, live_device, model_for_gpu_name
-from kernels.plan import DeviceSpec
+from kvtune.harness.backends import GPU_BACKENDS, Backend, BackendUnavailable, backend_class
+from kvtune.harness.device import cuda_available, device_model, live_device, model_for_gpu_name
+from kvtune.kernels.plan import DeviceSpec
 
 DEFAULT_DEVICE_MODEL = "h100"
 TIMERS = ("auto", "cupti", "events", "graph")
@@ -51,8 +51,8 @@ def parse_stopping(text: str | None):
         return None
     from dataclasses import fields
 
-    from harness.cli import parse_assignments
-    from harness.stopping import StoppingRule
+    from kvtune.kernels.specs import parse_assignments
+    from kvtune.harness.stopping import StoppingRule
 
     given = parse_assignments([t for t in str(text).split(",") if t.strip()], "stopping")
     allowed = [f.name for f in fields(StoppingRule)]
@@ -63,7 +63,7 @@ def parse_stopping(text: str | None):
 
 
 def backend_class_name_ok(name: str) -> None:
-    from harness.backends import BACKEND_MODULES
+    from kvtune.harness.backends import BACKEND_MODULES
 
     if name not in BACKEND_MODULES:
         raise ValueError(f"backend: {name!r} unknown; allowed: auto, {', '.join(BACKEND_MODULES)}")
@@ -96,7 +96,7 @@ def open_backend(
     else h100). timer/cold_l2: for GPU backends. Raises BackendUnavailable with one line when a
     GPU backend cannot run here.
     """
-    from harness.environment import environment_record, measure_copy_bandwidth
+    from kvtune.harness.environment import environment_record, measure_copy_bandwidth
 
     check_choices(name, device_model_name, timer, stopping)
     chosen, why = resolve_backend_name(name)
@@ -112,7 +112,7 @@ def open_backend(
         rule = parse_stopping(stopping)
         extra = {} if rule is None else {"stopping": rule}
         backend = cls(device=device, timer=timer, cold_l2=cold_l2, **extra)
-        from harness.timing import resolve_timer
+        from kvtune.harness.timing import resolve_timer
 
         choice = resolve_timer(timer)  # the manifest names the timer that runs, not "auto"
         env = environment_record(None, timer=choice.name, cold_l2=cold_l2,

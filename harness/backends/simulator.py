@@ -6,10 +6,10 @@ the backend called "simulator", and names the device model it used.
 
 from __future__ import annotations
 
-from harness.backends import Measurement, Verification
-from harness.sim_model import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
-from kernels.plan import DeviceSpec, Plan
-from workloads.batch import DecodeBatch
+from kvtune.harness.backends import Measurement, Verification
+from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
+from kvtune.kernels.plan import DeviceSpec, Plan
+from kvtune.workloads.batch import DecodeBatch
 
 
 class SimulatorBackend:

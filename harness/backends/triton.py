@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.backends import BackendUnavailable, Measurement, Verification
-from kernels.plan import DeviceSpec, Plan
-from workloads.batch import DecodeBatch
+from kvtune.harness.backends import BackendUnavailable, Measurement, Verification
+from kvtune.kernels.plan import DeviceSpec, Plan
+from kvtune.workloads.batch import DecodeBatch
 
 ERROR_BOUNDS = {"bfloat16": 2e-2, "float16": 2e-2, "float32": 1e-5}
 NOISE_TARGET = 0.005  # relative standard error of the mean that counts as "noise met"
@@ -77,7 +77,7 @@ class TritonBackend:
                  stopping=None, torch_device: str = "cuda", config=None) -> None:
         import torch
 
-        from harness.timing import TIMERS
+        from kvtune.harness.timing import TIMERS
 
         if isinstance(timer, str) and timer not in TIMERS:
             raise ValueError(f"timer: {timer!r} unknown; allowed: {', '.join(TIMERS)}")
@@ -85,7 +85,7 @@ class TritonBackend:
             raise ValueError(f"torch_device: {torch_device!r} not allowed; allowed: cuda, cpu")
         if torch_device == "cuda" and not torch.cuda.is_available():
             raise BackendUnavailable(NO_GPU_MESSAGE)
-        from kernels import decode as decode_module
+        from kvtune.kernels import decode as decode_module
 
         if torch_device == "cpu" and not decode_module.INTERPRETED:
             raise ValueError("torch_device: 'cpu' needs Triton's interpreter (TRITON_INTERPRET=1 "
@@ -117,7 +117,7 @@ class TritonBackend:
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
 
-        from kernels.reference import judge_output
+        from kvtune.kernels.reference import judge_output
 
         inputs = self._batch_inputs(batch)
         launch = self._launch(plan, inputs)
@@ -179,7 +179,7 @@ class TritonBackend:
         """
         if not isinstance(self.timer, str):
             return self.timer(run)
-        from harness.timing import measure_callable
+        from kvtune.harness.timing import measure_callable
 
         return measure_callable(run, inputs=inputs, timer=self.timer, cold_l2=self.cold_l2,
                                 stopping=self.stopping, l2_bytes=self.device.l2_bytes or None)
@@ -189,7 +189,7 @@ class TritonBackend:
         copies of the cache and queries that the graph's rotation keeps L2 cold."""
         import dataclasses
 
-        from harness.l2_cache import copies_needed
+        from kvtune.harness.l2_cache import copies_needed
 
         if inputs.copies is None:
             inputs.copies = [(inputs.cache, inputs.q, inputs.q.new_empty(inputs.q.shape))]
@@ -212,8 +212,8 @@ class TritonBackend:
         budget = self._cache_budget_bytes()
         while self._batches and sum(b.nbytes for b in self._batches.values()) + batch.min_bytes > budget:
             self._batches.popitem(last=False)  # free before allocating the next
-        from kernels.paged import PagedKVCache, make_queries
-        from kernels.reference import decode_reference
+        from kvtune.kernels.paged import PagedKVCache, make_queries
+        from kvtune.kernels.reference import decode_reference
 
         cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape, device=self.torch_device,
                                           seed=batch.seed)
@@ -311,7 +311,7 @@ def _measurement(samples: np.ndarray, bytes_moved: int, check: Verification, tim
 
 def _default_device(torch_device: str) -> DeviceSpec:
     if torch_device == "cuda":
-        from harness.device import live_device
+        from kvtune.harness.device import live_device
 
         return live_device()
     return DeviceSpec(name="triton-interpreter (cpu)", sm_count=4, l2_bytes=0,

@@ -22,7 +22,7 @@ SIM = ["--backend", "simulator", "--device-model", DEVICE_MODEL, "--no-progress"
 
 
 def kvtune(argv: list[str]) -> None:
-    from harness.cli import main
+    from kvtune.cli import main
 
     code = main(argv)
     assert code == 0, f"kvtune {' '.join(argv)} exited {code}"
@@ -125,11 +125,11 @@ def write_handmade_studies(storage: str) -> None:
     `partial/1-8`: trials only, no attrs."""
     import optuna
 
-    from harness.device import device_model
-    from harness.sim_model import simulate
-    from kernels import policies
-    from kernels.plan import AttentionShape, SplitParams
-    from studies.result import (
+    from kvtune.harness.device import device_model
+    from kvtune.harness.sim_model import simulate
+    from kvtune.kernels import policies
+    from kvtune.kernels.plan import AttentionShape, SplitParams
+    from kvtune.studies.result import (
         RESULT_ATTR,
         RUN_ATTR,
         BucketResult,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from dashboard.launch import ENV_RESULTS, ENV_STORAGE
-from dashboard.selection import RUNS_KEY
+from kvtune.dashboard.launch import ENV_RESULTS, ENV_STORAGE
+from kvtune.dashboard.selection import RUNS_KEY
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 PAGES = (
@@ -267,7 +267,7 @@ def test_a_storage_that_cannot_be_opened_is_a_message(monkeypatch, results_dir, 
 
 
 def test_a_page_that_fails_shows_one_line_not_a_traceback(monkeypatch, results_dir, bench_run):
-    from dashboard import frames
+    from kvtune.dashboard import frames
 
     def broken(*args, **kwargs):
         raise RuntimeError("points exploded")

@@ -61,7 +61,7 @@ def kvtune_command() -> list[str]:
     if script.is_file():
         return [str(script)]
     found = shutil.which("kvtune")
-    return [found] if found else [sys.executable, "-m", "harness.cli"]
+    return [found] if found else [sys.executable, "-m", "kvtune"]
 
 
 def wait_healthy(proc: subprocess.Popen, port: int, log: Path) -> None:

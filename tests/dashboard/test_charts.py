@@ -7,12 +7,12 @@ import optuna
 import pandas as pd
 import pytest
 
-from dashboard import charts, frames
-from dashboard.thresholds import Threshold
-from harness.device import device_model
-from harness.sim_model import simulate
-from kernels import policies
-from kernels.plan import AttentionShape
+from kvtune.dashboard import charts, frames
+from kvtune.dashboard.thresholds import Threshold
+from kvtune.harness.device import device_model
+from kvtune.harness.sim_model import simulate
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape
 from tests.dashboard.test_frames import small_result
 
 H200 = device_model("h200")

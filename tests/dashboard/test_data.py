@@ -9,10 +9,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from dashboard import data, frames, storage
-from dashboard.launch import ENV_RESULTS, ENV_STORAGE
-from dashboard.replay import device_from_manifest, policy_from_row, replay_row, shape_from_row
-from harness.store import load_manifest
+from kvtune.dashboard import data, frames, storage
+from kvtune.dashboard.launch import ENV_RESULTS, ENV_STORAGE
+from kvtune.dashboard.replay import device_from_manifest, policy_from_row, replay_row, shape_from_row
+from kvtune.harness.store import load_manifest
 
 
 def test_config_reads_the_environment_and_finds_the_default_storage(tmp_path):

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard import frames
-from kernels.plan import SplitParams
-from studies.result import BucketResult, CaseEvidence, Finalist, TuningResult, load_tuning_result
+from kvtune.dashboard import frames
+from kvtune.kernels.plan import SplitParams
+from kvtune.studies.result import BucketResult, CaseEvidence, Finalist, TuningResult, load_tuning_result
 
 
 def rows(**columns) -> pd.DataFrame:
@@ -201,8 +201,8 @@ def test_tuning_tables():
 
 
 def test_mark_tuned_names_the_winning_config_of_a_real_tuning_run(tune_run):
-    from dashboard.data import measurements
-    from kernels import policies
+    from kvtune.dashboard.data import measurements
+    from kvtune.kernels import policies
 
     result = load_tuning_result(tune_run)
     raw = measurements(tune_run).value

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard import launch
-from harness.cli import main
+from kvtune.dashboard import launch
+from kvtune.cli import main
 
 
 @pytest.fixture()

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
-from dashboard.launch import ENV_RESULTS, ENV_STORAGE
+from kvtune.dashboard.launch import ENV_RESULTS, ENV_STORAGE
 from tests.dashboard.test_app import APP, goto
 
 ROWS = 100_000

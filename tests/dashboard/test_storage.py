@@ -9,7 +9,7 @@ import os
 import optuna
 import pytest
 
-from dashboard import storage
+from kvtune.dashboard import storage
 
 
 def digest(path) -> tuple:

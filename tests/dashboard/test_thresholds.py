@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dashboard.thresholds import (
+from kvtune.dashboard.thresholds import (
     EXACT_SWEEP_UP_TO,
     Threshold,
     bucket_thresholds,
@@ -16,9 +16,9 @@ from dashboard.thresholds import (
     regime_thresholds,
     sweep_batch_sizes,
 )
-from harness.device import device_model
-from kernels import policies
-from kernels.plan import AttentionShape, SplitParams
+from kvtune.harness.device import device_model
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape, SplitParams
 
 LLAMA8B = AttentionShape(num_qo_heads=32, num_kv_heads=8)
 LLAMA70B_TP8 = AttentionShape(num_qo_heads=8, num_kv_heads=1)

@@ -8,14 +8,14 @@ import subprocess
 import pytest
 import torch
 
-from harness import environment
-from harness.environment import (
+from kvtune.harness import environment
+from kvtune.harness.environment import (
     environment_record,
     git_state,
     measure_copy_bandwidth,
     package_version,
 )
-from harness.stopping import StoppingRule
+from kvtune.harness.stopping import StoppingRule
 
 GPU_FIELDS = ("gpu_name", "sm_count", "l2_bytes", "gpu_memory_bytes", "compute_capability",
               "driver_version", "cuda_driver_version")

@@ -14,12 +14,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.backends import flashinfer_plan as fip
-from harness.device import device_model
-from kernels import policies
-from kernels.paged import PagedKVCache
-from kernels.plan import AttentionShape, Plan, SplitParams, build_plan
-from workloads.suites import get_suite
+from kvtune.harness.backends import flashinfer_plan as fip
+from kvtune.harness.device import device_model
+from kvtune.kernels import policies
+from kvtune.kernels.paged import PagedKVCache
+from kvtune.kernels.plan import AttentionShape, Plan, SplitParams, build_plan
+from kvtune.workloads.suites import get_suite
 
 SHAPE = AttentionShape()  # 32 q heads, 8 KV heads, head_dim 128, page 16, bf16
 H100 = device_model("h100")
@@ -250,7 +250,7 @@ def test_decision_read_back_and_disagreement():
 # -- tuning on this backend --------------------------------------------------------------------
 
 def test_study_space_on_flashinfer_varies_the_chunk_alone_and_every_trial_runs():
-    from studies.space import space_for
+    from kvtune.studies.space import space_for
 
     backend = SimpleNamespace(supported_schedules=fip.SUPPORTED_SCHEDULES,
                               fixed_split_params=fip.fixed_split_params(H100))
@@ -271,10 +271,10 @@ def test_study_space_on_flashinfer_varies_the_chunk_alone_and_every_trial_runs()
 # -- without flashinfer installed --------------------------------------------------------------
 
 def test_bench_without_flashinfer_exits_2_with_one_install_line(tmp_path, capsys, monkeypatch):
-    from harness.cli import main
+    from kvtune.cli import main
 
     monkeypatch.setitem(sys.modules, "flashinfer", None)  # import flashinfer -> ImportError
-    monkeypatch.delitem(sys.modules, "harness.backends.flashinfer", raising=False)
+    monkeypatch.delitem(sys.modules, "kvtune.harness.backends.flashinfer", raising=False)
     out = tmp_path / "res"
     code = main(["bench", "--suite", "smoke", "--backend", "flashinfer", "--no-progress",
                  "--out", str(out)])

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from harness.backends import Measurement, Verification
-from harness.gate import gate_and_measure, one_line, verification_failure
-from kernels.plan import DeviceSpec
-from workloads.batch import DecodeBatch
+from kvtune.harness.backends import Measurement, Verification
+from kvtune.harness.gate import gate_and_measure, one_line, verification_failure
+from kvtune.kernels.plan import DeviceSpec
+from kvtune.workloads.batch import DecodeBatch
 
 BATCH = DecodeBatch(np.array([100, 2000]))
 PLAN = object()  # the gate passes the plan through untouched

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.backends import Measurement, Verification, backend_class
-from harness.backends.simulator import BACKEND, SimulatorBackend
-from harness.device import device_model
-from harness.sim_model import DEFAULT_CONSTANTS, SimConstants, merge_bytes, simulate, task_bytes
-from kernels.plan import AttentionShape, DeviceSpec, build_plan
-from workloads.batch import DecodeBatch
+from kvtune.harness.backends import Measurement, Verification, backend_class
+from kvtune.harness.backends.simulator import BACKEND, SimulatorBackend
+from kvtune.harness.device import device_model
+from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, merge_bytes, simulate, task_bytes
+from kvtune.kernels.plan import AttentionShape, DeviceSpec, build_plan
+from kvtune.workloads.batch import DecodeBatch
 
 TOTAL_TOKENS = 262_144
 LONG_SKEW80_TOKENS = 209_715  # 80% of 262,144, rounded down
@@ -48,7 +48,7 @@ def uniform(batch_size: int) -> np.ndarray:
 
 
 def policy_time_us(policy: str, kv_lens: np.ndarray, **overrides) -> float:
-    from kernels.policies import get
+    from kvtune.kernels.policies import get
 
     plan = get(policy, **overrides).plan(kv_lens, SHAPE, H200)
     return simulate(plan, SHAPE, H200).time_us

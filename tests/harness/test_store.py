@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness import store
+from kvtune.harness import store
 
 
 def test_run_lifecycle(tmp_path):

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from harness import telemetry
-from harness.telemetry import (
+from kvtune.harness import telemetry
+from kvtune.harness.telemetry import (
     NvmlReader,
     TelemetryMonitor,
     TelemetrySample,

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness import l2_cache, stopping, timers_cuda, timing
-from harness.backends import Measurement
-from harness.l2_cache import (
+from kvtune.harness import l2_cache, stopping, timers_cuda, timing
+from kvtune.harness.backends import Measurement
+from kvtune.harness.l2_cache import (
     copies_needed,
     distinct_bytes,
     flush_bytes,
@@ -23,7 +23,7 @@ from harness.l2_cache import (
     rotation_schedule,
     tensor_bytes,
 )
-from harness.stopping import (
+from kvtune.harness.stopping import (
     StoppingRule,
     StoppingState,
     WarmupRule,

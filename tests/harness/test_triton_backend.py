@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 import torch
 
-from harness.backends import BackendUnavailable, backend_class
-from harness.backends.triton import BACKEND, NO_GPU_MESSAGE, TritonBackend
-from kernels import decode as decode_module
-from kernels.plan import AttentionShape, build_plan
-from workloads.batch import DecodeBatch
+from kvtune.harness.backends import BackendUnavailable, backend_class
+from kvtune.harness.backends.triton import BACKEND, NO_GPU_MESSAGE, TritonBackend
+from kvtune.kernels import decode as decode_module
+from kvtune.kernels.plan import AttentionShape, build_plan
+from kvtune.workloads.batch import DecodeBatch
 
 SHAPE = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4)
 # small blocks: quick to interpret
 SMALL_BLOCKS = decode_module.KernelConfig(block_n=32, num_warps=4, num_stages=2)
 
 needs_interpreter = pytest.mark.skipif(
-    not decode_module.INTERPRETED, reason="kernels.decode was built for a GPU in this process")
+    not decode_module.INTERPRETED, reason="kvtune.kernels.decode was built for a GPU in this process")
 
 
 class FixedTimer:

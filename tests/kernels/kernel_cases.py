@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import decode as decode_module
-from kernels.paged import PagedKVCache, make_queries
-from kernels.reference import decode_reference, relative_error
+from kvtune.kernels import decode as decode_module
+from kvtune.kernels.paged import PagedKVCache, make_queries
+from kvtune.kernels.reference import decode_reference, relative_error
 
 BOUNDS = {torch.bfloat16: 2e-2, torch.float16: 2e-2, torch.float32: 1e-5}
 
 if not decode_module.INTERPRETED:  # pragma: no cover - only on a GPU machine with an early import
-    pytest.skip("kernels.decode was built without TRITON_INTERPRET=1", allow_module_level=True)
+    pytest.skip("kvtune.kernels.decode was built without TRITON_INTERPRET=1", allow_module_level=True)
 
 _seed_counter = iter(range(10_000, 1_000_000))
 

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import policies
-from kernels.decode import (
+from kvtune.kernels import policies
+from kvtune.kernels.decode import (
     KernelConfig,
     decode,
     default_config,
     prepare_decode,
     run_decode,
 )
-from kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, build_plan
+from kvtune.kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, build_plan
 from tests.kernels.kernel_cases import check_against_reference, make_inputs
 
 SMALL = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
@@ -139,7 +139,7 @@ def test_sm_scale_is_used():
     kv = [9, 14]
     cache, q = make_inputs(kv, SMALL, torch.float32)
     plan = build_plan(kv, 8, num_kv_heads=2, page_size=4)
-    from kernels.reference import decode_reference, relative_error
+    from kvtune.kernels.reference import decode_reference, relative_error
 
     out = decode(q, cache, plan, sm_scale=0.3)
     assert relative_error(out, decode_reference(q, cache, sm_scale=0.3)) <= 1e-5
@@ -168,7 +168,7 @@ def test_rejects_bad_queries():
 
 
 def test_merge_launched_only_for_split_requests(monkeypatch):
-    import kernels.decode as decode_module
+    import kvtune.kernels.decode as decode_module
 
     calls = []
     real = decode_module.launch_merge

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.paged import PagedKVCache, make_queries, resolve_dtype
-from kernels.plan import AttentionShape
+from kvtune.kernels.paged import PagedKVCache, make_queries, resolve_dtype
+from kvtune.kernels.plan import AttentionShape
 
 SHAPE = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4)
 

@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.device import DEVICE_MODELS
-from kernels import policies
-from kernels.plan import MAX_BATCH, SCHEDULES, AttentionShape, DeviceSpec, Plan, SplitParams
+from kvtune.harness.device import DEVICE_MODELS
+from kvtune.kernels import policies
+from kvtune.kernels.plan import MAX_BATCH, SCHEDULES, AttentionShape, DeviceSpec, Plan, SplitParams
 
 MAX_TOKENS = 1_000_000
 PROPERTY_SETTINGS = settings(

@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from kernels import policies
-from kernels.plan import AttentionShape, DeviceSpec, Plan, SplitParams
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape, DeviceSpec, Plan, SplitParams
 
 SM132 = DeviceSpec(
     "sm132", sm_count=132, l2_bytes=50 << 20, hbm_bytes_per_s=3.35e12, max_ctas_per_sm=8

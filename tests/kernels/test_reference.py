@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.paged import PagedKVCache, make_queries
-from kernels.plan import AttentionShape
-from kernels.reference import decode_reference, relative_error
+from kvtune.kernels.paged import PagedKVCache, make_queries
+from kvtune.kernels.plan import AttentionShape
+from kvtune.kernels.reference import decode_reference, relative_error
 
 SHAPE = AttentionShape(num_qo_heads=6, num_kv_heads=2, head_dim=64, page_size=4)
 

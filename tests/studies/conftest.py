@@ -9,12 +9,12 @@ from typing import ClassVar
 
 import pytest
 
-from harness.backends import Measurement, Verification
-from harness.backends.simulator import SimulatorBackend
-from harness.device import device_model
-from harness.runner import CaseRun, Runner
-from studies.config import TuneConfig
-from workloads.suites import make_suite
+from kvtune.harness.backends import Measurement, Verification
+from kvtune.harness.backends.simulator import SimulatorBackend
+from kvtune.harness.device import device_model
+from kvtune.harness.runner import CaseRun, Runner
+from kvtune.studies.config import TuneConfig
+from kvtune.workloads.suites import make_suite
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ def env_with_repo() -> dict:
 
 
 def kvtune_argv(*args) -> list[str]:
-    return [sys.executable, "-m", "harness.cli", *args]
+    return [sys.executable, "-m", "kvtune", *args]
 
 
 @pytest.fixture

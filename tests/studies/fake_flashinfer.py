@@ -10,8 +10,8 @@ opens it by name.
 
 from __future__ import annotations
 
-from harness.backends import flashinfer_plan as fip
-from harness.backends.simulator import SimulatorBackend
+from kvtune.harness.backends import flashinfer_plan as fip
+from kvtune.harness.backends.simulator import SimulatorBackend
 
 
 class OneChunkBackend(SimulatorBackend):

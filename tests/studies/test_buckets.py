@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from studies.buckets import BatchBucket, assign_cases, default_buckets, parse_buckets
-from workloads.suites import get_suite
+from kvtune.studies.buckets import BatchBucket, assign_cases, default_buckets, parse_buckets
+from kvtune.workloads.suites import get_suite
 
 
 def cases(*sizes):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.plan import SplitParams
-from studies.finalists import FinalistStats, choose, measure_finalists
-from studies.records import RowRecorder
+from kvtune.kernels.plan import SplitParams
+from kvtune.studies.finalists import FinalistStats, choose, measure_finalists
+from kvtune.studies.records import RowRecorder
 from tests.studies.conftest import sim_cases, sim_runner
 
 

@@ -16,25 +16,26 @@ import optuna
 import pandas as pd
 import pytest
 
-from harness import export, tuned_planner
-from harness.backends import BACKEND_MODULES
-from harness.backends import flashinfer_plan as fip
-from harness.cli import main
-from harness.device import device_model
-from harness.runner import CaseRun
-from harness.store import list_runs
-from kernels import policies
-from kernels.baselines import FixedSplitPolicy
-from kernels.baselines_flashinfer import FlashInferTensorCorePolicy
-from kernels.parametric import ParametricPolicy
-from kernels.plan import AttentionShape, SplitParams
-from studies.config import TuneConfig
-from studies.report import build_summary, format_report
-from studies.result import load_tuning_result
-from studies.rules import rule_mismatch, split_rule, trial_policy
-from studies.space import params_from_trial
-from studies.storage import FAIL_ATTR, open_storage
-from studies.study import validate
+from kvtune.kernels import tuned_planner
+from kvtune.studies import export
+from kvtune.harness.backends import BACKEND_MODULES
+from kvtune.harness.backends import flashinfer_plan as fip
+from kvtune.cli import main
+from kvtune.harness.device import device_model
+from kvtune.harness.runner import CaseRun
+from kvtune.harness.store import list_runs
+from kvtune.kernels import policies
+from kvtune.kernels.baselines import FixedSplitPolicy
+from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
+from kvtune.kernels.parametric import ParametricPolicy
+from kvtune.kernels.plan import AttentionShape, SplitParams
+from kvtune.studies.config import TuneConfig
+from kvtune.studies.report import build_summary, format_report
+from kvtune.studies.result import load_tuning_result
+from kvtune.studies.rules import rule_mismatch, split_rule, trial_policy
+from kvtune.studies.space import params_from_trial
+from kvtune.studies.storage import FAIL_ATTR, open_storage
+from kvtune.studies.study import validate
 from tests.studies.conftest import sim_runner
 from tests.studies.fake_flashinfer import OneChunkBackend
 
@@ -185,7 +186,7 @@ def test_the_exported_table_times_exactly_like_the_winning_trials(run):
 
 
 def test_the_dashboard_names_the_fixed_chunk_winners_tuned(run):
-    from dashboard.frames import mark_tuned
+    from kvtune.dashboard.frames import mark_tuned
 
     run_dir, _, _, _ = run
     result = load_tuning_result(run_dir)

@@ -8,11 +8,11 @@ import numpy as np
 import optuna
 import pytest
 
-from harness.backends.simulator import SimulatorBackend
-from harness.device import device_model
-from kernels import policies
-from kernels.plan import AttentionShape, SplitParams
-from studies.objective import (
+from kvtune.harness.backends.simulator import SimulatorBackend
+from kvtune.harness.device import device_model
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape, SplitParams
+from kvtune.studies.objective import (
     START_POINT_ATTR,
     BucketObjective,
     ConfigFailed,
@@ -20,9 +20,9 @@ from studies.objective import (
     measure_baselines,
     score,
 )
-from studies.records import RowRecorder
-from studies.space import space_for, trial_params
-from studies.storage import FAIL_ATTR
+from kvtune.studies.records import RowRecorder
+from kvtune.studies.space import space_for, trial_params
+from kvtune.studies.storage import FAIL_ATTR
 from tests.studies.conftest import WrongOutputBackend, sim_cases, sim_runner
 
 H200 = device_model("h200")

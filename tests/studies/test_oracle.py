@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.device import device_model
-from kernels import policies
-from kernels.plan import AttentionShape
-from studies.oracle import ExplicitSplitPolicy, OracleSearch, length_groups
-from studies.records import RowRecorder
-from studies.space import space_for
+from kvtune.harness.device import device_model
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape
+from kvtune.studies.oracle import ExplicitSplitPolicy, OracleSearch, length_groups
+from kvtune.studies.records import RowRecorder
+from kvtune.studies.space import space_for
 from tests.studies.conftest import sim_cases, sim_runner
 
 BASELINES = ("flashinfer-tensor-core", "flashinfer-cuda-core", "fa3", "trtllm-oversub",

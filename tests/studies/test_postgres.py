@@ -19,7 +19,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from studies.storage import counted_trials, open_storage
+from kvtune.studies.storage import counted_trials, open_storage
 from tests.studies.conftest import env_with_repo, kvtune_argv
 
 HOST = ["tune", "--distribution", "skew60", "--batch-sizes", "8", "--param", "total_tokens=32768",

@@ -11,8 +11,8 @@ import optuna
 import pandas as pd
 import pytest
 
-from harness.store import list_runs
-from studies.storage import LOST_ATTR, counted_trials, open_storage
+from kvtune.harness.store import list_runs
+from kvtune.studies.storage import LOST_ATTR, counted_trials, open_storage
 from tests.studies.conftest import env_with_repo, kvtune_argv
 
 # prod-mix's two largest batch sizes x 3 seeds: trials of about half a second on the simulator.

@@ -1,16 +1,16 @@
-"""studies.rules: which rule a study plans its configurations with, per backend."""
+"""kvtune.studies.rules: which rule a study plans its configurations with, per backend."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.backends import flashinfer_plan as fip
-from harness.backends.simulator import SimulatorBackend
-from harness.device import device_model
-from kernels.baselines import FixedSplitPolicy
-from kernels.parametric import ParametricPolicy
-from kernels.plan import SplitParams
-from studies.rules import rule_mismatch, split_rule, trial_policy
+from kvtune.harness.backends import flashinfer_plan as fip
+from kvtune.harness.backends.simulator import SimulatorBackend
+from kvtune.harness.device import device_model
+from kvtune.kernels.baselines import FixedSplitPolicy
+from kvtune.kernels.parametric import ParametricPolicy
+from kvtune.kernels.plan import SplitParams
+from kvtune.studies.rules import rule_mismatch, split_rule, trial_policy
 from tests.studies.conftest import RestrictedBackend, sim_cases
 from tests.studies.fake_flashinfer import OneChunkBackend
 

@@ -7,12 +7,12 @@ import importlib.util
 import optuna
 import pytest
 
-from harness.device import device_model
-from kernels.plan import AttentionShape
-from studies.objective import BucketObjective, ConfigFailed
-from studies.records import RowRecorder
-from studies.samplers import SAMPLERS, check_sampler, make_pruner, make_sampler, worker_seed
-from studies.space import space_for
+from kvtune.harness.device import device_model
+from kvtune.kernels.plan import AttentionShape
+from kvtune.studies.objective import BucketObjective, ConfigFailed
+from kvtune.studies.records import RowRecorder
+from kvtune.studies.samplers import SAMPLERS, check_sampler, make_pruner, make_sampler, worker_seed
+from kvtune.studies.space import space_for
 from tests.studies.conftest import sim_cases, sim_runner
 
 H200 = device_model("h200")

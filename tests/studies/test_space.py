@@ -7,9 +7,9 @@ from dataclasses import replace
 import optuna
 import pytest
 
-from harness.device import device_model
-from kernels.plan import SCHEDULES, AttentionShape, SplitParams
-from studies.space import (
+from kvtune.harness.device import device_model
+from kvtune.kernels.plan import SCHEDULES, AttentionShape, SplitParams
+from kvtune.studies.space import (
     SearchSpace,
     infeasible_reason,
     params_from_trial,
@@ -18,7 +18,7 @@ from studies.space import (
     suggest_params,
     trial_params,
 )
-from studies.start_points import BASELINE_APPROXIMATIONS, start_points
+from kvtune.studies.start_points import BASELINE_APPROXIMATIONS, start_points
 from tests.studies.conftest import RestrictedBackend
 
 H200 = device_model("h200")

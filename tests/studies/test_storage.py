@@ -9,7 +9,7 @@ import sys
 import optuna
 import pytest
 
-from studies.storage import (
+from kvtune.studies.storage import (
     LOST_ATTR,
     counted_trials,
     default_storage_url,

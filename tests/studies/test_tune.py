@@ -10,16 +10,16 @@ import optuna
 import pandas as pd
 import pytest
 
-from harness.device import device_model
-from harness.store import load_manifest
-from kernels import policies
-from kernels.parametric import BucketedPolicy
-from studies.objective import START_POINT_ATTR
-from studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, load_tuning_result
-from studies.space import params_from_trial, space_for
-from studies.start_points import start_points
-from studies.storage import open_storage
-from studies.tune import run_tune
+from kvtune.harness.device import device_model
+from kvtune.harness.store import load_manifest
+from kvtune.kernels import policies
+from kvtune.kernels.parametric import BucketedPolicy
+from kvtune.studies.objective import START_POINT_ATTR
+from kvtune.studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, load_tuning_result
+from kvtune.studies.space import params_from_trial, space_for
+from kvtune.studies.start_points import start_points
+from kvtune.studies.storage import open_storage
+from kvtune.studies.tune import run_tune
 from tests.studies.conftest import tiny_config
 
 
@@ -66,7 +66,7 @@ def test_tuning_json_round_trips_and_matches_the_study_attributes(tiny_run):
 
 
 def plan_shape():
-    from kernels.plan import AttentionShape
+    from kvtune.kernels.plan import AttentionShape
 
     return AttentionShape()
 
@@ -106,7 +106,7 @@ def test_start_points_were_enqueued_and_the_study_never_ends_worse(tiny_run):
 
 def test_report_names_buckets_speedups_finalists_and_regret(tiny_run, capsys):
     # The module fixture printed before capture; run the formatting again from the files.
-    from studies.report import build_summary, format_report
+    from kvtune.studies.report import build_summary, format_report
 
     _, run_dir = tiny_run
     result = load_tuning_result(run_dir)
@@ -131,8 +131,8 @@ def test_multi_objective_reports_a_pareto_front(tmp_path):
 @pytest.mark.slow
 def test_prod_mix_tuned_beats_every_baseline_in_every_bucket(tmp_path):
     """The issue's acceptance command (prod-mix, 40 trials, seed 0, simulated h200)."""
-    from studies.config import TuneConfig
-    from studies.report import build_summary
+    from kvtune.studies.config import TuneConfig
+    from kvtune.studies.report import build_summary
 
     config = TuneConfig(study="demo", suite="prod-mix", backend="simulator", device_model="h200",
                         trials=40, seed=0, out=str(tmp_path), no_progress=True)

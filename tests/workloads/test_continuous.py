@@ -4,8 +4,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from workloads.continuous import ContinuousBatcher, decode_batches
-from workloads.distributions import sample_kv_lens
+from kvtune.workloads.continuous import ContinuousBatcher, decode_batches
+from kvtune.workloads.distributions import sample_kv_lens
 
 # Tight budget and a short output so that admission, preemption and departures all happen often.
 TIGHT = {

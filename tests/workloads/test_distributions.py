@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from workloads.distributions import (
+from kvtune.workloads.distributions import (
     DISTRIBUTIONS,
     PROD_MIX_KV_LENS,
     PROD_MIX_WEIGHTS,

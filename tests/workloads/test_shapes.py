@@ -1,6 +1,6 @@
 import pytest
 
-from workloads.shapes import get_shape, shape_name, shape_names
+from kvtune.workloads.shapes import get_shape, shape_name, shape_names
 
 
 def test_default_is_llama3_8b():

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from kernels.plan import AttentionShape
-from workloads.batch import DecodeBatch
-from workloads.shapes import get_shape
-from workloads.suites import (
+from kvtune.kernels.plan import AttentionShape
+from kvtune.workloads.batch import DecodeBatch
+from kvtune.workloads.shapes import get_shape
+from kvtune.workloads.suites import (
     Case,
     Suite,
     get_suite,

@@ -4,8 +4,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workloads import traces
-from workloads.distributions import sample_kv_lens
+from kvtune.cli import main
+from kvtune.workloads import traces
+from kvtune.workloads.distributions import sample_kv_lens
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
 needs_shared_traces = pytest.mark.skipif(
@@ -163,7 +164,7 @@ def test_table_quantiles_match_sources_md():
 @needs_shared_traces
 def test_committed_table_is_what_the_builder_writes(tmp_path):
     out = tmp_path / "rebuilt.json"
-    assert traces.main(["build-quantiles", str(SHARED_TRACES), "--output", str(out)]) == 0
+    assert main(["traces", "build-quantiles", str(SHARED_TRACES), "--output", str(out)]) == 0
     assert out.read_text() == traces.TRACE_QUANTILES_PATH.read_text()
 
 
@@ -178,5 +179,5 @@ def test_file_sampling_agrees_with_the_table():
 
 
 def test_builder_cli_reports_bad_folder(tmp_path, capsys):
-    assert traces.main(["build-quantiles", str(tmp_path / "nowhere")]) == 2
+    assert main(["traces", "build-quantiles", str(tmp_path / "nowhere")]) == 2
     assert "traces_dir" in capsys.readouterr().err

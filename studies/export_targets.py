@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.baselines_flashinfer import TrtllmOversubPolicy, fa2_cta_tile_q
-from kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, rule_policy
-from kernels.plan import AttentionShape, DeviceSpec, SplitParams
-from kernels.policy_common import cdiv
+from kvtune.kernels.baselines_flashinfer import TrtllmOversubPolicy, fa2_cta_tile_q
+from kvtune.kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, rule_policy
+from kvtune.kernels.plan import AttentionShape, DeviceSpec, SplitParams
+from kvtune.kernels.policy_common import cdiv
 
 DEFAULT_MAX_KV_LEN_TOKENS = 131072
 ENV_MIN_TOKENS = "FLASHINFER_KV_OVERSUB_MIN_TOKENS_PER_CTA"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,19 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from studies.result import save_tuning_result
+from kvtune.cli import main
+from kvtune.studies.result import save_tuning_result
 
 
-def _sibling(name: str):
-    """The test_export module, for its sample run and malformed cases (one list, two doors)."""
-    spec = importlib.util.spec_from_file_location(f"_kvtune_{name}", Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _sibling("test_export")
+# The export tests' sample run and malformed cases (one list, two doors).
+from tests.studies import test_export as cases  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -117,7 +109,7 @@ def test_a_50_mb_and_a_deeply_nested_file_through_the_real_command(tmp_path):
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 200_000 + "]" * 200_000)
     for path, field in ((huge, "at most 1000000 bytes"), (deep, "nested deeper than 32")):
-        done = subprocess.run([sys.executable, "-m", "harness.cli", "plan", "--heuristic", str(path),
+        done = subprocess.run([sys.executable, "-m", "kvtune", "plan", "--heuristic", str(path),
                                "--kv-lens", "5"], capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and field in done.stderr, done.stderr
@@ -125,7 +117,7 @@ def test_a_50_mb_and_a_deeply_nested_file_through_the_real_command(tmp_path):
 
 def test_export_from_a_real_tiny_tune_on_the_simulator(tmp_path, capsys):
     """A real `kvtune tune` (smoke suite, few trials), exported by --study and by --run."""
-    pytest.importorskip("studies.cli")
+    pytest.importorskip("kvtune.cli.tune")
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
     results = tmp_path / "results"
     argv = ["tune", "--suite", "smoke", "--backend", "simulator", "--device-model", "h200", "--trials", "4",
@@ -139,10 +131,10 @@ def test_export_from_a_real_tiny_tune_on_the_simulator(tmp_path, capsys):
     a, b = json.loads(from_study.read_text()), json.loads(from_run.read_text())
     assert a["buckets"] == b["buckets"] and a["buckets"][0]["min_batch"] == 1
     assert a["device"]["simulated"] == "h200"
-    from harness import export
-    from harness.device import device_model
-    from kernels.parametric import ParametricPolicy
-    from studies.result import load_tuning_result
+    from kvtune.studies import export
+    from kvtune.harness.device import device_model
+    from kvtune.kernels.parametric import ParametricPolicy
+    from kvtune.studies.result import load_tuning_result
 
     tuned = load_tuning_result(run)
     policy = export.load_heuristic(from_study)

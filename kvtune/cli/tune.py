@@ -5,7 +5,7 @@
         [--oracle] [--storage URL | --journal FILE] [--resume] [--workers N] [--preset NAME]
 
 Options given here override a preset's (studies/presets/<name>.toml), which override the
-defaults. Bad input is one line and exit 2 (harness.cli.main), with nothing written.
+defaults. Bad input is one line and exit 2 (kvtune.cli.main), with nothing written.
 """
 
 from __future__ import annotations
@@ -13,14 +13,18 @@ from __future__ import annotations
 import argparse
 
 
-def add_parsers(sub) -> None:
-    from harness.bench_cli import add_backend_arguments, add_suite_arguments
-    from studies.config import OBJECTIVES, preset_names
-    from studies.samplers import PRUNERS, SAMPLERS
+def add_parser(sub) -> None:
+    from kvtune.cli.common import add_backend_arguments, add_command, add_suite_arguments
+    from kvtune.studies.config import OBJECTIVES, preset_names
+    from kvtune.studies.samplers import PRUNERS, SAMPLERS
 
-    p = sub.add_parser("tune", help="tune the split heuristic per batch-size bucket (Optuna)",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("--study", help="study name; each bucket's study is <NAME>/<bucket> (required)")
+    p = add_command(sub, "tune", "tune the split heuristic per batch-size bucket (Optuna)", [
+        "kvtune tune --study demo --suite prod-mix --backend simulator --device-model h200 --trials 40",
+        "kvtune tune --study demo --resume --trials 80",
+    ], "Search the five split knobs per batch-size bucket with Optuna, re-measure the finalists, "
+       "and store the result in the study and under results/<run-id>/.")
+    p.add_argument("--study", required=True,
+                   help="study name; each bucket's study is <NAME>/<bucket>")
     p.add_argument("--preset", help="named settings from studies/presets/ ("
                    + (", ".join(preset_names()) or "none") + ")")
     add_suite_arguments(p)
@@ -62,7 +66,7 @@ def explicit_settings(args: argparse.Namespace) -> dict:
     """The TuneConfig fields the user gave on the command line."""
     from dataclasses import fields
 
-    from studies.config import TuneConfig
+    from kvtune.studies.config import TuneConfig
 
     given = {k: v for k, v in vars(args).items() if k not in ("handler", "command", "command_line")}
     unknown = sorted(set(given) - {f.name for f in fields(TuneConfig)})
@@ -82,8 +86,8 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 
 def run_tune_command(args: argparse.Namespace) -> int:
-    from studies.config import load_preset, merge
-    from studies.tune import run_tune
+    from kvtune.studies.config import load_preset, merge
+    from kvtune.studies.tune import run_tune
 
     given = explicit_settings(args)
     preset = load_preset(given["preset"]) if given.get("preset") else None
@@ -92,4 +96,4 @@ def run_tune_command(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_parsers", "explicit_settings", "run_tune_command"]
+__all__ = ["add_parser", "explicit_settings", "run_tune_command"]

@@ -4,7 +4,7 @@ and load it back as a Policy.
 A tuning run (studies/result.py: TuningResult) is read from its Optuna studies `<study>/<bucket>`
 (user attributes `kvtune_result` and `kvtune_run`) or from `results/<run-id>/tuning.json`.
 `build_heuristic` turns it into the file described in docs/EXPORT.md and checked by
-harness/schemas/tuned_heuristic.schema.json; `load_heuristic` reads such a file defensively and
+studies/schemas/tuned_heuristic.schema.json; `load_heuristic` reads such a file defensively and
 returns a policy that plans exactly like kernels.parametric.BucketedPolicy of its buckets and its
 `rule` ("parametric", or "fixed-chunk" for a table tuned on a one-chunk backend such as
 flashinfer; a 1.0 file has no `rule` and is "parametric").
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from harness import tuned_planner
-from harness.export_targets import DEFAULT_MAX_KV_LEN_TOKENS, build_targets
-from harness.redact import redact_url
-from harness.tuned_planner import (
+from kvtune.kernels import tuned_planner
+from kvtune.studies.export_targets import DEFAULT_MAX_KV_LEN_TOKENS, build_targets
+from kvtune.harness.redact import redact_url
+from kvtune.kernels.tuned_planner import (
     MAX_FILE_BYTES,
     check_document,
     check_schema_version,
@@ -43,9 +43,9 @@ from harness.tuned_planner import (
     plan_pieces,
     read_document,
 )
-from kernels.parametric import PARAMETRIC_RULE, BucketedPolicy
-from kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
-from studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, TuningResult, load_tuning_result
+from kvtune.kernels.parametric import PARAMETRIC_RULE, BucketedPolicy
+from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
+from kvtune.studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, TuningResult, load_tuning_result
 
 # 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric").
 SCHEMA_VERSION = "1.1"
@@ -84,8 +84,8 @@ def open_storage(storage: str | None = None, journal: str | None = None):
     Opening is studies.storage.open_storage's; export only refuses first what would make a new,
     empty store (a sqlite file or journal that does not exist is a wrong path, not a new study).
     """
-    from studies.storage import describe_storage
-    from studies.storage import open_storage as open_study_storage
+    from kvtune.studies.storage import describe_storage
+    from kvtune.studies.storage import open_storage as open_study_storage
 
     if storage and journal:
         raise ValueError("storage: give --storage URL or --journal FILE, not both")
@@ -315,7 +315,7 @@ def device_section(result: TuningResult) -> dict:
 
 
 def kvtune_version() -> str:
-    from harness.environment import package_version
+    from kvtune.harness.environment import package_version
 
     return package_version("kvtune") or "unknown"
 
@@ -327,7 +327,7 @@ def build_heuristic(result: TuningResult, *, source: dict | None = None,
 
     max_kv_len_tokens: the longest request the engine targets are checked for, 1..1,048,576.
     """
-    from kernels.policy_common import check_int
+    from kvtune.kernels.policy_common import check_int
 
     check_int("max-kv-len", max_kv_len_tokens, 1, MAX_KV_LEN_TOKENS)
     source = source or {"kind": "tuning-result"}
@@ -359,7 +359,7 @@ def heuristic_text(doc: dict) -> str:
 
 def write_heuristic(doc: dict, path) -> Path:
     """Validate `doc`, then write it atomically to `path` (its folder must exist)."""
-    from harness.store import atomic_write_bytes
+    from kvtune.harness.store import atomic_write_bytes
 
     path = Path(path)
     if not path.parent.is_dir():
@@ -378,10 +378,10 @@ def write_heuristic(doc: dict, path) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def heuristic_schema() -> dict:
-    """The JSON Schema shipped as package data (harness/schemas/tuned_heuristic.schema.json)."""
+    """The JSON Schema shipped as package data (studies/schemas/tuned_heuristic.schema.json)."""
     from importlib.resources import files
 
-    return json.loads(files("harness").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8"))
+    return json.loads(files("kvtune.studies").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -514,7 +514,7 @@ def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuris
 def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None):
     """Pieces per request under a heuristic (a TunedHeuristic, a document or a path); numpy only.
 
-    The implementation is harness.tuned_planner.plan_splits, which a serving engine can vendor.
+    The implementation is kernels.tuned_planner.plan_splits, which a serving engine can vendor.
     """
     return plan_pieces(heuristic, kv_lens, num_sms, max_ctas_per_sm=max_ctas_per_sm).splits
 

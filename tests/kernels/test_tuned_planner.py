@@ -1,4 +1,4 @@
-"""harness.tuned_planner: the vendorable numpy planner reproduces ParametricPolicy (and, under the
+"""kvtune.kernels.tuned_planner: the vendorable numpy planner reproduces ParametricPolicy (and, under the
 fixed-chunk rule, FixedSplitPolicy) exactly, reads files defensively without jsonschema, and
 imports with torch and triton blocked."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import tuned_planner
-from harness.device import device_model
-from kernels.baselines import FixedSplitPolicy
-from kernels.parametric import ParametricPolicy
-from kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, SplitParams
+from kvtune.kernels import tuned_planner
+from kvtune.harness.device import device_model
+from kvtune.kernels.baselines import FixedSplitPolicy
+from kvtune.kernels.parametric import ParametricPolicy
+from kvtune.kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, SplitParams
 
 PLANNER_FILE = Path(tuned_planner.__file__)
 
@@ -242,7 +242,7 @@ def test_plan_splits_runs_where_torch_and_triton_cannot_be_imported(tmp_path, ho
     rng = np.random.default_rng(3)
     batches = [rng.integers(1, 200_000, int(b)).tolist() for b in (1, 3, 8, 9, 64, 600)]
     if how == "package":
-        root, module = str(PLANNER_FILE.parents[1]), "harness.tuned_planner"
+        root, module = str(PLANNER_FILE.parents[1]), "kvtune.kernels.tuned_planner"
     else:
         shutil.copy(PLANNER_FILE, tmp_path / "tuned_planner.py")
         root, module = str(tmp_path), "tuned_planner"

@@ -31,7 +31,7 @@ Request b is cut into splits_b contiguous pieces of piece_pages_b pages (the las
 Reading a file is defensive: files over MAX_FILE_BYTES, JSON nested deeper than
 MAX_NESTING_DEPTH, NaN or Infinity, duplicate keys, an unknown major schema version, wrong types,
 values out of range, and buckets that leave a gap or overlap are refused with a ValueError whose
-one-line message names the field. (kvtune's own loader, harness.export.load_heuristic, adds the
+one-line message names the field. (kvtune's own loader, studies.export.load_heuristic, adds the
 full JSON Schema check on top of this.)
 """
 

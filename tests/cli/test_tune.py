@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cli import main
-from harness.store import list_runs
-from studies.config import TuneConfig, load_preset, merge, preset_names
+from kvtune.cli import main
+from kvtune.harness.store import list_runs
+from kvtune.studies.config import TuneConfig, load_preset, merge, preset_names
 
 TINY = ["tune", "--distribution", "skew80", "--batch-sizes", "4", "--param", "total_tokens=32768",
         "--backend", "simulator", "--device-model", "h200", "--trials", "3", "--sampler", "random",
@@ -72,7 +72,7 @@ def test_bad_suite_and_missing_study_are_one_line(tmp_path, capsys):
                  "--out", str(tmp_path)]) == 2
     assert "suite: 'nope' unknown" in capsys.readouterr().err
     assert main(["tune", "--suite", "smoke", "--backend", "simulator", "--out", str(tmp_path)]) == 2
-    assert "study: a name is required" in capsys.readouterr().err
+    assert "required: --study" in capsys.readouterr().err
 
 
 def test_presets_load_and_the_command_line_overrides_them():
@@ -94,8 +94,8 @@ def test_grid_preset_runs_its_whole_grid(tmp_path, capsys):
                  "--no-progress", "--finalists", "2", "--finalist-rounds", "1"]) == 0
     import optuna
 
-    from studies.space import params_from_trial
-    from studies.storage import open_storage
+    from kvtune.studies.space import params_from_trial
+    from kvtune.studies.storage import open_storage
 
     study = optuna.load_study(study_name="g/1-8", storage=open_storage(f"sqlite:///{out}/optuna.db"))
     sampled = {tuple(sorted(t.params.items())) for t in study.trials}
@@ -108,7 +108,7 @@ def test_timeout_stops_the_search_early(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(TINY + ["--study", "tt", "--out", str(out), "--trials", "5000",
                         "--timeout-s", "1"]) == 0
-    from studies.result import load_tuning_result
+    from kvtune.studies.result import load_tuning_result
 
     (run,) = list_runs(out)
     (bucket,) = load_tuning_result(run["path"]).buckets

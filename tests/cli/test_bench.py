@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from harness import store
-from harness.cli import main
+from kvtune.harness import store
+from kvtune.cli import main
 
 THRESHOLD_CMD = [
     "bench", "--suite", "threshold",
@@ -64,7 +64,8 @@ def test_threshold_bench_writes_a_complete_run_that_shows_the_jump(tmp_path, cap
         (["bench", "--suite", "nope"], "suite"),
         (["bench", "--suite", "smoke", "--backend", "tpu"], "backend"),
         (["bench", "--suite", "smoke", "--policies", "fixed-split:chunk_tokens=-5"], "chunk_tokens"),
-        (["plan", "--policy", "fa3", "--kv-lens", "0,5"], "kv_len"),
+        (["plan", "--policy", "fa3", "--kv-lens", "0,5"], "kv-lens"),
+        (["plan", "--policy", "fa3", "--kv-lens", "99999999999999999999999"], "kv-lens"),
         (["plan", "--policy", "fa3", "--kv-lens", "a,b"], "kv-lens"),
         (["bench", "--bogus-flag"], "unrecognized"),
         (["bench", "--suite", "smoke", "--stopping", "min_time_ms=10,patience=3"], "patience"),
@@ -84,7 +85,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, ar
 
 
 def test_a_crash_mid_run_keeps_the_rows_and_marks_the_run_failed(tmp_path, monkeypatch):
-    from harness import runner
+    from kvtune.harness import runner
 
     calls = {"n": 0}
     real = runner.Runner.measure_one

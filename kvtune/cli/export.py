@@ -12,11 +12,17 @@ from __future__ import annotations
 import sys
 
 
-def add_parsers(sub) -> None:
-    from harness.export import DEFAULT_STORAGE
-    from harness.export_targets import DEFAULT_MAX_KV_LEN_TOKENS
+def add_parser(sub) -> None:
+    from kvtune.studies.export import DEFAULT_STORAGE
+    from kvtune.studies.export_targets import DEFAULT_MAX_KV_LEN_TOKENS
 
-    p = sub.add_parser("export", help="write a finished tuning run's heuristic as versioned JSON")
+    from kvtune.cli.common import add_command
+
+    p = add_command(sub, "export", "write a finished tuning run's heuristic as versioned JSON", [
+        "kvtune export --study demo -o tuned.json",
+        "kvtune export --run results/<run-id> -o tuned.json",
+    ], "Read a finished study (or a tuning run's tuning.json), check it, and write the tuned "
+       "heuristic with its evidence and engine targets (docs/EXPORT.md).")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--study", help="study name NAME (its bucket studies are NAME/<bucket>)")
     source.add_argument("--run", help="a tuning run folder results/<run-id> (reads its tuning.json)")
@@ -30,7 +36,7 @@ def add_parsers(sub) -> None:
 
 
 def run_export(args) -> int:
-    from harness import export
+    from kvtune.studies import export
 
     if args.run and (args.storage or args.journal):
         raise ValueError("storage: --storage and --journal go with --study, not --run")
@@ -76,9 +82,3 @@ def summary_lines(doc: dict) -> list[str]:
     if not doc["targets"]["trtllm_gen"]["process_wide"]["expressible"]:
         lines.append("  trtllm-gen: no process-wide env setting reproduces it (reasons in the file)")
     return lines
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from harness.cli import main
-
-    sys.exit(main(["export", *sys.argv[1:]]))

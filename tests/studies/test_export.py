@@ -1,7 +1,7 @@
-"""harness.export: TuningResult -> heuristic JSON -> load_heuristic, the golden format, credentials,
+"""kvtune.studies.export: TuningResult -> heuristic JSON -> load_heuristic, the golden format, credentials,
 engine targets, and the refusal of malformed files.
 
-The golden file tests/harness/data/golden_tuned.json pins the format. After an intended format
+The golden file tests/studies/data/golden_tuned.json pins the format. After an intended format
 change, regenerate it with `KVTUNE_UPDATE_GOLDEN=1 pytest tests/harness/test_export.py` and
 review the diff.
 """
@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import export
-from harness.device import device_model
-from harness.export_targets import ENV_MAX_SPLITS, ENV_MAX_WAVES, ENV_MIN_TOKENS, bucket_facts
-from kernels.baselines import FixedSplitPolicy
-from kernels.baselines_flashinfer import FlashInferTensorCorePolicy, TrtllmOversubPolicy
-from kernels.parametric import BucketedPolicy, ParametricPolicy
-from kernels.plan import AttentionShape, SplitParams
-from studies.result import BucketResult, CaseEvidence, Finalist, TuningResult, save_tuning_result
-from workloads.shapes import get_shape
+from kvtune.studies import export
+from kvtune.harness.device import device_model
+from kvtune.studies.export_targets import ENV_MAX_SPLITS, ENV_MAX_WAVES, ENV_MIN_TOKENS, bucket_facts
+from kvtune.kernels.baselines import FixedSplitPolicy
+from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy, TrtllmOversubPolicy
+from kvtune.kernels.parametric import BucketedPolicy, ParametricPolicy
+from kvtune.kernels.plan import AttentionShape, SplitParams
+from kvtune.studies.result import BucketResult, CaseEvidence, Finalist, TuningResult, save_tuning_result
+from kvtune.workloads.shapes import get_shape
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden_tuned.json"
@@ -682,7 +682,7 @@ def test_a_minor_version_adding_fields_is_read(tmp_path):
 def _store_in_optuna(result: TuningResult, storage, finished=True):
     import optuna
 
-    from studies.result import RESULT_ATTR, RUN_ATTR
+    from kvtune.studies.result import RESULT_ATTR, RUN_ATTR
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for bucket in result.buckets:

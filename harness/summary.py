@@ -1,0 +1,100 @@
+"""Measurement rows as a summary a person reads: one line per case, one column per series.
+
+Formats: `table` (terminal), `markdown`, and the long forms `csv` and `json` (one record per
+case and series, every number in its own column). The series is the `series` column when the
+rows have it (the policy spec as typed, or `tuned:<file stem>`), else the policy name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+FORMATS = ("table", "csv", "json", "markdown")
+CASE_COLUMNS = ["distribution", "batch_size", "seed"]
+
+
+def series_of(row: dict) -> str:
+    return str(row.get("series") or row.get("policy"))
+
+
+def summary_records(rows: list[dict]) -> list[dict]:
+    """One record per (case, series): median and p10/p90 latency (us), achieved TB/s, fraction
+    of the ceiling (= floor / latency, the floor being bytes / ceiling), status."""
+    out = []
+    for r in rows:
+        ok = r.get("status") == "ok"
+        bw = r.get("achieved_bytes_per_s", math.nan) if ok else math.nan
+        out.append({
+            **{k: r.get(k) for k in CASE_COLUMNS},
+            "case_id": r.get("case_id"),
+            "series": series_of(r),
+            "status": r.get("status"),
+            "median_us": r.get("latency_us", math.nan) if ok else math.nan,
+            "p10_us": r.get("p10_us", math.nan) if ok else math.nan,
+            "p90_us": r.get("p90_us", math.nan) if ok else math.nan,
+            "achieved_tb_per_s": bw / 1e12 if bw == bw else math.nan,
+            "ceiling_fraction": r.get("bw_fraction", math.nan) if ok else math.nan,
+            "message": "" if ok else str(r.get("message", ""))[:200],
+        })
+    return out
+
+
+def _cell(rec: dict) -> str:
+    if rec["status"] != "ok":
+        return f"!{rec['status']}"
+    text = f"{rec['median_us']:,.1f}"
+    if rec["p10_us"] == rec["p10_us"] and rec["p90_us"] == rec["p90_us"]:
+        text += f" [{rec['p10_us']:,.1f}-{rec['p90_us']:,.1f}]"
+    if rec["achieved_tb_per_s"] == rec["achieved_tb_per_s"]:
+        text += f" {rec['achieved_tb_per_s']:.2f}TB/s"
+    if rec["ceiling_fraction"] == rec["ceiling_fraction"]:
+        text += f" {rec['ceiling_fraction']:.0%}"
+    return text
+
+
+def format_rows(rows: list[dict], fmt: str = "table") -> str:
+    """The rows in format `fmt` (one of FORMATS); ValueError names the allowed formats."""
+    import pandas as pd
+
+    if fmt not in FORMATS:
+        raise ValueError(f"format: {fmt!r} unknown; allowed: {', '.join(FORMATS)}")
+    records = summary_records(rows)
+    if fmt == "json":
+        return json.dumps(records, indent=1, default=lambda x: None)
+    frame = pd.DataFrame(records)
+    if fmt == "csv":
+        return frame.to_csv(index=False) if records else ""
+    if not records:
+        return "(no rows)"
+    frame["cell"] = [_cell(r) for r in records]
+    order = list(dict.fromkeys(frame["series"]))
+    table = frame.pivot_table(index=CASE_COLUMNS, columns="series", values="cell",
+                              aggfunc="first", sort=False)[order]
+    legend = ("latency_us: median [p10-p90], achieved TB/s, fraction of the ceiling "
+              "(= floor / latency); !status = not measured")
+    if fmt == "markdown":
+        return legend + "\n\n" + table.reset_index().to_markdown(index=False) \
+            if _has_tabulate() else legend + "\n\n" + _markdown(table.reset_index())
+    with pd.option_context("display.max_rows", 1000, "display.width", 250,
+                           "display.max_columns", 50, "display.max_colwidth", 60):
+        return legend + "\n" + table.to_string()
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _markdown(frame) -> str:
+    cols = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+__all__ = ["FORMATS", "format_rows", "series_of", "summary_records"]

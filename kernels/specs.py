@@ -1,0 +1,60 @@
+"""Spec strings users type: `KEY=VALUE` assignments and comma-separated integer lists.
+
+They name policies (`fixed-split:chunk_tokens=4096`), distribution parameters (`--param`), the
+GPU stopping rule (`min_time_ms=10,timeout_s=1`). They live in the lowest layer because every
+layer above reads them from plain settings objects; only kvtune.cli knows the flags.
+"""
+
+from __future__ import annotations
+
+# An integer typed by a user is never longer than this (Python's int() would take 4300 digits
+# and the next layer would fail with a TypeError or an overflow far from the input).
+MAX_INT_DIGITS = 19
+
+
+def parse_value(text: str):
+    """'16' -> 16, '0.5' -> 0.5, 'true' -> True, anything else stays a string."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_assignments(items, field: str) -> dict:
+    """['a=1', 'b=x'] -> {'a': 1, 'b': 'x'}; ValueError names `field` for a malformed item."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{field}: {item!r} is not KEY=VALUE")
+        out[key.strip()] = parse_value(value)
+    return out
+
+
+def parse_int_list(text: str, field: str, lo: int | None = None, hi: int | None = None) -> list[int]:
+    """'1,8,64' -> [1, 8, 64]; ValueError names `field` (and the range lo..hi when given)."""
+    allowed = f"integers in {lo}..{hi}" if lo is not None and hi is not None else "integers"
+    values = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        digits = part.lstrip("+-")
+        if not digits.isdigit() or len(digits) > MAX_INT_DIGITS:
+            raise ValueError(f"{field}: {part[:40]!r} is not an integer; allowed: comma-separated "
+                             f"{allowed}")
+        value = int(part)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise ValueError(f"{field}: {value} out of range; allowed: {allowed}")
+        values.append(value)
+    if not values:
+        raise ValueError(f"{field}: empty; give at least one integer")
+    return values
+
+
+__all__ = ["MAX_INT_DIGITS", "parse_assignments", "parse_int_list", "parse_value"]

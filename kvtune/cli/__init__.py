@@ -1,0 +1,47 @@
+"""`kvtune`: the command line. Parses arguments, turns bad input into one line and exit 2.
+
+One module per subcommand (bench, plan, info, tune, export, dashboard): each turns flags into a
+plain settings object of a lower layer and calls it. This package is the only place that knows
+argparse; kvtune.cli.common holds what the subcommands share.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kvtune.cli.common import EXIT_BAD_INPUT, CliError, Parser, command_line
+
+SUBCOMMANDS = ("bench", "plan", "info", "tune", "export", "dashboard", "traces")
+
+
+def build_parser() -> Parser:
+    import importlib
+
+    import kvtune
+
+    parser = Parser(prog="kvtune", description="Tune and benchmark split-KV decode heuristics.")
+    parser.add_argument("--version", action="version", version=f"kvtune {kvtune.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"kvtune.cli.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run the `kvtune` command with `argv` (default sys.argv[1:]); returns the exit status."""
+    from kvtune.harness.backends import BackendUnavailable
+
+    try:
+        args = build_parser().parse_args(argv)
+        args.command_line = command_line(argv)
+        return int(args.handler(args) or 0)
+    except (CliError, ValueError, BackendUnavailable) as exc:
+        message = " ".join(str(exc).split())  # one line, whatever the exception held
+        print(f"kvtune: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("kvtune: interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["EXIT_BAD_INPUT", "CliError", "build_parser", "command_line", "main"]

@@ -1,0 +1,51 @@
+"""`kvtune bench`: measure policies on a suite of decode batches (kvtune.harness.bench)."""
+
+from __future__ import annotations
+
+import sys
+
+from kvtune.cli.common import (
+    add_backend_arguments,
+    add_command,
+    add_suite_arguments,
+    backend_settings,
+    case_settings,
+)
+
+
+def add_parser(sub) -> None:
+    from kvtune.harness.bench import DEFAULT_POLICIES
+    from kvtune.harness.summary import FORMATS
+
+    p = add_command(sub, "bench", "measure policies on a suite of decode batches", [
+        "kvtune bench --suite threshold --policies flashinfer-tensor-core,fa3,no-split",
+        "kvtune bench --distribution prod-mix --batch-sizes 8,32,128 --seeds 0,1 "
+        "--policies fa3,fixed-split:chunk_tokens=4096 --format markdown",
+    ], "Plan every case of a suite with every policy, check its output (GPU backends), time it, "
+       "and store one row per case and policy under results/<run-id>/.")
+    add_suite_arguments(p)
+    p.add_argument("--policies", default=DEFAULT_POLICIES,
+                   help="comma-separated policies, each NAME or NAME:key=value:... "
+                        f"(default {DEFAULT_POLICIES})")
+    add_backend_arguments(p)
+    p.add_argument("--out", default="results", help="results folder (default results/)")
+    p.add_argument("--format", default="table", choices=FORMATS,
+                   help="how the summary is printed: " + ", ".join(FORMATS) + " (default table)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from kvtune.harness.bench import BenchSettings, run_bench
+    from kvtune.harness.summary import format_rows
+
+    settings = BenchSettings(cases=case_settings(args), policies=args.policies,
+                             measure=backend_settings(args), out=args.out,
+                             progress=not args.no_progress)
+    outcome = run_bench(settings, command=args.command_line)
+    print(format_rows(outcome.rows, args.format))
+    label = "measured" if outcome.live else "simulated"
+    print(f"\n{len(outcome.rows)} rows ({label}, {outcome.backend_name}, {outcome.device_name}); "
+          f"{outcome.failed_rows} not ok. Results: {outcome.root}/measurements.parquet, "
+          f"manifest: {outcome.root}/manifest.json", file=sys.stderr if args.format != "table" else sys.stdout)
+    return 0

@@ -184,6 +184,26 @@ def test_merge_launched_only_for_split_requests(monkeypatch):
     assert launch.num_launches == 2 and calls == [[1]]  # only request 1 (30 tokens) is split
 
 
+def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
+    from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, HEAD_DIMS, REGIMES,
+                                              config_key)
+
+    for d in HEAD_DIMS:
+        for elem in (1, 2, 4):
+            for regime in REGIMES:
+                assert (d, elem, regime) in CONFIG_TABLE
+            if elem < 4:  # every table entry of the real types is among the swept candidates
+                assert {CONFIG_TABLE[(d, elem, r)] for r in REGIMES} <= set(CANDIDATES[(d, elem)])
+    # One KV head (llama3-70b-tp8) or a one-program-per-SM plan: the prefetch variant.
+    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=1).prefetch
+    assert default_config(128, torch.bfloat16, 16, 1, num_kv_heads=8).prefetch
+    assert not default_config(128, torch.bfloat16, 16, 8, num_kv_heads=4).prefetch
+    assert default_config(128, torch.float8_e4m3fn, 16) == CONFIG_TABLE[(128, 1, "many")]
+    assert config_key(256, 1, 1, 2) == (256, 1, "one-per-sm")
+    with pytest.raises(ValueError, match="kv element size"):
+        config_key(128, 8, 1, 1)
+
+
 def test_config_table_never_depends_on_the_batch():
     # Keyed by head_dim and element size only: bf16 and fp16 share a compiled configuration.
     for d in (64, 128, 256):

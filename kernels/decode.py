@@ -106,7 +106,8 @@ def _attend_kernel(
     stride_kv_page, stride_kv_tok, stride_part_row,
     NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-    MODE: tl.constexpr, PREFETCH: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    MODE: tl.constexpr, PREFETCH: tl.constexpr, PAGE_AHEAD: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
@@ -172,6 +173,26 @@ def _attend_kernel(
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
                 k, v, valid = k_next, v_next, valid_next
                 tok_next, valid_next = tok_after, valid_after
+        elif PAGE_AHEAD:
+            # Page ids one block ahead (loop-carried), K/V through plain loads: the K/V addresses
+            # of a step no longer wait on a load of the same step, which lets Triton's
+            # pipeliner keep num_stages - 1 K/V tiles in flight in shared memory (with the page
+            # id loaded in the same step it keeps one; docs/KERNEL_NOTES.md).
+            tok = kv_lo + offs_n
+            page_cur = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=tok < kv_hi,
+                               other=0)
+            for n0 in range(kv_lo, kv_hi, BLOCK_N):
+                tok = n0 + offs_n
+                valid = tok < kv_hi
+                row = page_cur.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                kv_offs = row[:, None] + kv_head_off + offs_d[None, :]
+                k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                tok_next = tok + BLOCK_N
+                page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
+                                   mask=tok_next < kv_hi, other=0)
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                                                     DOT_PRECISION, UPCAST_DOT, P_DTYPE)
         else:
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
@@ -325,7 +346,7 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         shape.num_qo_heads * shape.head_dim,
         NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
         HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
-        MODE=launch.mode, PREFETCH=cfg.prefetch, DOT_PRECISION=precision, UPCAST_DOT=upcast,
+        MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
         P_DTYPE=_TL_DTYPES[q.dtype], KV_FP8=cache.is_fp8,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )

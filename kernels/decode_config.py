@@ -39,12 +39,16 @@ class KernelConfig:
     num_stages: software-pipelining depth of the K/V loads (1..5).
     prefetch: software-pipeline the K/V loads by hand through registers (block i+1 loaded
         while block i is computed) instead of Triton's shared-memory pipeliner.
+    page_ahead: load the page ids one block ahead so that Triton's pipeliner can keep
+        num_stages - 1 K/V tiles in flight (needs num_stages >= 3 to double-buffer); ignored
+        with prefetch, which already does it.
     """
 
     block_n: int
     num_warps: int
     num_stages: int
     prefetch: bool = False
+    page_ahead: bool = False
 
     def __post_init__(self) -> None:
         if self.block_n not in (16, 32, 64, 128, 256):
@@ -57,11 +61,11 @@ class KernelConfig:
     def label(self) -> str:
         """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch)."""
         return (f"bn{self.block_n}-w{self.num_warps}-s{self.num_stages}"
-                + ("-pf" if self.prefetch else ""))
+                + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else ""))
 
 
-def _c(block_n, warps, stages, prefetch=False) -> KernelConfig:
-    return KernelConfig(block_n, warps, stages, prefetch)
+def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig:
+    return KernelConfig(block_n, warps, stages, prefetch, page_ahead)
 
 
 # (head_dim, KV element bytes, regime) -> configuration.

@@ -105,6 +105,15 @@ def test_register_prefetch_variant(schedule):
     check_against_reference(q, cache, plan, KernelConfig(16, 4, 1, prefetch=True))
 
 
+@pytest.mark.parametrize("schedule", ["static", "persistent-round-robin"])
+def test_page_ahead_variant(schedule):
+    # Page ids loaded one block ahead; blocks of 16 tokens over pages of 4 and a split at 12.
+    kv = [1, 30, 9]
+    cache, q = make_inputs(kv, SMALL, torch.bfloat16)
+    plan = build_plan(kv, 12, num_kv_heads=2, page_size=4, schedule=schedule, grid_size=2)
+    check_against_reference(q, cache, plan, KernelConfig(16, 4, 3, page_ahead=True))
+
+
 def test_heavy_first_counter_is_reset_for_the_next_launch():
     kv = [17, 5, 9]
     cache, q = make_inputs(kv, SMALL, torch.float32)

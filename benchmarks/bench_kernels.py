@@ -490,6 +490,10 @@ def balanced_chunk_tokens(kv_lens, shape, sm_count: int, programs_per_sm: int = 
 
 
 def matrix_plan(plan_name: str, kv_lens, shape, device):
+    """(plan, chunk tokens) of fixed-2048, balanced-2x or fa3 (FA3's persistent one-program-per-SM
+    plan: Triton only, for the config sweep; chunk None)."""
+    if plan_name == "fa3":
+        return policy_plan("fa3", kv_lens, shape, device), None
     chunk = 2048 if plan_name == "fixed-2048" else balanced_chunk_tokens(kv_lens, shape,
                                                                           device.sm_count)
     return policy_plan("fixed-split", kv_lens, shape, device, chunk_tokens=chunk), chunk
@@ -602,10 +606,12 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
 
 
 # Shapes and batches the config sweep times every CANDIDATES entry on: few programs per SM
-# (one KV head; G = 16 over 4 KV heads), fp8, and the base shape as the control.
+# (one KV head; G = 16 over 4 KV heads), fp8, and the base shape as the control of the measured
+# 16-bit "many" entries. fa3 is FA3's one-program-per-SM persistent plan (Triton only).
 SWEEP_VARIANTS = (("llama3-70b-tp8", "bf16", "bf16", 16), ("g16", "bf16", "bf16", 16),
-                  ("llama3-8b", "bf16", "fp8_e4m3", 16), ("llama3-70b-tp8", "bf16", "fp8_e4m3", 16))
-SWEEP_CASES = (("uniform", 64, "fixed-2048"), ("skew80", 256, "balanced-2x"))
+                  ("llama3-8b", "bf16", "bf16", 16), ("llama3-8b", "bf16", "fp8_e4m3", 16),
+                  ("llama3-70b-tp8", "bf16", "fp8_e4m3", 16))
+SWEEP_CASES = (("uniform", 64, "fixed-2048"), ("skew80", 256, "balanced-2x"), ("uniform", 64, "fa3"))
 
 
 def section_shape_configs(runner: MatrixRunner, variants, cases, total_tokens, log) -> dict:
@@ -621,10 +627,13 @@ def section_shape_configs(runner: MatrixRunner, variants, cases, total_tokens, l
         elem = element_bytes(KV_TORCH_DTYPES[shape.kv_dtype])
         for dist, batch_size, plan_name in cases:
             batch = matrix_batch(dist, batch_size, shape, total_tokens)
-            plan, _ = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
-            key = config_key(shape.head_dim, elem, shape.num_kv_heads, plan.ctas_per_sm)
+            backend = runner.make_triton()  # one cache and reference for all candidates
             for cfg in CANDIDATES[(shape.head_dim, elem)]:
-                backend = runner.make_triton(config=cfg)
+                # A new plan object per candidate: the backend prepares (and verifies) each plan
+                # once, with the configuration it holds at that moment.
+                plan, _ = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
+                key = config_key(shape.head_dim, elem, shape.num_kv_heads, plan.ctas_per_sm)
+                backend.config = cfg
                 try:
                     meas = backend.measure(batch, plan)
                 except Exception as exc:  # noqa: BLE001 - a config that fails to compile is a result
@@ -632,8 +641,6 @@ def section_shape_configs(runner: MatrixRunner, variants, cases, total_tokens, l
                     status, us, msg = "error", float("nan"), repr(exc)[:200]
                 else:
                     status, us, msg = meas.status, meas.latency_us, meas.message[:200]
-                finally:
-                    backend.close()
                 row = {"variant": variant_label(v), "dist": dist, "batch": batch_size,
                        "plan": plan_name, "num_tasks": plan.num_tasks, "key": list(key),
                        "config": cfg.label(), "is_table_entry": cfg == CONFIG_TABLE[key],
@@ -643,6 +650,7 @@ def section_shape_configs(runner: MatrixRunner, variants, cases, total_tokens, l
                 log(f"config {row['variant']:28s} {dist:8s} B={batch_size:4d} {plan_name:11s} "
                     f"{cfg.label():16s}{'*' if row['is_table_entry'] else ' '} {status:7s} "
                     f"{us:9.1f} us frac {row['frac_of_copy']:.3f} {msg if status != 'ok' else ''}")
+            backend.close()
     best = suggest_table(rows)
     for key, choice in best.items():
         log(f"suggested CONFIG_TABLE[{key}] = {choice['config']} (sum {choice['sum_us']:.1f} us; "

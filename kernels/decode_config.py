@@ -14,9 +14,9 @@ The choice, explicitly (`config_key` then `CONFIG_TABLE`):
                        item is then one program, and the plans of such shapes (fixed 2048-token
                        chunks: 128 programs at 262,144 tokens for B = 8..64) leave about one
                        program per SM, where the per-program rate is everything. These get the
-                       register-prefetch variants (one load batch always in flight).
-  regime "many"        otherwise: several programs per SM hide each other's latency; the
-                       Triton-pipelined variants with about 64 KB of K+V per step.
+                       page-ahead variants: 2 K/V tiles in flight while a third is computed.
+  regime "many"        otherwise: several programs per SM hide each other's latency; for 16-bit
+                       caches the measured variants with about 64 KB of K+V per step.
 
   key = (head_dim, KV element bytes, regime); element bytes 4 are the float32 test inputs.
 """
@@ -68,28 +68,36 @@ def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig
     return KernelConfig(block_n, warps, stages, prefetch, page_ahead)
 
 
-# (head_dim, KV element bytes, regime) -> configuration.
-# 16-bit "many": the H200 sweep of 2026-11-26 (docs/KERNEL_NOTES.md, runs 1-3): 64 KB of K+V per
-#   step, two stages. 16-bit "one-per-sm": the register-prefetch variants measured there with FA3's
-#   one-program-per-SM plans (410 -> 346 us at head_dim 128); head_dim 64 was slower with prefetch
-#   and keeps its default.
-# fp8 (1 byte): not measured yet; chosen to keep the widened 16-bit tiles of the measured 16-bit
-#   entries (the same registers per program, half the bytes per step). The `configs` section of
-#   the benchmark times the wider alternatives of CANDIDATES against these.
+def _pa(block_n, warps, stages) -> KernelConfig:
+    return KernelConfig(block_n, warps, stages, page_ahead=True)
+
+
+# (head_dim, KV element bytes, regime) -> configuration. Shared memory, registers and K/V tiles
+# in flight below are from local sm_90 compiles (triton 3.9 TTGIR, ptxas -v; docs/KERNEL_NOTES.md
+# "Config table"); none of the entries marked "predicted" has been timed on a GPU yet: the
+# shape-configs section of benchmarks/bench_kernels.py times them against the alternatives.
+# 16-bit "many": measured (H200 sweep of 2026-11-26, runs 1-3), about 64 KB of K+V per step,
+#   one tile at a time (Triton keeps a single buffer when the page id is loaded in the same step).
+# 16-bit "one-per-sm": predicted. The page-ahead variants keep 2 tiles (64 KB) in flight while a
+#   third is computed, and leave room for 2 programs per SM (about 105 KB of shared memory, 128-144
+#   registers); they replace the register-prefetch variants (one tile ahead, 202 registers, one
+#   program per SM; measured +6..16% over the "many" entry with one program per SM).
+# fp8 (1 byte): predicted. Page-ahead everywhere: the plain variants need 254-255 registers once
+#   the e4m3 tiles are widened (2 programs per SM at head_dim 128, spills at 256).
 # float32 (4 bytes): the precise tests only, not tuned.
 CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (64, 2, "many"): _c(256, 8, 2),
     (128, 2, "many"): _c(128, 4, 2),
     (256, 2, "many"): _c(64, 4, 2),
-    (64, 2, "one-per-sm"): _c(256, 8, 2),
-    (128, 2, "one-per-sm"): _c(128, 8, 1, True),
-    (256, 2, "one-per-sm"): _c(64, 8, 1, True),
-    (64, 1, "many"): _c(256, 8, 2),
-    (128, 1, "many"): _c(128, 4, 2),
-    (256, 1, "many"): _c(64, 4, 2),
-    (64, 1, "one-per-sm"): _c(256, 8, 2),
-    (128, 1, "one-per-sm"): _c(128, 8, 1, True),
-    (256, 1, "one-per-sm"): _c(64, 8, 1, True),
+    (64, 2, "one-per-sm"): _pa(128, 4, 4),
+    (128, 2, "one-per-sm"): _pa(64, 4, 4),
+    (256, 2, "one-per-sm"): _pa(32, 4, 4),
+    (64, 1, "many"): _pa(128, 4, 4),
+    (128, 1, "many"): _pa(128, 4, 3),
+    (256, 1, "many"): _pa(32, 4, 4),
+    (64, 1, "one-per-sm"): _pa(128, 4, 4),
+    (128, 1, "one-per-sm"): _pa(128, 4, 4),
+    (256, 1, "one-per-sm"): _pa(64, 4, 4),
     (64, 4, "many"): _c(64, 4, 2),
     (128, 4, "many"): _c(32, 4, 2),
     (256, 4, "many"): _c(16, 4, 2),
@@ -98,18 +106,17 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (256, 4, "one-per-sm"): _c(16, 4, 2),
 }
 
-# What the benchmark sweeps per (head_dim, KV element bytes): the table's entries plus the
-# wider-in-flight alternatives (128 KB steps, 8 or 16 warps, deeper prefetch) for the shapes
-# where few programs share an SM.
+# What the benchmark sweeps per (head_dim, KV element bytes): the table's entries, the measured
+# earlier entries (plain and register-prefetch) and other depths of the page-ahead pipeline.
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
-    (64, 2): (_c(256, 8, 2), _c(128, 4, 2), _c(256, 8, 3), _c(128, 8, 1, True), _c(256, 16, 2)),
-    (128, 2): (_c(128, 4, 2), _c(128, 8, 1, True), _c(128, 8, 2), _c(256, 8, 2),
-               _c(64, 4, 1, True), _c(256, 16, 2)),
-    (256, 2): (_c(64, 4, 2), _c(64, 8, 1, True), _c(128, 8, 2), _c(32, 4, 2)),
-    (64, 1): (_c(256, 8, 2), _c(256, 4, 2), _c(128, 8, 1, True), _c(256, 16, 2)),
-    (128, 1): (_c(128, 4, 2), _c(128, 8, 1, True), _c(256, 8, 2), _c(256, 8, 1, True),
-               _c(128, 8, 2)),
-    (256, 1): (_c(64, 4, 2), _c(64, 8, 1, True), _c(128, 8, 2), _c(128, 8, 1, True)),
+    (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _c(128, 8, 1, True)),
+    (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(64, 4, 3), _c(128, 8, 1, True), _pa(128, 8, 3),
+               _pa(64, 8, 4)),
+    (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(64, 8, 1, True), _c(32, 4, 2)),
+    (64, 1): (_pa(128, 4, 4), _pa(128, 4, 3), _c(256, 8, 2), _pa(256, 8, 3)),
+    (128, 1): (_pa(128, 4, 3), _pa(128, 4, 4), _c(128, 4, 2), _c(128, 8, 1, True), _pa(64, 4, 4),
+               _pa(256, 8, 3)),
+    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2), _c(64, 8, 1, True)),
 }
 
 

@@ -203,10 +203,11 @@ def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
                 assert (d, elem, regime) in CONFIG_TABLE
             if elem < 4:  # every table entry of the real types is among the swept candidates
                 assert {CONFIG_TABLE[(d, elem, r)] for r in REGIMES} <= set(CANDIDATES[(d, elem)])
-    # One KV head (llama3-70b-tp8) or a one-program-per-SM plan: the prefetch variant.
-    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=1).prefetch
-    assert default_config(128, torch.bfloat16, 16, 1, num_kv_heads=8).prefetch
-    assert not default_config(128, torch.bfloat16, 16, 8, num_kv_heads=4).prefetch
+    # One KV head (llama3-70b-tp8) or a one-program-per-SM plan: a page-ahead (multi-buffered)
+    # variant, whatever the batch; several KV heads and programs per SM: the measured default.
+    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=1).page_ahead
+    assert default_config(128, torch.bfloat16, 16, 1, num_kv_heads=8).page_ahead
+    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=4) == KernelConfig(128, 4, 2)
     assert default_config(128, torch.float8_e4m3fn, 16) == CONFIG_TABLE[(128, 1, "many")]
     assert config_key(256, 1, 1, 2) == (256, 1, "one-per-sm")
     with pytest.raises(ValueError, match="kv element size"):

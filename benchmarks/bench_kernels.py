@@ -605,24 +605,28 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
     return rows
 
 
-# Shapes and batches the config sweep times every CANDIDATES entry on: few programs per SM
-# (one KV head; G = 16 over 4 KV heads), fp8, and the base shape as the control of the measured
-# 16-bit "many" entries. fa3 is FA3's one-program-per-SM persistent plan (Triton only).
-SWEEP_VARIANTS = (("llama3-70b-tp8", "bf16", "bf16", 16), ("g16", "bf16", "bf16", 16),
-                  ("llama3-8b", "bf16", "bf16", 16), ("llama3-8b", "bf16", "fp8_e4m3", 16),
-                  ("llama3-70b-tp8", "bf16", "fp8_e4m3", 16))
-SWEEP_CASES = (("uniform", 64, "fixed-2048"), ("skew80", 256, "balanced-2x"), ("uniform", 64, "fa3"))
+# Where the config sweep times every CANDIDATES entry: few programs per SM (one KV head; G = 16
+# over 4 KV heads) and fp8 under fixed 2048 (uniform B=64: 128 / 512 programs) and balanced-2x
+# (skew80 B=256); the base shape as the control of the measured 16-bit entries, under fixed 2048
+# ("many") and FA3's one-program-per-SM persistent plan (Triton only). Each (variant, plan mode)
+# pair compiles every candidate once.
+SWEEP_CASES = (("uniform", 64, "fixed-2048"), ("skew80", 256, "balanced-2x"))
+SWEEP = ((("llama3-70b-tp8", "bf16", "bf16", 16), SWEEP_CASES),
+         (("g16", "bf16", "bf16", 16), SWEEP_CASES),
+         (("llama3-8b", "bf16", "bf16", 16), (("uniform", 64, "fixed-2048"), ("uniform", 64, "fa3"))),
+         (("llama3-8b", "bf16", "fp8_e4m3", 16), SWEEP_CASES),
+         (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), SWEEP_CASES))
 
 
-def section_shape_configs(runner: MatrixRunner, variants, cases, total_tokens, log) -> dict:
-    """Every candidate configuration (kernels.decode_config.CANDIDATES) per variant and case,
-    each verified before it is timed; then, per CONFIG_TABLE key, the candidate with the lowest
-    summed time over that key's cases (the table entry the run suggests)."""
+def section_shape_configs(runner: MatrixRunner, sweep, total_tokens, log) -> dict:
+    """Every candidate configuration (kernels.decode_config.CANDIDATES) per (variant, cases) of
+    `sweep`, each verified before it is timed; then, per CONFIG_TABLE key, the candidate with the
+    lowest summed time over that key's cases (the table entry the run suggests)."""
     from kvtune.kernels.decode_config import CANDIDATES, CONFIG_TABLE, config_key, element_bytes
     from kvtune.kernels.paged import KV_TORCH_DTYPES
 
     rows = []
-    for v in variants:
+    for v, cases in sweep:
         shape = variant_shape(v)
         elem = element_bytes(KV_TORCH_DTYPES[shape.kv_dtype])
         for dist, batch_size, plan_name in cases:
@@ -801,9 +805,10 @@ def main(argv=None) -> int:
 
     batches = (2,) if args.dry_run else MATRIX_BATCHES
     dists = ("skew80",) if args.dry_run else MATRIX_DISTS
-    sweep_cases = (("skew80", 2, "balanced-2x"),) if args.dry_run else SWEEP_CASES
-    sweep_variants = variants[:1] if args.dry_run else (
-        variants if args.variants else list(SWEEP_VARIANTS))
+    if args.dry_run:
+        sweep = [(variants[0], (("skew80", 2, "balanced-2x"),))]
+    else:
+        sweep = [(v, SWEEP_CASES) for v in variants] if args.variants else list(SWEEP)
     project_timer = ProjectTimer(args.timer)
     for name, fn in (("check", lambda: section_check(log)),
                      ("backend", lambda: section_backend(log)),
@@ -812,7 +817,7 @@ def main(argv=None) -> int:
                      ("shapes", lambda: section_shapes(matrix_runner(), variants, dists, batches,
                                                        MATRIX_PLANS, total_tokens, log)),
                      ("shape-configs", lambda: section_shape_configs(
-                         matrix_runner(), sweep_variants, sweep_cases, total_tokens, log))):
+                         matrix_runner(), sweep, total_tokens, log))):
         if name not in sections:
             continue
         ts = time.time()

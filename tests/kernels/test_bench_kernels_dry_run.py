@@ -30,7 +30,7 @@ def test_default_matrix_covers_every_shape_kv_type_and_page_size(bench):
     assert {(v[1], v[2]) for v in variants} == set(bench.MATRIX_KV)
     assert {v[3] for v in variants} == set(bench.MATRIX_PAGES)
     assert len(variants) == 13 and len(bench.full_variants()) == 8 * 3 * 3
-    for v in variants:
+    for v in variants + [v for v, _ in bench.SWEEP]:
         bench.variant_shape(v)  # every variant is a valid shape
 
 
@@ -56,8 +56,8 @@ def test_dry_run_config_sweep_suggests_a_table_entry(bench, tmp_path, monkeypatc
                         (table_entry, KernelConfig(64, 4, 2)))
     runner = bench.MatrixRunner(True, float("nan"), lambda msg: None)
     try:
-        result = bench.section_shape_configs(runner, [("llama3-70b-tp8", "bf16", "bf16", 16)],
-                                             [("skew80", 2, "balanced-2x")], 40, lambda m: None)
+        sweep = [(("llama3-70b-tp8", "bf16", "bf16", 16), (("skew80", 2, "balanced-2x"),))]
+        result = bench.section_shape_configs(runner, sweep, 40, lambda m: None)
     finally:
         runner.close()
     assert [r["status"] for r in result["rows"]] == ["ok", "ok"]

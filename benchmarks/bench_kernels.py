@@ -176,6 +176,9 @@ def section_check(log) -> list[dict]:
     cases = [
         # (hq, hkv, d, page, dtype, prefetch[, kv_dtype])
         (8, 1, 128, 16, torch.bfloat16, False, "fp8_e4m3"),
+        (8, 1, 128, 16, torch.bfloat16, False),     # one KV head: page-ahead bn64-w4-s4
+        (16, 1, 64, 64, torch.float16, False),      # page-ahead at head_dim 64
+        (8, 1, 256, 1, torch.bfloat16, False),      # page-ahead at head_dim 256, page 1
         (16, 8, 256, 64, torch.float16, True, "fp8_e4m3"),
         (28, 4, 128, 1, torch.bfloat16, True, "fp8_e4m3"),
         (32, 8, 128, 16, torch.bfloat16, False),
@@ -199,9 +202,11 @@ def section_check(log) -> list[dict]:
         cache.fill_unused_slots(float("nan"))
         q = make_queries(len(kv), shape, device="cuda", dtype=dtype, seed=100 + i)
         ref = decode_reference(q, cache)
-        base = default_config(d, cache.kv_dtype, page)
-        stages = 1 if prefetch else base.num_stages
-        cfg = KernelConfig(base.block_n, base.num_warps, stages, prefetch)
+        # The table's configuration for this shape (one KV head: a page-ahead variant), or the
+        # register-prefetch loop at the table's block size.
+        base = default_config(d, cache.kv_dtype, page, None, num_kv_heads=hkv)
+        cfg = (KernelConfig(base.block_n, base.num_warps, 1, prefetch=True) if prefetch
+               else base)
         for sched in schedules:
             for chunk in (page, 4 * page * 16, 1 << 20):
                 plan = build_plan(kv, chunk, num_kv_heads=hkv, page_size=page, schedule=sched,
@@ -213,7 +218,7 @@ def section_check(log) -> list[dict]:
                     ok = ok and ok2 and int(launch.counter.abs().sum()) == 0
                 rows.append({"case": i, "hq": hq, "hkv": hkv, "d": d, "page": page,
                              "dtype": str(dtype), "kv_dtype": shape.kv_dtype,
-                             "prefetch": prefetch, "schedule": sched,
+                             "config": cfg.label(), "schedule": sched,
                              "chunk": chunk, "rel_error": err, "ok": ok})
                 if not ok:
                     log(f"CHECK FAILED {rows[-1]}")
@@ -550,6 +555,18 @@ class MatrixRunner:
             self.flashinfer.close()
 
 
+def _measure(backend, batch, plan):
+    """backend.measure, with an exception (a kernel that fails to build or plan) turned into a
+    failed Measurement, so one broken case does not end the section."""
+    from kvtune.harness.backends import Measurement
+
+    try:
+        return backend.measure(batch, plan)
+    except Exception as exc:  # noqa: BLE001 - recorded as the case's result
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return Measurement(status="error", message=f"{type(exc).__name__}: {first}"[:300])
+
+
 def _frac(meas, ceiling) -> float:
     if meas.status != "ok" or not ceiling or not math.isfinite(ceiling):
         return float("nan")
@@ -577,14 +594,14 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                            "num_tasks": plan.num_tasks,
                            "programs_per_sm": plan.num_tasks / runner.device.sm_count,
                            "min_bytes": batch.min_bytes}
-                    tri = runner.triton.measure(batch, plan)  # verifies first
+                    tri = _measure(runner.triton, batch, plan)  # verifies first
                     row.update({"triton_us": tri.latency_us, "triton_status": tri.status,
                                 "triton_rel_error": tri.rel_error,
                                 "triton_config": cfg.label(),
                                 "triton_frac_of_copy": _frac(tri, runner.ceiling),
                                 "triton_message": tri.message[:200]})
                     if runner.flashinfer is not None:
-                        fi = runner.flashinfer.measure(batch, plan)
+                        fi = _measure(runner.flashinfer, batch, plan)
                         row.update({"flashinfer_us": fi.latency_us, "flashinfer_status": fi.status,
                                     "flashinfer_rel_error": fi.rel_error,
                                     "flashinfer_frac_of_copy": _frac(fi, runner.ceiling),

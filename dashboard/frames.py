@@ -36,6 +36,8 @@ def shape_text(shape: dict) -> str:
         return (
             f"{shape['num_qo_heads']} q / {shape['num_kv_heads']} KV heads, "
             f"head_dim {shape['head_dim']}, page {shape['page_size']}, {shape['dtype']}"
+            + (f", KV {shape['kv_dtype']}" if shape.get("kv_dtype") not in (None, shape["dtype"])
+               else "")
         )
     except (KeyError, TypeError):
         return str(shape)

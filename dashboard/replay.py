@@ -57,9 +57,12 @@ def shape_from_row(row: dict) -> AttentionShape:
     missing = [f for f in SHAPE_FIELDS if row.get(f) is None]
     if missing:
         raise ValueError(f"shape: the row lacks {', '.join(missing)}")
-    return AttentionShape(
-        **{f: (str(row[f]) if f == "dtype" else int(row[f])) for f in SHAPE_FIELDS}
-    )
+    fields = {f: (str(row[f]) if f == "dtype" else int(row[f])) for f in SHAPE_FIELDS}
+    # Rows written before fp8 caches have no kv_dtype: their cache was of the query type.
+    kv_dtype = row.get("kv_dtype")
+    if isinstance(kv_dtype, str) and kv_dtype:
+        fields["kv_dtype"] = kv_dtype
+    return AttentionShape(**fields)
 
 
 def policy_from_row(row: dict):

@@ -14,6 +14,8 @@ def decode_reference(q: torch.Tensor, cache: PagedKVCache, *, sm_scale: float | 
     """softmax(q k^T * sm_scale) v per request and query head, computed in float64.
 
     q: [B, num_qo_heads, head_dim] (any float dtype). sm_scale: defaults to 1/sqrt(head_dim).
+    An fp8 cache is read dequantised (page element x k_scale / v_scale, exact in float64), so
+    the reference is of the values the kernel is meant to compute on.
     device: where to compute (default: the cache's device). Query head h reads KV head
     h // (num_qo_heads / num_kv_heads). Returns float64 [B, num_qo_heads, head_dim] on `device`.
     """
@@ -25,9 +27,9 @@ def decode_reference(q: torch.Tensor, cache: PagedKVCache, *, sm_scale: float | 
     q64 = q.to(device=device, dtype=torch.float64)
     out = torch.empty_like(q64)
     for b in range(cache.batch_size):
-        k, v = cache.request_kv(b)
-        k = k.to(device=device, dtype=torch.float64)  # [L, H_kv, D]
-        v = v.to(device=device, dtype=torch.float64)
+        k, v = cache.request_kv(b, dtype=torch.float64)
+        k = k.to(device=device)  # [L, H_kv, D]
+        v = v.to(device=device)
         qb = q64[b].reshape(shape.num_kv_heads, g, shape.head_dim)  # [H_kv, G, D]
         scores = torch.einsum("kgd,lkd->kgl", qb, k) * scale
         weights = torch.softmax(scores, dim=-1)

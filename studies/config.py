@@ -31,6 +31,7 @@ class TuneConfig:
     shape: str = "llama3-8b"
     page_size: int | None = None
     dtype: str | None = None
+    kv_dtype: str | None = None
     num_qo_heads: int | None = None
     num_kv_heads: int | None = None
     head_dim: int | None = None
@@ -80,7 +81,8 @@ class TuneConfig:
         return CaseSettings(suite=self.suite, distribution=self.distribution,
                             batch_sizes=self.batch_sizes, params=tuple(self.param),
                             seeds=self.seeds, shape=self.shape, page_size=self.page_size,
-                            dtype=self.dtype, num_qo_heads=self.num_qo_heads,
+                            dtype=self.dtype, kv_dtype=self.kv_dtype,
+                            num_qo_heads=self.num_qo_heads,
                             num_kv_heads=self.num_kv_heads, head_dim=self.head_dim)
 
     @property

@@ -51,7 +51,7 @@ from kvtune.studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, TuningRes
 SCHEMA_VERSION = "1.1"
 SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
 DEFAULT_STORAGE = "sqlite:///results/optuna.db"
-SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype")
+SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype", "kv_dtype")
 
 
 # --------------------------------------------------------------------------- credentials
@@ -331,7 +331,8 @@ def build_heuristic(result: TuningResult, *, source: dict | None = None,
 
     check_int("max-kv-len", max_kv_len_tokens, 1, MAX_KV_LEN_TOKENS)
     source = source or {"kind": "tuning-result"}
-    shape = AttentionShape(**{k: result.shape[k] for k in SHAPE_FIELDS})
+    # Results stored before kv_dtype existed have none: their cache was of the query type.
+    shape = AttentionShape(**{k: result.shape.get(k) for k in SHAPE_FIELDS})
     device, spec = device_section(result)
     covered = cover_buckets(result.buckets)
     table = [(b.min_batch, b.max_batch, b.result.params) for b in covered]
@@ -454,6 +455,11 @@ def check_shape(file_shape: dict, shape=None, dtype: str | None = None) -> None:
     asked = _as_shape_dict(shape) if shape is not None else {}
     if dtype is not None:
         asked["dtype"] = dtype
+    # The file says its KV type; a file without kv_dtype (before fp8) was tuned on a cache of
+    # its query type, and loading it for another KV type is refused like any other field.
+    file_shape = {**file_shape, "kv_dtype": file_shape.get("kv_dtype") or file_shape["dtype"]}
+    if "kv_dtype" in asked and asked["kv_dtype"] is None:
+        asked["kv_dtype"] = asked.get("dtype", file_shape["dtype"])
     for key in SHAPE_FIELDS:
         if key in asked and asked[key] != file_shape[key]:
             raise ValueError(f"shape.{key}: the heuristic was tuned for {file_shape[key]!r}, asked to plan "

@@ -23,7 +23,8 @@ class CaseSettings:
 
     suite: a suite name (default smoke when no distribution is given). distribution,
     batch_sizes ("1,8,64"), params (["KEY=VALUE", ...]), seeds ("0,1"): one distribution
-    instead. shape: a shape name; page_size (tokens), dtype and the head counts override it.
+    instead. shape: a shape name; page_size (tokens), dtype, kv_dtype ("bf16", "fp16",
+    "fp8_e4m3"; default: dtype) and the head counts override it.
     """
 
     suite: str | None = None
@@ -34,6 +35,7 @@ class CaseSettings:
     shape: str | None = None
     page_size: int | None = None
     dtype: str | None = None
+    kv_dtype: str | None = None
     num_qo_heads: int | None = None
     num_kv_heads: int | None = None
     head_dim: int | None = None
@@ -41,13 +43,13 @@ class CaseSettings:
     def shape_given(self) -> bool:
         """True when any shape setting was given (a heuristic file's shape is used otherwise)."""
         return any(getattr(self, k) is not None
-                   for k in ("shape", "page_size", "dtype", *HEAD_FIELDS))
+                   for k in ("shape", "page_size", "dtype", "kv_dtype", *HEAD_FIELDS))
 
 
 def resolve_shape(settings: CaseSettings) -> AttentionShape:
     """The named shape with page size, dtype and head overrides applied."""
     shape = get_shape(settings.shape or DEFAULT_SHAPE_NAME, page_size=settings.page_size,
-                      dtype=settings.dtype)
+                      dtype=settings.dtype, kv_dtype=settings.kv_dtype)
     heads = {k: getattr(settings, k) for k in HEAD_FIELDS if getattr(settings, k) is not None}
     return replace(shape, **heads) if heads else shape
 

@@ -2,7 +2,9 @@
 
 Per batch (kv_lens, shape, seed) it builds the paged cache, the queries and the float64 reference
 once, and reuses them for every plan of that batch; only one batch is held at a time (a batch of
-262,144 tokens is about 1 GB of cache). Per plan it puts the work list on the device once
+262,144 tokens is about 1 GB of cache). The cache follows the batch's shape: e4m3 pages with
+per-tensor scales for kv_dtype "fp8_e4m3" (kernels/paged.py), whose reference is computed on the
+dequantised values; the error bound is that of the query type. Per plan it puts the work list on the device once
 (`prepare_decode`), so a timed iteration is only the kernel launches.
 
 verify: output poisoned with NaN, one decode, error ||out - ref|| / ||ref|| against the float64

@@ -59,6 +59,8 @@ def add_suite_arguments(p) -> None:
     p.add_argument("--shape", help=f"attention shape: {', '.join(SHAPES)} (default {DEFAULT_SHAPE_NAME})")
     p.add_argument("--page-size", type=int, help="tokens per KV page, a power of two 1..128 (default 16)")
     p.add_argument("--dtype", help="query/output and KV element type: bf16 or fp16 (default bf16)")
+    p.add_argument("--kv-dtype", help="KV cache element type: bf16, fp16 or fp8_e4m3 (e4m3 pages "
+                   "with per-tensor scales, 1 byte per element; default: --dtype)")
     add_head_arguments(p)
 
 
@@ -90,7 +92,8 @@ def case_settings(args):
     return CaseSettings(suite=args.suite, distribution=args.distribution,
                         batch_sizes=args.batch_sizes, params=tuple(args.param or ()),
                         seeds=args.seeds, shape=args.shape, page_size=args.page_size,
-                        dtype=args.dtype, num_qo_heads=args.num_qo_heads,
+                        dtype=args.dtype, kv_dtype=args.kv_dtype,
+                        num_qo_heads=args.num_qo_heads,
                         num_kv_heads=args.num_kv_heads, head_dim=args.head_dim)
 
 

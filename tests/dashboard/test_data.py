@@ -107,6 +107,9 @@ def test_replay_rejects_rows_it_cannot_rebuild(bench_run):
         policy_from_row({**row, "policy_params": "{not json"})
     with pytest.raises(ValueError, match="shape"):
         shape_from_row({**row, "head_dim": None})
+    # The KV type is read when the row has it (rows from before fp8 have none: the query type).
+    assert shape_from_row({**row, "kv_dtype": "fp8_e4m3"}).kv_dtype == "fp8_e4m3"
+    assert shape_from_row({k: v for k, v in row.items() if k != "kv_dtype"}).kv_dtype == row["dtype"]
     with pytest.raises(ValueError, match="device"):
         device_from_manifest({"device": "h200"})
     # The cached wrapper turns the same failure into a message.

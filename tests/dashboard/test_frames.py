@@ -145,6 +145,8 @@ def test_runs_table_describes_devices_and_l2():
         "dtype": "bf16",
     }
     assert frames.shape_text(shape) == "32 q / 8 KV heads, head_dim 128, page 16, bf16"
+    assert frames.shape_text({**shape, "kv_dtype": "bf16"}) == frames.shape_text(shape)
+    assert frames.shape_text({**shape, "kv_dtype": "fp8_e4m3"}).endswith("bf16, KV fp8_e4m3")
 
 
 def small_result() -> TuningResult:

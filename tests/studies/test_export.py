@@ -662,6 +662,23 @@ def test_a_shape_or_dtype_other_than_the_files_is_refused(tmp_path, kwargs, fiel
         export.load_heuristic(path, **kwargs)
 
 
+def test_the_file_says_its_kv_type_and_another_kv_type_is_refused(tmp_path):
+    fp8 = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    doc = sample_doc(shape=fp8)
+    assert doc["shape"]["kv_dtype"] == "fp8_e4m3"
+    path = write_doc(tmp_path, doc, "fp8.json")
+    assert export.load_heuristic(path, shape=fp8).shape == fp8
+    with pytest.raises(ValueError, match=r"shape\.kv_dtype: the heuristic was tuned for 'fp8_e4m3'"):
+        export.load_heuristic(path, shape=SHAPE)
+    # A file written before kv_dtype existed was tuned on a cache of its query type.
+    old = sample_doc()
+    old["shape"].pop("kv_dtype", None)
+    old_path = write_doc(tmp_path, old, "old.json")
+    assert export.load_heuristic(old_path, shape=SHAPE).shape == SHAPE
+    with pytest.raises(ValueError, match=r"shape\.kv_dtype"):
+        export.load_heuristic(old_path).plan([1000, 2000], fp8, H200)
+
+
 def test_planning_for_another_shape_is_refused_by_the_loaded_policy(tmp_path):
     policy = export.load_heuristic(write_doc(tmp_path, sample_doc()))
     with pytest.raises(ValueError, match="shape.num_kv_heads"):

@@ -59,6 +59,9 @@ def add_suite_arguments(p) -> None:
     p.add_argument("--shape", help=f"attention shape: {', '.join(SHAPES)} (default {DEFAULT_SHAPE_NAME})")
     p.add_argument("--page-size", type=int, help="tokens per KV page, a power of two 1..128 (default 16)")
     p.add_argument("--dtype", help="query/output and KV element type: bf16 or fp16 (default bf16)")
+    p.add_argument("--q-len", type=int, metavar="K",
+                   help="query tokens per decode, 1..16 (2..16: speculative decode batches; with "
+                        "--distribution hybrid it sets decode_q_len)")
     add_head_arguments(p)
 
 
@@ -91,7 +94,8 @@ def case_settings(args):
                         batch_sizes=args.batch_sizes, params=tuple(args.param or ()),
                         seeds=args.seeds, shape=args.shape, page_size=args.page_size,
                         dtype=args.dtype, num_qo_heads=args.num_qo_heads,
-                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim)
+                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim,
+                        q_len=getattr(args, "q_len", None))
 
 
 def backend_settings(args):

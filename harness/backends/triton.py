@@ -117,6 +117,11 @@ class TritonBackend:
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
 
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import triton_hybrid
+
+            return triton_hybrid.verify(self, batch, plan)
+
         from kvtune.kernels.reference import judge_output
 
         inputs = self._batch_inputs(batch)
@@ -138,6 +143,10 @@ class TritonBackend:
         return result
 
     def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import triton_hybrid
+
+            return triton_hybrid.measure(self, batch, plan)
         inputs = self._batch_inputs(batch)
         seen = self._verified.get(id(plan))
         check = seen[1] if seen is not None and seen[0] is plan else self.verify(batch, plan)
@@ -270,6 +279,13 @@ class _BatchInputs:
         c = self.cache
         one = sum(t.numel() * t.element_size() for t in (c.k_pages, c.v_pages, self.q))
         return one * max(1, len(self.copies or ())) + self.ref.numel() * self.ref.element_size()
+
+
+def _is_hybrid(plan) -> bool:
+    """A HybridPlan (kernels/hybrid_plan.py) goes to harness/backends/triton_hybrid.py."""
+    from kvtune.kernels.hybrid_plan import HybridPlan
+
+    return isinstance(plan, HybridPlan)
 
 
 def _batch_key(batch: DecodeBatch) -> tuple:

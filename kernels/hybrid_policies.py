@@ -113,10 +113,20 @@ def make_hybrid_plan(q_lens, kv_lens, shape: AttentionShape, device: DeviceSpec,
                       notes=dict(notes or {}, prefill_kv_splits=splits), **tiles)
 
 
-def _decode_policy(name: str, **overrides):
-    from kvtune.kernels import policies
+def _decode_policy(name: str):
+    """A decode policy of the registry by name, with its defaults (imported from the policy
+    modules directly: kernels/policies.py imports this module)."""
+    from kvtune.kernels import baselines, baselines_flashinfer, parametric
 
-    return policies.get(name, **overrides)
+    classes = (baselines_flashinfer.FlashInferCudaCorePolicy,
+               baselines_flashinfer.FlashInferTensorCorePolicy, baselines.FA3Policy,
+               baselines_flashinfer.TrtllmGenPolicy, baselines_flashinfer.TrtllmOversubPolicy,
+               baselines.SGLangTritonPolicy, baselines.VllmTritonPolicy, baselines.FixedSplitPolicy,
+               baselines.NoSplitPolicy, parametric.ParametricPolicy)
+    table = {c.name: c for c in classes}
+    if name not in table:
+        raise ValueError(f"decode_policy: {name!r} unknown; allowed: {', '.join(table)}")
+    return table[name].from_params(**table[name].default_params())
 
 
 class _HybridBase(PolicyBase):
@@ -140,9 +150,6 @@ class HybridSerialPolicy(_HybridBase):
 
     def __post_init__(self) -> None:
         _decode_policy(self.decode_policy)
-        if self.decode_policy.startswith(("hybrid", "pod")):
-            raise ValueError(f"decode_policy: {self.decode_policy!r} is a hybrid policy; allowed: "
-                             "a decode policy")
         if self.prefill_block_m not in PREFILL_BLOCK_M:
             raise ValueError(f"prefill_block_m: {self.prefill_block_m} not allowed; allowed: 64, 128")
         check_int("prefill_split_cap_waves", self.prefill_split_cap_waves, 1, 64)

@@ -22,9 +22,9 @@ def as_attention_batch(batch) -> AttentionBatch:
 
 
 def batch_inputs(backend, batch: AttentionBatch):
-    """The backend's cached (cache, q, ref) of a hybrid batch, built on first use."""
-    from kvtune.harness.backends.triton import _BatchInputs
-
+    """The backend's cached (cache, q, ref) of a hybrid batch, built on first use (in the
+    backend's own batch cache, as its `_BatchInputs` type)."""
+    _BatchInputs = backend.batch_inputs_type
     key = ("hybrid", batch.seed, batch.shape, batch.q_lens.tobytes(), batch.kv_lens.tobytes())
     cached = backend._batches.get(key)
     if cached is not None:
@@ -61,14 +61,13 @@ def _launch(backend, plan: HybridPlan, inputs):
 def verify(backend, batch, plan: HybridPlan) -> Verification:
     import torch
 
-    from kvtune.harness.backends.triton import ERROR_BOUNDS
     from kvtune.kernels.hybrid import run_hybrid
     from kvtune.kernels.reference import judge_output
 
     batch = as_attention_batch(batch)
     _check_plan_matches(batch, plan)
     inputs = batch_inputs(backend, batch)
-    bound = ERROR_BOUNDS[str(inputs.q.dtype).removeprefix("torch.")]
+    bound = backend.error_bounds[str(inputs.q.dtype).removeprefix("torch.")]
     out = torch.full_like(inputs.q, float("nan"))
     try:
         launch = _launch(backend, plan, inputs)
@@ -87,7 +86,6 @@ def verify(backend, batch, plan: HybridPlan) -> Verification:
 
 
 def measure(backend, batch, plan: HybridPlan) -> Measurement:
-    from kvtune.harness.backends.triton import _measurement
     from kvtune.kernels.hybrid import run_hybrid
 
     batch = as_attention_batch(batch)
@@ -103,7 +101,7 @@ def measure(backend, batch, plan: HybridPlan) -> Measurement:
     if not isinstance(backend.timer, str):
         out = inputs.q.new_empty(inputs.q.shape)
         samples = backend._time(lambda: run_hybrid(launch, inputs.q, inputs.cache, out=out))
-        return _measurement(np.asarray(samples, dtype=np.float64), batch.min_bytes, check,
+        return backend.samples_measurement(np.asarray(samples, dtype=np.float64), batch.min_bytes, check,
                             backend.timer, extra)
     copies = backend._input_copies(batch, inputs)
 

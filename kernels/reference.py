@@ -63,13 +63,19 @@ def attention_reference(q: torch.Tensor, cache: PagedKVCache, q_lens, *,
         k, v = cache.request_kv(b)
         k = k.to(device=device, dtype=torch.float64)
         v = v.to(device=device, dtype=torch.float64)
-        qb = q64[row:row + n].reshape(n, shape.num_kv_heads, g, shape.head_dim)
-        scores = torch.einsum("tkgd,lkd->tkgl", qb, k) * scale
-        last = (L - n + torch.arange(n, device=device))[:, None, None, None]
+        # Query tokens in chunks so the float64 scores stay near 256 MB (a 16K chunk of a long
+        # prefill would otherwise need tens of GB).
+        step = max(1, (32 << 20) // (shape.num_qo_heads * L))
         keys = torch.arange(L, device=device)[None, None, None, :]
-        scores = scores.masked_fill(keys > last, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        out[row:row + n] = torch.einsum("tkgl,lkd->tkgd", weights, v).reshape(n, -1, shape.head_dim)
+        for t0 in range(0, n, step):
+            t1 = min(n, t0 + step)
+            qb = q64[row + t0:row + t1].reshape(t1 - t0, shape.num_kv_heads, g, shape.head_dim)
+            scores = torch.einsum("tkgd,lkd->tkgl", qb, k) * scale
+            last = (L - n + torch.arange(t0, t1, device=device))[:, None, None, None]
+            scores = scores.masked_fill(keys > last, float("-inf"))
+            weights = torch.softmax(scores, dim=-1)
+            out[row + t0:row + t1] = torch.einsum("tkgl,lkd->tkgd", weights, v).reshape(
+                t1 - t0, -1, shape.head_dim)
         row += n
     return out
 

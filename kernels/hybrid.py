@@ -131,8 +131,11 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
 @triton.jit
 def _sm_id(dummy, USE_SMID: tl.constexpr, NUM_SMS: tl.constexpr):
     if USE_SMID:
-        return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dummy], dtype=tl.int32,
-                                         is_pure=False, pack=1)
+        # As triton.language.extra.cuda.smid (no operands). %smid is an opaque id that NVIDIA
+        # allows to exceed the SM count, hence the modulo.
+        sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32,
+                                       is_pure=False, pack=1)
+        return sm % NUM_SMS
     else:
         return dummy % NUM_SMS
 

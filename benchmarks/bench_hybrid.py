@@ -179,6 +179,12 @@ def time_triton(data: BatchData, policy, device_spec, timer) -> dict:
     if ok:
         out = torch.empty_like(data.q)
         row.update(timer(lambda: run_hybrid(launch, data.q, data.cache, out=out)))
+    try:  # the simulator's prediction next to the measurement (what its constants are fitted to)
+        from kvtune.harness.sim_hybrid import simulate_hybrid
+
+        row["sim_us"] = simulate_hybrid(plan, b.shape, device_spec).time_us
+    except Exception as exc:  # noqa: BLE001
+        row["sim_error"] = str(exc)
     return row
 
 

@@ -19,6 +19,7 @@ Registered in kernels/policies.py:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -267,8 +268,70 @@ class HybridParametricPolicy(_HybridBase):
                                 notes={"policy": self.name})
 
 
+# Buckets of a tuned hybrid heuristic (studies/hybrid_tune.py): decodes in the batch and prefill
+# tokens, inclusive ranges.
+DECODE_BUCKETS = ((0, 16), (17, 64), (65, 256), (257, 1 << 16))
+CHUNK_BUCKETS = ((0, 0), (1, 1024), (1025, 4096), (4097, 1 << 36))
+HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.0"
+
+
+def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, int]:
+    """(min_decodes, max_decodes, min_prefill_tokens, max_prefill_tokens) holding the batch."""
+    d = next(b for b in DECODE_BUCKETS if b[0] <= num_decodes <= b[1])
+    c = next(b for b in CHUNK_BUCKETS if b[0] <= prefill_tokens <= b[1])
+    return (*d, *c)
+
+
+@dataclass(frozen=True)
+class HybridTunedPolicy(_HybridBase):
+    """hybrid-parametric with knobs per (decodes, prefill tokens) bucket, as `kvtune tune --suite
+    hybrid` writes them (hybrid_heuristic.json). path: that file; a batch outside every bucket
+    of it is planned by the `pod` rule."""
+
+    path: str = ""
+    name: ClassVar[str] = "hybrid-tuned"
+
+    def __post_init__(self) -> None:
+        if self.path:
+            self._buckets()
+
+    def _buckets(self) -> list:
+        return _load_buckets(self.path)
+
+    def plan_hybrid(self, q_lens, kv_lens, shape: AttentionShape,
+                    device: DeviceSpec) -> HybridPlan:
+        q, kv = check_lengths(q_lens, kv_lens)
+        dec = int((q <= MAX_DECODE_Q_LEN).sum())
+        pre = int(q[q > MAX_DECODE_Q_LEN].sum())
+        for (dlo, dhi, clo, chi), pol in (self._buckets() if self.path else []):
+            if dlo <= dec <= dhi and clo <= pre <= chi:
+                return pol.plan_hybrid(q, kv, shape, device)
+        return PodPolicy().plan_hybrid(q, kv, shape, device)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_buckets(path: str) -> list:
+    """[((min_decodes, max_decodes, min_prefill, max_prefill), HybridParametricPolicy)] of a
+    hybrid_heuristic.json; ValueError naming `path` for an unreadable or foreign file."""
+    import json
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"path: cannot read hybrid heuristic {path!r}: {exc}") from None
+    if str(doc.get("schema", "")).split("/")[0] != HYBRID_SCHEMA.split("/")[0]:
+        raise ValueError(f"path: {path!r} is not a {HYBRID_SCHEMA} file")
+    out = []
+    for b in doc.get("buckets", []):
+        pol = HybridParametricPolicy(**b["params"])  # validates every knob
+        out.append(((b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"],
+                     b["max_prefill_tokens"]), pol))
+    return out
+
+
 HYBRID_POLICIES = (HybridSerialPolicy, HybridStreamsPolicy, HybridFusedPolicy, PodPolicy,
-                   HybridParametricPolicy)
+                   HybridParametricPolicy, HybridTunedPolicy)
 
 
 def is_hybrid_policy(policy) -> bool:
@@ -282,6 +345,8 @@ __all__ = [
     "HybridParametricPolicy",
     "HybridSerialPolicy",
     "HybridStreamsPolicy",
+    "HybridTunedPolicy",
+    "bucket_key",
     "PodPolicy",
     "is_hybrid_policy",
     "make_hybrid_plan",

@@ -498,6 +498,7 @@ def test_registry_names_and_errors():
         "hybrid-fused",
         "pod",
         "hybrid-parametric",
+        "hybrid-tuned",
     ]
     with pytest.raises(ValueError, match="policy: 'fa4' unknown; allowed: .*fa3"):
         policies.get("fa4")
@@ -560,6 +561,7 @@ NON_DEFAULT = {
     "pod": {"sm_policy": "50:50", "prefill_split_cap_waves": 1},
     "hybrid-parametric": {"schedule": "fused", "ctas_per_sm": 4, "max_waves": 2,
                           "decode_schedule": "static-heavy-first"},
+    "hybrid-tuned": {},  # its one parameter is a file path: tests/studies/test_hybrid_tune.py
 }
 
 

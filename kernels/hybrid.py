@@ -234,19 +234,30 @@ INTERPRETED = type(_hybrid_kernel).__name__ == "InterpretedFunction"
 
 @dataclass(frozen=True)
 class HybridConfig:
-    """Compile-time choices: prefill tile (BLOCK_MP = plan.prefill_block_m rows, BLOCK_NP keys),
-    decode tile (BLOCK_MD rows: q_len x G padded, BLOCK_ND keys), warps of each launch."""
+    """Compile-time choices. Prefill tiles: BLOCK_MP = plan.prefill_block_m rows x block_np keys.
+    Decode items: block_md rows (q_len x G padded to 16..256) x block_nd keys in a decode-only
+    launch (the decode kernel's tuned block, so decode-only batches match kernels/decode.py) or
+    block_nd_fused keys where both kinds share a launch. Warps and pipeline stages per launch."""
 
     block_np: int
     block_md: int
     block_nd: int
+    block_nd_fused: int
     prefill_warps: int
     decode_warps: int
     fused_warps: int
     num_stages: int = 2
+    fused_stages: int = 2
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
+    """The configuration of a plan on a cache's shape and dtype (never from kv_lens).
+
+    Where both kinds share a launch, its shared memory is the larger branch's: the decode key
+    block is capped at 64 there (the decode kernel's 128-key, two-stage block alone would hold
+    about 128 KB and leave one program per SM, with nothing to co-locate), and with 4 CTAs per SM
+    the pipeline drops to one stage so four programs can fit an SM's 228 KB.
+    """
     shape = cache.shape
     dec = default_config(shape.head_dim, cache.dtype, shape.page_size, 2)
     dq = plan.q_lens[plan.decode_requests]
@@ -257,11 +268,12 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
     if shape.head_dim == 256 or block_md >= 128:
         block_nd = min(block_nd, 32)
     block_np = 32 if shape.head_dim == 256 else PREFILL_BLOCK_N
-    fused = 8 if plan.ctas_per_sm <= 2 else 4
+    few = plan.ctas_per_sm <= 2
     return HybridConfig(block_np=block_np, block_md=block_md, block_nd=block_nd,
+                        block_nd_fused=min(block_nd, 64),
                         prefill_warps=8 if plan.prefill_block_m == 128 else 4,
-                        decode_warps=dec.num_warps, fused_warps=fused,
-                        num_stages=dec.num_stages)
+                        decode_warps=dec.num_warps, fused_warps=8 if few else 4,
+                        num_stages=dec.num_stages, fused_stages=2 if few else 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -407,6 +419,7 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     ratio_p, ratio_d = plan.sm_ratio()
 
     def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d):
+        both = has_p and has_d
         if n_pre + n_dec == 0:
             return
         _hybrid_kernel[(n_pre + n_dec,)](
@@ -417,11 +430,12 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             cache.k_pages.stride(0), cache.k_pages.stride(1),
             NUM_QO_HEADS=shape.num_qo_heads, G=shape.group_size, HEAD_DIM=shape.head_dim,
             PAGE_SIZE=shape.page_size, BLOCK_MP=plan.prefill_block_m, BLOCK_NP=cfg.block_np,
-            BLOCK_MD=cfg.block_md, BLOCK_ND=cfg.block_nd, MODE=mode, HAS_PREFILL=has_p,
+            BLOCK_MD=cfg.block_md, BLOCK_ND=cfg.block_nd_fused if both else cfg.block_nd,
+            MODE=mode, HAS_PREFILL=has_p,
             HAS_DECODE=has_d, USE_SMID=not INTERPRETED, NUM_SMS=plan.sm_count,
             CTR_PAD=triton.next_power_of_2(plan.sm_count + 3),
             DOT_PRECISION=precision, UPCAST_DOT=upcast, num_warps=warps,
-            num_stages=cfg.num_stages,
+            num_stages=cfg.fused_stages if both else cfg.num_stages,
         )
 
     P, D = launch.num_prefill, launch.num_decode

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kvtune.kernels.hybrid_plan import MAX_DECODE_Q_LEN
 from kvtune.kernels.plan import DTYPE_BYTES, MAX_KV_LEN_TOKENS, AttentionShape, as_kv_lens
 
 
@@ -45,9 +46,8 @@ class DecodeBatch:
         return int(kv + qo)
 
 
-# A request with q_len above this is a prefill chunk (tensor-core tiles of 64/128 query rows);
-# at or below it a decode (1) or a speculative / multi-token decode (2..16), packed q_len x G rows.
-MAX_DECODE_Q_LEN = 16
+# MAX_DECODE_Q_LEN (16): a request with a longer q_len is a prefill chunk (tensor-core tiles of
+# 64/128 query rows); at or below it a decode (1) or a speculative decode (2..16), q_len x G rows.
 
 
 @dataclass(frozen=True, eq=False)

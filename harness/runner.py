@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-
 from kvtune.harness.backends import Backend, Measurement
 from kvtune.harness.store import json_default
 from kvtune.kernels.hybrid_plan import HybridPlan

@@ -485,7 +485,8 @@ def _check_queries(q: torch.Tensor, cache: PagedKVCache, plan: HybridPlan) -> No
 
 
 def make_hybrid_queries(q_lens, shape, *, device="cpu", dtype=None, seed: int = 0) -> torch.Tensor:
-    """Queries [sum(q_lens), num_qo_heads, head_dim] drawn N(0, 1) from seed + 1 (as make_queries)."""
+    """Queries [sum(q_lens), num_qo_heads, head_dim] drawn N(0, 1) from seed + 1 (as
+    make_queries)."""
     from kvtune.kernels.paged import resolve_dtype
 
     n = int(np.asarray(q_lens, dtype=np.int64).sum())

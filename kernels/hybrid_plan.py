@@ -188,7 +188,8 @@ def validate_hybrid_plan(p: HybridPlan) -> None:
         raise ValueError(f"schedule: {p.schedule!r} not allowed; allowed: "
                          f"{', '.join(HYBRID_SCHEDULES)}")
     if p.sm_policy not in SM_POLICIES:
-        raise ValueError(f"sm_policy: {p.sm_policy!r} not allowed; allowed: {', '.join(SM_POLICIES)}")
+        raise ValueError(f"sm_policy: {p.sm_policy!r} not allowed; allowed: "
+                         f"{', '.join(SM_POLICIES)}")
     _check_int("ctas_per_sm", p.ctas_per_sm, 1, 32)
     _check_int("prefill_split_cap_waves", p.prefill_split_cap_waves, 1, 64)
     _check_int("sm_count", p.sm_count, 1, 1024)
@@ -234,7 +235,8 @@ def validate_hybrid_plan(p: HybridPlan) -> None:
                          "end")
     # Each (request, token range) group: splits 0..n-1 tiling [0, causal end) contiguously.
     order = np.lexsort((sp, qs, r))
-    r_o, qs_o, sp_o, ks_o, ke_o, ns_o = r[order], qs[order], sp[order], ks[order], ke[order], ns[order]
+    r_o, qs_o, sp_o = r[order], qs[order], sp[order]
+    ks_o, ke_o, ns_o = ks[order], ke[order], ns[order]
     first = np.ones(n, dtype=bool)
     first[1:] = (r_o[1:] != r_o[:-1]) | (qs_o[1:] != qs_o[:-1])
     group = np.cumsum(first) - 1

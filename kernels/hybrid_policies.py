@@ -152,7 +152,8 @@ class HybridSerialPolicy(_HybridBase):
     def __post_init__(self) -> None:
         _decode_policy(self.decode_policy)
         if self.prefill_block_m not in PREFILL_BLOCK_M:
-            raise ValueError(f"prefill_block_m: {self.prefill_block_m} not allowed; allowed: 64, 128")
+            raise ValueError(f"prefill_block_m: {self.prefill_block_m} not allowed; "
+                             "allowed: 64, 128")
         check_int("prefill_split_cap_waves", self.prefill_split_cap_waves, 1, 64)
 
     def plan_hybrid(self, q_lens, kv_lens, shape: AttentionShape,
@@ -243,7 +244,8 @@ class HybridParametricPolicy(_HybridBase):
         check_choice("sm_policy", self.sm_policy, SM_POLICIES)
         check_int("prefill_split_cap_waves", self.prefill_split_cap_waves, 1, 64)
         if self.prefill_block_m not in PREFILL_BLOCK_M:
-            raise ValueError(f"prefill_block_m: {self.prefill_block_m} not allowed; allowed: 64, 128")
+            raise ValueError(f"prefill_block_m: {self.prefill_block_m} not allowed; "
+                             "allowed: 64, 128")
         check_int("min_prefill_split_tokens", self.min_prefill_split_tokens, 1, MAX_KV_LEN_TOKENS)
         check_choice("decode_schedule", self.decode_schedule, SCHEDULES)
         self.split_params()  # validates the decode knobs

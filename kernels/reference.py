@@ -51,7 +51,8 @@ def attention_reference(q: torch.Tensor, cache: PagedKVCache, q_lens, *,
         raise ValueError("q_lens: need one q_len in 1..kv_len per request of the cache")
     want = (int(q_lens.sum()), shape.num_qo_heads, shape.head_dim)
     if tuple(q.shape) != want:
-        raise ValueError(f"q: shape {tuple(q.shape)} != {want} (sum(q_lens), num_qo_heads, head_dim)")
+        raise ValueError(f"q: shape {tuple(q.shape)} != {want} (sum(q_lens), num_qo_heads, "
+                         "head_dim)")
     scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
     device = cache.device if device is None else torch.device(device)
     g = shape.group_size

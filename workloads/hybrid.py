@@ -228,7 +228,8 @@ class HybridCase:
     def __post_init__(self) -> None:
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, (int, np.integer)) \
                 or not 1 <= self.batch_size <= MAX_BATCH:
-            raise ValueError(f"batch_size: {self.batch_size!r} not allowed; allowed: 1..{MAX_BATCH}")
+            raise ValueError(f"batch_size: {self.batch_size!r} not allowed; allowed: "
+                             f"1..{MAX_BATCH}")
         check_seed(self.seed)
         if not isinstance(self.shape, AttentionShape):
             raise ValueError(f"shape: {self.shape!r} is not an AttentionShape")
@@ -275,7 +276,8 @@ def _id_value(value) -> str:
 def hybrid_cases(shape: AttentionShape) -> tuple[HybridCase, ...]:
     """The `hybrid` suite: the paper's sweep, then the simulator mixes."""
     cases = [HybridCase({"context_tokens": c, "chunk_tokens": k}, b, shape)
-             for c in SWEEP_CONTEXT_TOKENS for k in SWEEP_CHUNK_TOKENS for b in SWEEP_DECODE_BATCHES]
+             for c in SWEEP_CONTEXT_TOKENS for k in SWEEP_CHUNK_TOKENS
+             for b in SWEEP_DECODE_BATCHES]
     for budget, drafts, rate in MIX_SETTINGS:
         for b in MIX_MAX_BATCHES:
             for s in MIX_SEEDS:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 
 from kvtune.kernels.plan import AttentionShape
 from kvtune.kernels.specs import parse_assignments, parse_int_list
-from kvtune.workloads.shapes import DEFAULT_SHAPE_NAME, get_shape
 from kvtune.workloads import hybrid
+from kvtune.workloads.shapes import DEFAULT_SHAPE_NAME, get_shape
 from kvtune.workloads.suites import Suite, get_suite, make_suite, parse_batch_sizes
 
 HEAD_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim")

@@ -44,8 +44,8 @@ class FlashInferHybrid:
         if mode == "pod" and (self.pre.size == 0 or self.dec.size == 0):
             raise HybridUnsupported("flashinfer pod: needs both prefill (q_len > 1) and q_len-1 "
                                     "decode requests in the batch")
-        rows_p = np.concatenate([np.arange(s, s + n) for s, n in
-                                 zip(starts[self.pre], q_lens[self.pre])]) if self.pre.size \
+        pairs = zip(starts[self.pre], q_lens[self.pre], strict=True)
+        rows_p = np.concatenate([np.arange(s, s + n) for s, n in pairs]) if self.pre.size \
             else np.zeros(0, np.int64)
         rows_d = starts[self.dec]
         self.rows_p = torch.from_numpy(rows_p).to(dev)

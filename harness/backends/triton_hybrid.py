@@ -101,7 +101,8 @@ def measure(backend, batch, plan: HybridPlan) -> Measurement:
     if not isinstance(backend.timer, str):
         out = inputs.q.new_empty(inputs.q.shape)
         samples = backend._time(lambda: run_hybrid(launch, inputs.q, inputs.cache, out=out))
-        return backend.samples_measurement(np.asarray(samples, dtype=np.float64), batch.min_bytes, check,
+        return backend.samples_measurement(np.asarray(samples, dtype=np.float64),
+                                           batch.min_bytes, check,
                             backend.timer, extra)
     copies = backend._input_copies(batch, inputs)
 

@@ -16,7 +16,7 @@ USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shap
 
 
 def wants_hybrid(args: argparse.Namespace) -> bool:
-    return getattr(args, "suite", None) == "hybrid" or getattr(args, "distribution", None) == "hybrid"
+    return "hybrid" in (getattr(args, "suite", None), getattr(args, "distribution", None))
 
 
 def run(args: argparse.Namespace) -> int:

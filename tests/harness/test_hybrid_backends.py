@@ -57,7 +57,6 @@ def test_simulator_prefill_compute_bound_decode_bandwidth_bound():
 
 
 def test_simulator_colocated_prefill_shares_sm_math():
-    shape = AttentionShape()
     one_sm = DeviceSpec("h100", sm_count=1, l2_bytes=0, hbm_bytes_per_s=3.35e12)
     pol = policies.get("hybrid-parametric", schedule="fused", ctas_per_sm=2,
                        prefill_split_cap_waves=1)

@@ -274,10 +274,16 @@ def _id_value(value) -> str:
 
 
 def hybrid_cases(shape: AttentionShape) -> tuple[HybridCase, ...]:
-    """The `hybrid` suite: the paper's sweep, then the simulator mixes."""
+    """The `hybrid` suite: the paper's sweep, each sweep batch's two halves alone (the prefill
+    chunk without decodes, the decodes without a chunk: max of the two is the overlap bound,
+    and they are the prefill-only and decode-only cases), then the simulator mixes."""
     cases = [HybridCase({"context_tokens": c, "chunk_tokens": k}, b, shape)
              for c in SWEEP_CONTEXT_TOKENS for k in SWEEP_CHUNK_TOKENS
              for b in SWEEP_DECODE_BATCHES]
+    cases += [HybridCase({"context_tokens": c, "chunk_tokens": k, "decodes": 0}, 1, shape)
+              for c in SWEEP_CONTEXT_TOKENS for k in SWEEP_CHUNK_TOKENS]
+    cases += [HybridCase({"context_tokens": c, "chunk_tokens": 0}, b, shape)
+              for c in SWEEP_CONTEXT_TOKENS for b in SWEEP_DECODE_BATCHES]
     for budget, drafts, rate in MIX_SETTINGS:
         for b in MIX_MAX_BATCHES:
             for s in MIX_SEEDS:
@@ -286,6 +292,16 @@ def hybrid_cases(shape: AttentionShape) -> tuple[HybridCase, ...]:
                     p["accept_rate"] = rate
                 cases.append(HybridCase(p, b, shape, s))
     return tuple(cases)
+
+
+def halves(params: dict) -> tuple[dict, dict] | None:
+    """The params of a sweep case's prefill-alone and decode-alone cases (None for a case that
+    is not a two-kind sweep batch). The decode-alone case has the same batch_size."""
+    p = resolve_hybrid_params(params)
+    if p["source"] != "sweep" or not p["decodes"] or p["chunk_tokens"] == 0 \
+            or p["num_prefills"] == 0:
+        return None
+    return {**p, "decodes": 0}, {**p, "chunk_tokens": 0}
 
 
 def make_hybrid_cases(batch_sizes, params: dict | None = None, seeds=(0,),
@@ -349,6 +365,7 @@ __all__ = [
     "HybridCase",
     "accepted_tokens",
     "continuous_lengths",
+    "halves",
     "hybrid_cases",
     "make_hybrid_cases",
     "resolve_hybrid_params",

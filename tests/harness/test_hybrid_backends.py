@@ -83,3 +83,28 @@ def test_triton_backend_runs_hybrid_plans_on_the_interpreter():
         row, _ = runner.measure_one(CaseRun("h", batch), policies.get(name))
         assert row["status"] == "ok", row["message"]
         assert row["checked"] and row["rel_error"] < 2e-2
+
+
+def test_hybrid_summary_bound_and_speedups():
+    from kvtune.harness.hybrid_summary import hybrid_frame, targets
+    from kvtune.workloads.hybrid import halves
+
+    runner = Runner(SimulatorBackend(H100), H100)
+    sweep = HybridCase({"chunk_tokens": 512, "context_tokens": 4096}, 16)
+    pre_p, dec_p = halves(sweep.params)
+    cases = [sweep, HybridCase(pre_p, 1), HybridCase(dec_p, 16)]
+    rows = [runner.measure_one(CaseRun(c.case_id, c.batch()), policies.get(p))[0]
+            for c in cases for p in ("hybrid-serial", "pod")]
+    frame = hybrid_frame(rows)
+    assert sorted(frame["policy"]) == ["hybrid-serial", "pod"]
+    lat = {(r["case_id"], r["policy"]): r["latency_us"] for r in rows}
+    pre = min(lat[(cases[1].case_id, p)] for p in ("hybrid-serial", "pod"))
+    dec = min(lat[(cases[2].case_id, p)] for p in ("hybrid-serial", "pod"))
+    pod = frame[frame["policy"] == "pod"].iloc[0]
+    assert pod["bound_us"] == max(pre, dec)
+    assert pod["speedup_vs_serial"] == pytest.approx(
+        lat[(sweep.case_id, "hybrid-serial")] / lat[(sweep.case_id, "pod")])
+    t = targets(frame).set_index("policy")
+    assert t.loc["hybrid-serial", "geomean_speedup_vs_serial"] == pytest.approx(1.0)
+    assert bool(t.loc["hybrid-serial", "never_2pct_slower"])
+    assert hybrid_frame([]).empty

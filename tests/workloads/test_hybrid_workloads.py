@@ -9,6 +9,7 @@ from kvtune.workloads.hybrid import (
     ChunkedPrefillBatcher,
     HybridCase,
     accepted_tokens,
+    halves,
     resolve_hybrid_params,
 )
 from kvtune.workloads.selection import CaseSettings, resolve_shape, resolve_suite
@@ -51,8 +52,14 @@ def test_prefill_only_and_decode_only_cases():
 
 def test_hybrid_suite_is_the_paper_sweep_plus_mixes():
     suite = get_suite("hybrid")
-    sweep = [c for c in suite if c.params["source"] == "sweep"]
+    sweep = [c for c in suite if c.params["source"] == "sweep" and c.params["decodes"]
+             and c.params["chunk_tokens"]]
     assert len(sweep) == 4 * 3 * 6
+    # Both halves of every sweep case are in the suite (the overlap bound, parity cases).
+    ids = {c.case_id for c in suite}
+    for c in sweep:
+        pre, dec = halves(c.params)
+        assert HybridCase(pre, 1).case_id in ids and HybridCase(dec, c.batch_size).case_id in ids
     ctx = {c.params["context_tokens"] for c in sweep}
     assert min(ctx) == 4096 and max(ctx) == 20480
     assert {c.params["chunk_tokens"] for c in sweep} == {512, 1024, 2048}

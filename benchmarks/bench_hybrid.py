@@ -286,6 +286,8 @@ def main(argv=None) -> int:
             f.write(markdown(results))
 
     log(f"copy bandwidth {ceiling / 1e12:.3f} TB/s; {len(cases)} hybrid cases on {spec.name}")
+    results["check"] = compiled_checks(device, spec, dry, log)
+    save()
     for case in cases:
         batch = case.batch()
         entry = {"case_id": case.case_id, **batch.summary(), "batch_size": batch.batch_size,
@@ -376,6 +378,42 @@ def main(argv=None) -> int:
     return 0
 
 
+# Compiled-kernel correctness beyond the timed shape: head_dim 64/128/256, GQA groups 1..16,
+# pages 1..128, speculative decodes, bf16/fp16, under the serial and sm-aware (%smid) schedules.
+CHECKS = [
+    # (num_qo_heads, num_kv_heads, head_dim, page_size, dtype, q_lens, kv_lens)
+    (2, 2, 64, 1, "fp16", [1, 3, 100], [40, 77, 300]),
+    (32, 4, 128, 16, "bf16", [8, 1, 700], [900, 5000, 1200]),
+    (8, 2, 256, 128, "bf16", [1, 2, 130], [1000, 129, 400]),
+    (16, 1, 128, 32, "fp16", [16, 1, 64], [2000, 3000, 64]),
+]
+
+
+def compiled_checks(device, spec, dry, log) -> list[dict]:
+    out = []
+    checks = CHECKS[:1] if dry else CHECKS
+    for hq, hk, d, page, dt, q_lens, kv_lens in checks:
+        shape = AttentionShape(num_qo_heads=hq, num_kv_heads=hk, head_dim=d, page_size=page,
+                               dtype=dt)
+        if dry:  # keep the interpreter quick
+            q_lens, kv_lens = [1, 3, 20], [30, 17, 40]
+        batch = AttentionBatch(q_lens, kv_lens, shape)
+        data = BatchData(batch, device, torch.bfloat16 if dt == "bf16" else torch.float16)
+        for name in ("hybrid-serial", "pod", "hybrid-fused"):
+            pol = policies.get(name) if name != "hybrid-fused" else policies.get(
+                "hybrid-parametric", schedule="fused", min_tokens_per_cta=512, max_waves=4,
+                min_prefill_split_tokens=128, prefill_split_cap_waves=8)
+            plan = pol.plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
+            launch = prepare_hybrid(plan, data.cache, batch.q_lens)
+            ok, err, msg = checked(lambda: run_hybrid(
+                launch, data.q, data.cache, out=torch.full_like(data.q, float("nan"))), data.ref)
+            out.append({"shape": shape.to_dict(), "q_lens": q_lens, "kv_lens": kv_lens,
+                        "policy": name, "schedule": plan.schedule, "ok": ok, "rel_error": err,
+                        "message": msg, "max_splits": int(plan.splits.max())})
+            log(f"check {name} {shape.to_dict()}: {'ok' if ok else 'FAILED ' + msg} ({err:.2e})")
+    return out
+
+
 def run_parity(batches, results, device, dtype, spec, timer, have_fi, over_budget, log,
                save) -> None:
     """Decode-only: the hybrid kernel against kernels/decode.py on the same decode plan.
@@ -456,6 +494,8 @@ def summarize(results: dict) -> dict:
         "geomean_fi_pod_over_fi_serial": geomean([c.get("fi_pod_over_fi_serial") for c in cases]),
         "geomean_best_over_fi_pod": geomean([c.get("best_over_fi_pod") for c in cases]),
         "parity_hybrid_over_base": [p.get("hybrid_over_base") for p in results["parity"]],
+        "checks_ok": sum(bool(c["ok"]) for c in results.get("check", [])),
+        "checks_failed": sum(not c["ok"] for c in results.get("check", [])),
         "skipped": len(results["skipped"]),
     }
     s["targets"] = {

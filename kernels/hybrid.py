@@ -272,7 +272,9 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
     return HybridConfig(block_np=block_np, block_md=block_md, block_nd=block_nd,
                         block_nd_fused=min(block_nd, 64),
                         prefill_warps=8 if plan.prefill_block_m == 128 else 4,
-                        decode_warps=dec.num_warps, fused_warps=8 if few else 4,
+                        # 128+ packed rows (speculative x large groups) spill with 4 warps.
+                        decode_warps=dec.num_warps if block_md <= 64 else 8,
+                        fused_warps=8 if few or block_md > 64 else 4,
                         num_stages=dec.num_stages, fused_stages=2 if few else 1)
 
 

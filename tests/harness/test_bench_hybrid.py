@@ -25,4 +25,5 @@ def test_dry_run_writes_checked_table(tmp_path):
             assert case["variants"][name]["rel_error"] < 2e-2
     assert res["parity"][0]["hybrid"]["ok"] and res["parity"][0]["base"]["ok"]
     assert "targets" in res["summary"]
+    assert res["check"] and all(c["ok"] for c in res["check"])
     assert "| case |" in (tmp_path / "results.md").read_text()

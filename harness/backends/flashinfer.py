@@ -118,6 +118,8 @@ class FlashInferBackend:
     # -- the Backend protocol --------------------------------------------------------------
 
     def unsupported_reason(self, plan: Plan) -> str | None:
+        if _is_hybrid(plan):
+            return None  # harness/backends/flashinfer_hybrid.py runs it (pod or serial)
         return fip.unsupported_reason(plan, self.path)
 
     def split_policy(self, params: SplitParams):
@@ -127,6 +129,11 @@ class FlashInferBackend:
 
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
+
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import flashinfer_hybrid
+
+            return flashinfer_hybrid.verify(self, batch, plan)
 
         from kvtune.kernels.reference import judge_output
 
@@ -162,6 +169,11 @@ class FlashInferBackend:
 
     def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
         from kvtune.harness.timing import measure_callable
+
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import flashinfer_hybrid
+
+            return flashinfer_hybrid.measure(self, batch, plan)
 
         run = self._runs.get(id(plan))
         if (run is None or run.plan is not plan or run.batch_key != _batch_key(batch)
@@ -310,6 +322,12 @@ class FlashInferBackend:
         self._inputs = None
         self._runs.clear()
         self._planned.clear()
+
+
+def _is_hybrid(plan) -> bool:
+    from kvtune.kernels.hybrid_plan import HybridPlan
+
+    return isinstance(plan, HybridPlan)
 
 
 class _BatchInputs:

@@ -119,6 +119,11 @@ class TritonBackend:
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
 
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import triton_hybrid
+
+            return triton_hybrid.verify(self, batch, plan)
+
         from kvtune.kernels.reference import judge_output
 
         inputs = self._batch_inputs(batch)
@@ -140,6 +145,10 @@ class TritonBackend:
         return result
 
     def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import triton_hybrid
+
+            return triton_hybrid.measure(self, batch, plan)
         inputs = self._batch_inputs(batch)
         seen = self._verified.get(id(plan))
         check = seen[1] if seen is not None and seen[0] is plan else self.verify(batch, plan)
@@ -274,6 +283,13 @@ class _BatchInputs:
         return one * max(1, len(self.copies or ())) + self.ref.numel() * self.ref.element_size()
 
 
+def _is_hybrid(plan) -> bool:
+    """A HybridPlan (kernels/hybrid_plan.py) goes to harness/backends/triton_hybrid.py."""
+    from kvtune.kernels.hybrid_plan import HybridPlan
+
+    return isinstance(plan, HybridPlan)
+
+
 def _batch_key(batch: DecodeBatch) -> tuple:
     """Identity of a batch's tensors: same lengths, shape and seed give the same data."""
     return (batch.seed, batch.shape, batch.kv_lens.tobytes())
@@ -319,6 +335,11 @@ def _default_device(torch_device: str) -> DeviceSpec:
     return DeviceSpec(name="triton-interpreter (cpu)", sm_count=4, l2_bytes=0,
                       hbm_bytes_per_s=1e9, live=False)
 
+
+# Read by harness/backends/triton_hybrid.py, which must not import this module (no cycle).
+TritonBackend.batch_inputs_type = _BatchInputs
+TritonBackend.error_bounds = ERROR_BOUNDS
+TritonBackend.samples_measurement = staticmethod(_measurement)
 
 BACKEND = TritonBackend
 

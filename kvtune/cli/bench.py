@@ -44,6 +44,14 @@ def run(args) -> int:
                              progress=not args.no_progress)
     outcome = run_bench(settings, command=args.command_line)
     print(format_rows(outcome.rows, args.format))
+    if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
+        from kvtune.harness.hybrid_summary import hybrid_frame, targets
+
+        t = targets(hybrid_frame(outcome.rows))
+        if not t.empty:  # sweep cases with both halves and hybrid-serial measured
+            print("\nhybrid sweep: speedup over hybrid-serial and latency over max(prefill alone, "
+                  "decode alone)")
+            print(t.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     label = "measured" if outcome.live else "simulated"
     print(f"\n{len(outcome.rows)} rows ({label}, {outcome.backend_name}, {outcome.device_name}); "
           f"{outcome.failed_rows} not ok. Results: {outcome.root}/measurements.parquet, "

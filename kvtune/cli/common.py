@@ -61,6 +61,9 @@ def add_suite_arguments(p) -> None:
     p.add_argument("--dtype", help="query/output and KV element type: bf16 or fp16 (default bf16)")
     p.add_argument("--kv-dtype", help="KV cache element type: bf16, fp16 or fp8_e4m3 (e4m3 pages "
                    "with per-tensor scales, 1 byte per element; default: --dtype)")
+    p.add_argument("--q-len", type=int, metavar="K",
+                   help="query tokens per decode, 1..16 (2..16: speculative decode batches; with "
+                        "--distribution hybrid it sets decode_q_len)")
     add_head_arguments(p)
 
 
@@ -94,7 +97,8 @@ def case_settings(args):
                         seeds=args.seeds, shape=args.shape, page_size=args.page_size,
                         dtype=args.dtype, kv_dtype=args.kv_dtype,
                         num_qo_heads=args.num_qo_heads,
-                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim)
+                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim,
+                        q_len=getattr(args, "q_len", None))
 
 
 def backend_settings(args):

@@ -86,8 +86,12 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 
 def run_tune_command(args: argparse.Namespace) -> int:
+    from kvtune.cli import tune_hybrid
     from kvtune.studies.config import load_preset, merge
     from kvtune.studies.tune import run_tune
+
+    if tune_hybrid.wants_hybrid(args):  # the hybrid knobs: studies/hybrid_tune.py
+        return tune_hybrid.run(args)
 
     given = explicit_settings(args)
     preset = load_preset(given["preset"]) if given.get("preset") else None

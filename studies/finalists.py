@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvtune.kernels.plan import SplitParams
-from kvtune.studies.objective import geomean
+from kvtune.studies.objective import geomean, robust_score
 from kvtune.studies.result import Finalist
 from kvtune.studies.rules import trial_policy
 
@@ -104,9 +104,10 @@ def top_configs(trials, k: int = DEFAULT_FINALISTS, multi_objective: bool = Fals
 
 def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us: dict,
                       recorder, *, study_name: str, bucket: str,
-                      rounds: int = DEFAULT_ROUNDS) -> list[FinalistStats]:
+                      rounds: int = DEFAULT_ROUNDS, robust: bool = False) -> list[FinalistStats]:
     """Measure `candidates` interleaved over `rounds` rounds (see the module docstring), each
-    planned with the backend's rule (studies/rules.py: trial_policy)."""
+    planned with the backend's rule (studies/rules.py: trial_policy). robust: a round's score is
+    objective.robust_score of the ratios (the default objective), else their geomean."""
     if rounds < 1:
         raise ValueError(f"finalist-rounds: {rounds} out of range; allowed: >= 1")
     n = len(candidates)
@@ -119,7 +120,7 @@ def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us
             for i, policy in enumerate(policies):
                 if failed[i]:
                     continue
-                row, plan = runner.measure_one(case, policy)
+                row, plan = runner.measure_one(case, policy, series=f"finalist:{i}")
                 recorder.add(row, phase="finalist", study=study_name, bucket=bucket,
                              round_index=r, candidate=i)
                 if row["status"] != "ok":
@@ -134,7 +135,8 @@ def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us
         if failed[i]:
             out.append(FinalistStats(params, (), (), {}, ctas[i], failed[i]))
             continue
-        scores = tuple(geomean(lat[i, r] / best) for r in range(rounds))
+        score_of = robust_score if robust else geomean
+        scores = tuple(score_of(lat[i, r] / best) for r in range(rounds))
         totals = tuple(float(lat[i, r].sum()) for r in range(rounds))
         case_us = {case.case_id: float(np.median(lat[i, :, c])) for c, case in enumerate(cases)}
         out.append(FinalistStats(params, scores, totals, case_us, ctas[i]))

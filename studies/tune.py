@@ -40,6 +40,7 @@ from kvtune.studies.result import (
 )
 from kvtune.studies.rules import rule_mismatch, split_rule, trial_policy
 from kvtune.studies.start_points import start_points
+from kvtune.studies.validation_step import validate_bucket
 from kvtune.studies.storage import (
     counted_trials,
     default_storage_url,
@@ -179,9 +180,11 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
     candidates = top_configs(complete, config.finalists, config.multi_objective, pareto)
     stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
                               study_name=study.study_name, bucket=bucket.name,
-                              rounds=config.finalist_rounds)
+                              rounds=config.finalist_rounds, robust=config.robust)
     win = choose(stats)
     w = stats[win]
+    family, validation = validate_bucket(ctx, bucket, cases, trial_policy(ctx.runner.backend, w.params),
+                                         recorder, study.study_name)
     mismatch = rule_mismatch(ctx.runner.backend, w.params, cases, ctx.runner.device)
     if mismatch:
         stderr_line(f"bucket {bucket.name}: warning: {mismatch}")
@@ -205,7 +208,8 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         study_name=study.study_name, params=w.params, score=w.median, worst=worst,
         n_trials=counted_trials(study), cases=evidence,
         finalists=tuple(s.to_finalist(i == win) for i, s in enumerate(stats)),
-        regret_geomean=regret_geomean(evidence) if config.oracle else None, pareto_front=front)
+        regret_geomean=regret_geomean(evidence) if config.oracle else None, pareto_front=front,
+        family=family, validation=validation)
     return result, [(s.median_us, s.spread) for s in stats]
 
 
@@ -254,7 +258,8 @@ def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
         shares[bucket.name] = [left // n + (1 if i < left % n else 0) for i in range(n)]
     # Workers open the backend the main process resolved (auto -> its choice, the device model).
     resolved = replace(config, backend=ctx.opened.backend.name,
-                       device_model=None if ctx.opened.device.live else ctx.opened.device.name)
+                       device_model=None if ctx.opened.device.live else ctx.opened.device.name,
+                       buckets=",".join(b.name for b, _ in ctx.buckets))  # --buckets auto: as found
     payload = json.dumps({"config": resolved.to_dict(), "shares": shares, "deadline": deadline,
                           "run_dir": str(writer.root), "run_id": writer.run_id})
     procs = []
@@ -326,6 +331,8 @@ def _manifest(ctx, command: str, shown_storage: str) -> dict:
         "suite": ctx.suite.name,
         "suite_description": ctx.suite.description,
         "cases": [c.to_dict() for c in ctx.suite.cases],
+        "validation": {"how": ctx.validation_how, "cases": [c.case_id for c in ctx.validation],
+                       "stress_cases": list(ctx.stress_ids)},
         "buckets": [{"name": b.name, "min_batch": b.min_batch, "max_batch": b.max_batch,
                      "cases": [c.case_id for c in cases]} for b, cases in ctx.buckets],
         "baselines": [{"label": label, "name": p.name, "params": p.params()} for label, p in ctx.baselines],
@@ -363,6 +370,10 @@ def _provenance(ctx, writer, shown_storage: str) -> dict:
         "finalists": config.finalists,
         "finalist_rounds": config.finalist_rounds,
         "oracle": config.oracle,
+        "validation": ctx.validation_how,
+        "validation_cases": len(ctx.validation),
+        "stress_cases": len(ctx.stress_ids),
+        "buckets_searched": config.buckets == "auto",
         "timer": env.get("timer"),
         "cold_l2": env.get("cold_l2"),
         "versions": {k: v for k, v in env.items() if k.endswith("_version")},

@@ -89,6 +89,10 @@ def resolve_series(policies: str, heuristics=(), shape=None, load_heuristic=None
             policy = load_heuristic(path, shape)
             sha = file_sha256(path)
             label = f"tuned:{Path(path).stem}"
+            if sha in labels:
+                raise ValueError(f"policies: heuristic {path} given twice (same sha256); allowed: "
+                                 "each file once")
+            labels.add(sha)
             if label in labels:
                 label = f"{label}~{sha[:8]}"
             item = Series(label, policy, {"heuristic_path": str(path), "heuristic_sha256": sha})

@@ -403,7 +403,8 @@ def _family_targets(doc: dict, covered) -> None:
     for i, b in enumerate(covered):
         family = b.result.family
         target = doc["targets"]["flashinfer"]["buckets"][i]
-        entry = {k: target[k] for k in ("min_batch", "max_batch", "workspace") if k in target}
+        entry = {"min_batch": target["min_batch"], "max_batch": target["max_batch"],
+                 "workspace": target.get("workspace")}
         if family == "defer":
             target.clear()
             target.update(entry, expressible=True, disable_split_kv=False, fixed_split_size_pages=None,

@@ -76,6 +76,8 @@ def summary_lines(doc: dict) -> list[str]:
             fi_text = "not expressible"
         elif fi["disable_split_kv"]:
             fi_text = "disable_split_kv"
+        elif fi.get("fixed_split_size_pages") is None:
+            fi_text = "its own planner" if bucket.get("family") == "defer" else "fixed_split_size per batch"
         else:
             fi_text = f"fixed_split_size={fi['fixed_split_size_pages']} pages"
         tr_text = "env" if tr["expressible"] else "not expressible"

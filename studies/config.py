@@ -44,6 +44,7 @@ class TuneConfig:
     max_buckets: int = 4
     validate: tuple = ()  # specs (studies/validation.py); () = held-out seeds; ("none",) = off
     stress: bool = True
+    adaptive: bool = True  # adaptive-family finalists (studies/finalists.py)
     sampler: str | None = None  # None: tpe, or nsga2 for the multi-objective mode
     seed: int = 0
     objective: str = "robust"

@@ -244,7 +244,9 @@ def bucket_evidence(bucket: CoveredBucket) -> dict:
         spread = (f.score_p90 - f.score_p10) / f.score_median if f.score_median > 0 else None
         finalists.append({"params": f.params.to_dict(), "score_median": f.score_median,
                           "score_p10": f.score_p10, "score_p90": f.score_p90, "spread": spread,
-                          "ctas": f.ctas, "chosen": f.chosen})
+                          "ctas": f.ctas, "chosen": f.chosen,
+                          **({"family": f.family, "max_chunk_tokens": f.max_chunk_tokens}
+                             if f.family else {})})
     regret = None
     if regrets or r.regret_geomean is not None:
         regret = {"geomean": r.regret_geomean if r.regret_geomean is not None else _geomean(regrets),

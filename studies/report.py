@@ -55,7 +55,8 @@ def build_summary(result: TuningResult, finalist_extra: dict | None = None) -> d
         for i, f in enumerate(b.finalists):
             median_us, spread = extra[i] if i < len(extra) else (float("nan"), _spread(f))
             finalists.append({"params": f.params.to_dict(), "median_us": median_us, "spread": spread,
-                              "score_median": f.score_median, "ctas": f.ctas, "chosen": f.chosen})
+                              "score_median": f.score_median, "ctas": f.ctas, "chosen": f.chosen,
+                              "family": f.family})
         cases = []
         for c in b.cases:
             entry = {"case": c.case_id, "batch_size": c.batch_size, "tuned_us": c.tuned_us}
@@ -68,7 +69,7 @@ def build_summary(result: TuningResult, finalist_extra: dict | None = None) -> d
             "worst": b.worst, "n_trials": b.n_trials, "speedup": speedups(b),
             "finalists": finalists, "cases": cases, "regret": b.regret_geomean,
             "pareto_front": list(b.pareto_front),
-            "family": b.family, "validation": b.validation,
+            "family": b.family, "max_chunk_tokens": b.max_chunk_tokens, "validation": b.validation,
         })
     prov = result.provenance
     return {"study": result.study, "storage": prov.get("storage"), "run_id": prov.get("run_id"),
@@ -98,6 +99,10 @@ def format_report(result: TuningResult, summary: dict) -> str:
                      f"{b.n_trials} trials; study {b.study_name})")
         lines.append(f"  tuned: min_tokens_per_cta={p.min_tokens_per_cta} max_waves={p.max_waves} "
                      f"max_splits={p.max_splits} ctas_per_sm={p.ctas_per_sm} schedule={p.schedule}")
+        if b.family:
+            extra = f", max_chunk_tokens={b.max_chunk_tokens}" if b.max_chunk_tokens else ""
+            lines.append(f"  family: {b.family}{extra}" + (" (the engine's own planner ships)"
+                                                           if b.family == "defer" else ""))
         lines.append(f"  score (tuned / best baseline): geomean {b.score:.3f}, worst case {b.worst:.3f}")
         lines.append("  speedup of tuned over   geomean    worst")
         for base, sp in s["speedup"].items():
@@ -109,7 +114,7 @@ def format_report(result: TuningResult, summary: dict) -> str:
             lines.append(f"   {mark} {fp.min_tokens_per_cta:>5}/{fp.max_waves:>2}w/{fp.max_splits:>3}s/"
                          f"{fp.ctas_per_sm}c/{fp.schedule:<22} {f.score_median:.4f} "
                          f"[{f.score_p10:.4f}..{f.score_p90:.4f}] spread {fs['spread']:.2%} "
-                         f"ctas {f.ctas}")
+                         f"ctas {f.ctas}" + (f" {f.family}" if f.family else ""))
         if b.regret_geomean is not None:
             regrets = [c.tuned_us / c.oracle_us for c in b.cases if c.oracle_us]
             lines.append(f"  regret (tuned / oracle): geomean {b.regret_geomean:.3f}, worst "

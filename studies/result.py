@@ -66,16 +66,23 @@ class Finalist:
     score_p90: float
     ctas: int
     chosen: bool = False
+    family: str = ""  # "" = the run's rule; "adaptive" for an adaptive candidate
+    max_chunk_tokens: int | None = None
 
     def to_dict(self) -> dict:
-        return {"params": self.params.to_dict(), "score_median": self.score_median,
-                "score_p10": self.score_p10, "score_p90": self.score_p90, "ctas": self.ctas,
-                "chosen": self.chosen}
+        d = {"params": self.params.to_dict(), "score_median": self.score_median,
+             "score_p10": self.score_p10, "score_p90": self.score_p90, "ctas": self.ctas,
+             "chosen": self.chosen}
+        if self.family:
+            d["family"] = self.family
+            d["max_chunk_tokens"] = self.max_chunk_tokens
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Finalist":
         return cls(SplitParams(**d["params"]), float(d["score_median"]), float(d["score_p10"]),
-                   float(d["score_p90"]), int(d["ctas"]), bool(d.get("chosen", False)))
+                   float(d["score_p90"]), int(d["ctas"]), bool(d.get("chosen", False)),
+                   d.get("family") or "", d.get("max_chunk_tokens"))
 
 
 @dataclass(frozen=True)

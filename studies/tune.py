@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvtune.studies.config import TuneConfig
-from kvtune.studies.finalists import choose, measure_finalists, top_configs
+from kvtune.studies.finalists import adaptive_candidates, choose, measure_finalists, top_configs
 from kvtune.studies.records import RowRecorder, merge_parts, remove_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
@@ -178,21 +178,24 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         return None
     pareto = study.best_trials if config.multi_objective else ()
     candidates = top_configs(complete, config.finalists, config.multi_objective, pareto)
+    candidates += adaptive_candidates(ctx.space) if config.adaptive else []
     stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
                               study_name=study.study_name, bucket=bucket.name,
                               rounds=config.finalist_rounds, robust=config.robust)
     win = choose(stats)
     w = stats[win]
-    family, validation = validate_bucket(ctx, bucket, cases, trial_policy(ctx.runner.backend, w.params),
-                                         recorder, study.study_name)
-    mismatch = rule_mismatch(ctx.runner.backend, w.params, cases, ctx.runner.device)
+    chosen = (candidates[win].policy() if w.family else trial_policy(ctx.runner.backend, w.params))
+    family, validation = validate_bucket(ctx, bucket, cases, chosen, recorder, study.study_name)
+    family = family or w.family
+    mismatch = None if w.family else rule_mismatch(ctx.runner.backend, w.params, cases,
+                                                   ctx.runner.device)
     if mismatch:
         stderr_line(f"bucket {bucket.name}: warning: {mismatch}")
     oracle_us = {}
     if config.oracle:
         search_ = OracleSearch(ctx.runner, ctx.space, recorder, study_name=study.study_name,
                                bucket=bucket.name)
-        seeds = [p for _, p in ctx.baselines] + [trial_policy(ctx.runner.backend, w.params)]
+        seeds = [p for _, p in ctx.baselines] + [chosen]
         for case in cases:
             oracle_us[case.case_id] = search_.run(case, seeds).best_us
     evidence = tuple(
@@ -209,7 +212,7 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         n_trials=counted_trials(study), cases=evidence,
         finalists=tuple(s.to_finalist(i == win) for i, s in enumerate(stats)),
         regret_geomean=regret_geomean(evidence) if config.oracle else None, pareto_front=front,
-        family=family, validation=validation)
+        family=family, validation=validation, max_chunk_tokens=w.max_chunk_tokens)
     return result, [(s.median_us, s.spread) for s in stats]
 
 

@@ -214,7 +214,7 @@ def defer_decision(cases, case_us: dict, noise: float) -> tuple[bool, str]:
     gain = 1.0 / geomean(ratios)
     worst = max(ratios)
     if gain - 1.0 <= noise:
-        return True, (f"tuned is x{gain:.3f} the default in geomean, not above the noise "
+        return True, (f"tuned is x{gain:.3f} as fast as the default in geomean, not above the noise "
                       f"({noise:.2%})")
     if worst > REGRESSION_LIMIT + noise:
         return True, (f"tuned is {worst:.3f}x the default's latency on one case (allowed "

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
                    help="held-out cases the search never sees (repeatable): a suite name, "
                         "distribution:NAME, trace:FILE, or none (default: a held-out share of the "
                         "training suite's seeds)")
+    p.add_argument("--no-adaptive", dest="adaptive", action="store_false",
+                   help="no adaptive-family finalists (one chunk per batch computed at plan time)")
     p.add_argument("--no-stress", dest="stress", action="store_false",
                    help="do not add the stress share (skew80 at each training batch size)")
     p.add_argument("--sampler", help=f"{', '.join(SAMPLERS)} (default tpe; nsga2 with --objective mean,worst)")

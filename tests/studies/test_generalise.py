@@ -202,3 +202,28 @@ def test_tune_validate_export_then_bench_the_heuristic_on_a_trace_file(tmp_path,
     assert (tuned["heuristic_sha256"] == hashlib.sha256(heuristic.read_bytes()).hexdigest()).all()
     assert (rows["status"] == "ok").all()
     assert "tuned:tuned:a" in capsys.readouterr().out
+
+
+def test_adaptive_finalists_run_and_an_adaptive_bucket_exports_its_family_and_knobs(tmp_path):
+    root = run_tune(_config(tmp_path, study="ad", validate=("none",)))
+    result = load_tuning_result(root)
+    assert all(sum(f.family == "adaptive" for f in b.finalists) == 3 for b in result.buckets)
+    b = result.buckets[-1]
+    adaptive = next(f for f in b.finalists if f.family == "adaptive")
+    forced = replace(result, buckets=(*result.buckets[:-1],
+                                      replace(b, family="adaptive", params=adaptive.params,
+                                              max_chunk_tokens=adaptive.max_chunk_tokens)))
+    doc = export.build_heuristic(forced)
+    entry = doc["buckets"][-1]
+    assert entry["family"] == "adaptive" and entry["max_chunk_tokens"] == adaptive.max_chunk_tokens
+    assert doc["targets"]["flashinfer"]["buckets"][-1]["fixed_split_size_pages"] is None
+    path = tmp_path / "ad.json"
+    export.write_heuristic(doc, path)
+    policy = export.load_heuristic(path)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        kv = rng.integers(1, 150_000, int(rng.integers(b.min_batch, b.max_batch + 1)))
+        got = policy.plan(kv, SHAPE, H200)
+        want = AdaptiveChunkPolicy(adaptive.params, adaptive.max_chunk_tokens).plan(kv, SHAPE, H200)
+        assert np.array_equal(got.splits, want.splits)
+        assert np.array_equal(tuned_planner.plan_splits(doc, kv, H200.sm_count), got.splits)

@@ -69,6 +69,8 @@ def bench_rows(root: Path) -> list[dict]:
         rows = rows[rows["status"] == "ok"]
         lat = rows.pivot_table(index=["case_id", "batch_size"], columns="series", values="latency_us",
                                aggfunc="median")
+        frac = rows.pivot_table(index=["case_id", "batch_size"], columns="series", values="bw_fraction",
+                                aggfunc="median") if "bw_fraction" in rows else None
         chunks = [c for c in lat.columns if str(c).startswith(CHUNK_PREFIX)]
         backend = str(rows["backend"].iloc[0]) if len(rows) else "?"
         for label in [c for c in lat.columns if str(c).startswith("tuned:")]:
@@ -80,7 +82,9 @@ def bench_rows(root: Path) -> list[dict]:
                             "suite": parquet.parent.name, "case_id": case, "batch_size": int(batch),
                             "bucket": _bucket_of(doc["buckets"], int(batch)),
                             "vs_default": r[label] / r[PLANNER] if PLANNER in r else math.nan,
-                            "vs_best_chunk": r[label] / best_chunk})
+                            "vs_best_chunk": r[label] / best_chunk,
+                            "bw_fraction": (float(frac.loc[(case, batch), label])
+                                            if frac is not None and label in frac else math.nan)})
     return out
 
 
@@ -95,7 +99,8 @@ def summarise(cases: list[dict]) -> tuple[list[dict], list[dict]]:
                            "speedup_vs_default_geomean": 1 / geomean(g["vs_default"]),
                            "slowest_vs_default": float(g["vs_default"].max()),
                            "vs_best_chunk_geomean": geomean(g["vs_best_chunk"]),
-                           "vs_best_chunk_worst": float(g["vs_best_chunk"].max())})
+                           "vs_best_chunk_worst": float(g["vs_best_chunk"].max()),
+                           "bw_fraction_median": float(g["bw_fraction"].median())})
     for (label, backend), g in frame.groupby(["heuristic", "backend"], sort=False):
         kind = "flashinfer" if "flashinfer" in backend else "triton"
         t = TARGETS[kind]
@@ -122,11 +127,12 @@ def markdown(tunes, per_bucket, verdicts) -> str:
         lines.append(f"| {r['study']} | {r['bucket']} | {r['family'] or '-'} | {f(r['train_score'])} | "
                      f"{f(r['validation_score'])} | {f(r['validation_worst'])} | {f(r['vs_default_geomean'])} |")
     lines += ["", "## Exported heuristics on the validation cases", "",
-              "| heuristic | bucket | cases | x vs default (geomean) | slowest vs default | vs best chunk geomean | vs best chunk worst |",
-              "|---|---|---|---|---|---|---|"]
+              "| heuristic | bucket | cases | x vs default (geomean) | slowest vs default | vs best chunk geomean | vs best chunk worst | fraction of copy bandwidth (median) |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in per_bucket:
         lines.append(f"| {r['heuristic']} | {r['bucket']} | {r['cases']} | {f(r['speedup_vs_default_geomean'])} | "
-                     f"{f(r['slowest_vs_default'])} | {f(r['vs_best_chunk_geomean'])} | {f(r['vs_best_chunk_worst'])} |")
+                     f"{f(r['slowest_vs_default'])} | {f(r['vs_best_chunk_geomean'])} | {f(r['vs_best_chunk_worst'])} | "
+                     f"{f(r['bw_fraction_median'])} |")
     lines += ["", "## Targets", ""]
     for v in verdicts:
         lines.append(f"- {v['heuristic']} ({v['backend']}): {'MET' if v['met'] else 'NOT MET'} "

@@ -227,3 +227,34 @@ def test_adaptive_finalists_run_and_an_adaptive_bucket_exports_its_family_and_kn
         want = AdaptiveChunkPolicy(adaptive.params, adaptive.max_chunk_tokens).plan(kv, SHAPE, H200)
         assert np.array_equal(got.splits, want.splits)
         assert np.array_equal(tuned_planner.plan_splits(doc, kv, H200.sm_count), got.splits)
+
+
+def test_tuned_path_specs_keep_commas_and_colons_of_the_path():
+    from kvtune.kernels.policies import names
+    from kvtune.kernels.specs import split_policy_specs, tuned_path
+
+    known = set(names())
+    text = "fa3,tuned:path=/a:b/c,d.json,fixed-split:chunk_tokens=4096,tuned:path=x.json,no-split"
+    specs = split_policy_specs(text, lambda n: n in known)
+    assert specs == ["fa3", "tuned:path=/a:b/c,d.json", "fixed-split:chunk_tokens=4096",
+                     "tuned:path=x.json", "no-split"]
+    assert tuned_path(specs[1]) == "/a:b/c,d.json" and tuned_path("fa3") is None
+    with pytest.raises(ValueError, match="tuned:path=FILE"):
+        tuned_path("tuned:file=x.json")
+    with pytest.raises(ValueError, match="needs a file"):
+        tuned_path("tuned:path=")
+
+
+def test_bench_series_keep_two_variants_of_one_policy_apart(tmp_path, capsys):
+    assert main(["bench", "--suite", "smoke", "--policies",
+                 "fixed-split:chunk_tokens=512,fixed-split:chunk_tokens=4096", "--backend", "simulator",
+                 "--device-model", "h200", "--out", str(tmp_path), "--no-progress"]) == 0
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = pd.read_parquet(run / "measurements.parquet")
+    assert set(rows["series"]) == {"fixed-split:chunk_tokens=512", "fixed-split:chunk_tokens=4096"}
+    assert set(rows["policy"]) == {"fixed-split"}
+    out = capsys.readouterr().out
+    assert "fixed-split:chunk_tokens=512" in out and "fixed-split:chunk_tokens=4096" in out
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert [p["series"] for p in manifest["policies"]] == ["fixed-split:chunk_tokens=512",
+                                                           "fixed-split:chunk_tokens=4096"]

@@ -8,7 +8,8 @@ sorted distinct batch sizes into at most `max_buckets` consecutive groups of lea
 another bucket is only added when it lowers the cost by more than MIN_GAIN per case (a
 geomean gain of about 0.5%), so equal costs give fewer buckets. Buckets are ordered and cover
 1..the largest batch size: each ends at the largest batch of its group, the next starts right
-after it. The grid's measurements are recorded with phase "buckets".
+after it. The grid's measurements are stored with the run's rows (phase "buckets"). A resumed
+run searches again; on a GPU, pass the buckets it printed (--buckets) to keep the same studies.
 """
 
 from __future__ import annotations

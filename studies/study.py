@@ -47,6 +47,7 @@ class TuneContext:
     validation: list = None  # [CaseRun] the search never sees (studies/validation.py)
     validation_how: str = ""
     stress_ids: tuple = ()
+    bucket_rows: list = None  # --buckets auto: the chunk grid's rows, stored by the run
 
     def study_name(self, bucket: BatchBucket) -> str:
         return f"{self.config.study}/{bucket.name}"
@@ -107,13 +108,28 @@ def prepare(config: TuneConfig, *, worker: bool = False) -> TuneContext:
         if config.buckets == "auto":
             from kvtune.studies.buckets_auto import search_buckets
 
-            buckets = search_buckets(runner, cases, config.max_buckets)
+            grid_rows = _Collect()
+            buckets = search_buckets(runner, cases, config.max_buckets, grid_rows)
+            if not worker:
+                stderr_line("kvtune tune: --buckets auto found " + ",".join(b.name for b in buckets)
+                            + " (pass them as --buckets to resume with the same studies)")
         assigned = assign_cases(cases, buckets, size=lambda c: c.batch.batch_size)
     except BaseException:
         opened.backend.close()
         raise
     return TuneContext(config, shape, suite, assigned, opened, runner, space, baselines, held,
-                       split.how, tuple(c.case_id for c in split.stress))
+                       split.how, tuple(c.case_id for c in split.stress),
+                       grid_rows.rows if config.buckets == "auto" else [])
+
+
+class _Collect:
+    """Holds rows measured before the run's recorder exists (RowRecorder.add's signature)."""
+
+    def __init__(self) -> None:
+        self.rows: list = []
+
+    def add(self, row: dict, **where) -> None:
+        self.rows.append((row, where))
 
 
 def _open_backend(config: TuneConfig, worker: bool):

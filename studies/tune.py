@@ -93,6 +93,8 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
         writer = RunWriter.create(config.out, _manifest(ctx, command, shown), kind="tune")
         ctx.runner.run_id = writer.run_id
         recorder = RowRecorder(writer.root / MEASUREMENTS)
+        for row, where in ctx.bucket_rows or []:  # --buckets auto: the chunk grid, measured first
+            recorder.add(row, **where)
         try:
             result, extra = _run(ctx, storage, writer, recorder, shown, gpus)
         except BaseException as exc:

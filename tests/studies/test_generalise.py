@@ -258,3 +258,16 @@ def test_bench_series_keep_two_variants_of_one_policy_apart(tmp_path, capsys):
     manifest = json.loads((run / "manifest.json").read_text())
     assert [p["series"] for p in manifest["policies"]] == ["fixed-split:chunk_tokens=512",
                                                            "fixed-split:chunk_tokens=4096"]
+
+
+def test_tune_with_auto_buckets_stores_the_grid_and_covers_the_suite(tmp_path):
+    root = run_tune(_config(tmp_path, study="auto", distribution="skew80", param=("total_tokens=65536",),
+                            batch_sizes="2,16,128", buckets="auto", max_buckets=2, adaptive=False,
+                            validate=("none",)))
+    manifest = json.loads((root / "manifest.json").read_text())
+    buckets = manifest["buckets"]
+    assert 1 <= len(buckets) <= 2 and buckets[0]["min_batch"] == 1 and buckets[-1]["max_batch"] == 128
+    for prev, cur in zip(buckets, buckets[1:]):
+        assert cur["min_batch"] == prev["max_batch"] + 1
+    rows = pd.read_parquet(root / "measurements.parquet")
+    assert len(rows[rows["phase"] == "buckets"]) == 6 * 6  # 3 cases + 3 stress cases x 6 chunks

@@ -8,8 +8,11 @@ Order of work (nothing is written before every setting has been checked and the 
    start points;
 4. search: in this process (--workers 1), or in N worker processes sharing the storage
    (studies/worker.py), each taking an equal share of every bucket's remaining trials;
-5. per bucket: the top configurations re-measured interleaved and the winner chosen
-   (studies/finalists.py), the oracle when asked (studies/oracle.py);
+5. per bucket: the top configurations (and the adaptive-family candidates) re-measured
+   interleaved and the winner chosen on training cases (studies/finalists.py); then measured on
+   the held-out validation cases next to the engine's own planner and the baselines, and the
+   bucket defers to that planner unless the winner beats it (studies/validation.py,
+   studies/validation_step.py); the oracle when asked (studies/oracle.py);
    every configuration is planned with the backend's rule (studies/rules.py), which the result
    records as `rule` for the tuned table;
 6. tuning.json, summary.json, the measurements and the manifest ("complete"); the results are

@@ -27,6 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 kvtune() { python3 -m kvtune "$@"; }
 chunks=""
 for c in 512 1024 2048 4096 8192 16384; do chunks+="fixed-split:chunk_tokens=$c,"; done
+t0=$(date +%s)
 {
   for backend in "${backends[@]}"; do
     if [ "$backend" = simulator ]; then
@@ -42,7 +43,10 @@ for c in 512 1024 2048 4096 8192 16384; do chunks+="fixed-split:chunk_tokens=$c,
       measure=(--backend simulator --device-model h200)
     else
       stop=min_samples=5,min_time_ms=5,max_noise=0.02,timeout_s=0.5
-      common=(--backend "$backend" --trials 12 --finalists 2 --finalist-rounds 2 --timeout-s 30
+      # FlashInfer: 1 finalist of the search + the 3 adaptive candidates; Triton (whose
+      # parametric rule already adapts to the batch): 2 finalists, no adaptive ones.
+      if [ "$backend" = flashinfer ]; then picks=(--finalists 1); else picks=(--finalists 2 --no-adaptive); fi
+      common=(--backend "$backend" --trials 12 "${picks[@]}" --finalist-rounds 2 --timeout-s 25
               --stopping "$stop" --baselines flashinfer-tensor-core,fa3)
       train_a=(--suite traces)
       val_a=(--validate prod-mix --validate threshold)
@@ -72,4 +76,5 @@ for c in 512 1024 2048 4096 8192 16384; do chunks+="fixed-split:chunk_tokens=$c,
     done
   done
   python3 "$here/generalise_table.py" "$res" --out "$out/table.json" --markdown "$out/table.md"
+  echo "== total wall $(( $(date +%s) - t0 )) s"
 } 2>&1 | tee "$log"

@@ -33,7 +33,7 @@ TARGETS = {
 
 
 def geomean(values) -> float:
-    values = [v for v in values if v == v]
+    values = [v for v in values if not math.isnan(v)]
     return float(np.exp(np.mean(np.log(values)))) if values else math.nan
 
 
@@ -77,7 +77,7 @@ def bench_rows(root: Path) -> list[dict]:
             path = rows[rows["series"] == label]["heuristic_path"].iloc[0]
             doc = json.loads(Path(path).read_text())
             for (case, batch), r in lat.iterrows():
-                best_chunk = min((r[c] for c in chunks if r[c] == r[c]), default=math.nan)
+                best_chunk = min((r[c] for c in chunks if not math.isnan(r[c])), default=math.nan)
                 out.append({"heuristic": label, "file": str(path), "backend": backend,
                             "suite": parquet.parent.name, "case_id": case, "batch_size": int(batch),
                             "bucket": _bucket_of(doc["buckets"], int(batch)),
@@ -122,7 +122,7 @@ def markdown(tunes, per_bucket, verdicts) -> str:
     lines = ["## Tuning (train vs validation)", "",
              "| study | bucket | family | train score | validation score | validation worst | vs default |",
              "|---|---|---|---|---|---|---|"]
-    f = lambda v: "-" if v is None or v != v else f"{v:.3f}"  # noqa: E731
+    f = lambda v: "-" if v is None or math.isnan(v) else f"{v:.3f}"
     for r in tunes:
         lines.append(f"| {r['study']} | {r['bucket']} | {r['family'] or '-'} | {f(r['train_score'])} | "
                      f"{f(r['validation_score'])} | {f(r['validation_worst'])} | {f(r['vs_default_geomean'])} |")

@@ -11,14 +11,15 @@ Order of work (what is written when):
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import traceback
-import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from kvtune.kernels.policies import from_spec, names as policy_names
+from kvtune.kernels.policies import from_spec
+from kvtune.kernels.policies import names as policy_names
 from kvtune.kernels.specs import split_policy_specs, tuned_path
 from kvtune.workloads.selection import CaseSettings, resolve_shape, resolve_suite
 
@@ -183,5 +184,13 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     return outcome
 
 
-__all__ = ["BackendSettings", "BenchOutcome", "BenchSettings", "DEFAULT_POLICIES",
-           "DEFAULT_RESULTS_DIR", "file_sha256", "resolve_series", "run_bench"]
+__all__ = [
+    "DEFAULT_POLICIES",
+    "DEFAULT_RESULTS_DIR",
+    "BackendSettings",
+    "BenchOutcome",
+    "BenchSettings",
+    "file_sha256",
+    "resolve_series",
+    "run_bench",
+]

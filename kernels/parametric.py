@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-
 from kvtune.kernels.baselines import FixedSplitPolicy
 from kvtune.kernels.plan import (
     MAX_BATCH,
@@ -38,7 +37,13 @@ from kvtune.kernels.plan import (
     build_plan,
     split_by_count,
 )
-from kvtune.kernels.policy_common import cdiv, check_choice, check_int, plain_notes, smallest_fitting
+from kvtune.kernels.policy_common import (
+    cdiv,
+    check_choice,
+    check_int,
+    plain_notes,
+    smallest_fitting,
+)
 
 PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"
@@ -94,7 +99,7 @@ class AdaptiveChunkPolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.split_params, SplitParams):
-            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")
+            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")  # noqa: TRY004
         check_int("max_chunk_tokens", self.max_chunk_tokens, 1, 1 << 20)
 
     def params(self) -> dict:
@@ -353,18 +358,18 @@ class BucketedPolicy:
 
 __all__ = [
     "ADAPTIVE_FAMILY",
-    "AdaptiveChunkPolicy",
     "DEFAULT_MAX_CHUNK_TOKENS",
     "DEFER_FAMILY",
     "FAMILIES",
-    "adaptive_chunk_tokens",
-    "engine_default_policy",
-    "family_policy",
     "FIXED_CHUNK_RULE",
     "PARAMETRIC_RULE",
     "RULES",
+    "AdaptiveChunkPolicy",
     "Bucket",
     "BucketedPolicy",
     "ParametricPolicy",
+    "adaptive_chunk_tokens",
+    "engine_default_policy",
+    "family_policy",
     "rule_policy",
 ]

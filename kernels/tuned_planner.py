@@ -418,8 +418,8 @@ def fixed_split_size(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int |
     if pieces.deferred:
         return None
     if pieces.family == PARAMETRIC_RULE:
-        raise ValueError("family: bucket %d is parametric; fixed_split_size needs fixed-chunk, "
-                         "adaptive or defer" % pieces.bucket_index)
+        raise ValueError(f"family: bucket {pieces.bucket_index} is parametric; fixed_split_size "
+                         "needs fixed-chunk, adaptive or defer")
     doc = _as_document(heuristic)
     return pieces.chunk_tokens // doc["shape"]["page_size"]
 
@@ -428,7 +428,6 @@ __all__ = [
     "ADAPTIVE_FAMILY",
     "DEFER_FAMILY",
     "FAMILIES",
-    "fixed_split_size",
     "FIXED_CHUNK_RULE",
     "MAX_FILE_BYTES",
     "MAX_NESTING_DEPTH",
@@ -439,6 +438,7 @@ __all__ = [
     "check_document",
     "check_schema_version",
     "document_rule",
+    "fixed_split_size",
     "load_document",
     "parse_document",
     "plan_pieces",

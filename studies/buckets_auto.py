@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from kvtune.studies.buckets import BatchBucket
 
 CHUNK_GRID_TOKENS = (512, 1024, 2048, 4096, 8192, 16384)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from kvtune.kernels.plan import SplitParams
 from kvtune.studies.objective import geomean, robust_score
 from kvtune.studies.result import Finalist
@@ -188,11 +187,11 @@ def measure_finalists(runner, cases, candidates: list, baselines_us: dict,
 
 
 __all__ = [
-    "FamilyCandidate",
-    "adaptive_candidates",
     "DEFAULT_FINALISTS",
     "DEFAULT_ROUNDS",
+    "FamilyCandidate",
     "FinalistStats",
+    "adaptive_candidates",
     "choose",
     "measure_finalists",
     "top_configs",

@@ -101,8 +101,8 @@ def format_report(result: TuningResult, summary: dict) -> str:
                      f"max_splits={p.max_splits} ctas_per_sm={p.ctas_per_sm} schedule={p.schedule}")
         if b.family:
             extra = f", max_chunk_tokens={b.max_chunk_tokens}" if b.max_chunk_tokens else ""
-            lines.append(f"  family: {b.family}{extra}" + (" (the engine's own planner ships)"
-                                                           if b.family == "defer" else ""))
+            ships = " (the engine's own planner ships)" if b.family == "defer" else ""
+            lines.append(f"  family: {b.family}{extra}{ships}")
         lines.append(f"  score (tuned / best baseline): geomean {b.score:.3f}, worst case {b.worst:.3f}")
         lines.append("  speedup of tuned over   geomean    worst")
         for base, sp in s["speedup"].items():
@@ -131,8 +131,8 @@ def _validation_lines(b: BucketResult) -> list[str]:
     if not v:
         return ["  validation: none (no held-out case in this bucket)"]
     where = "training cases (--validate none)" if v.get("source") == "training" else "held-out cases"
-    out = [f"  validation on {v['cases']} {where}: score geomean {v['score_geomean']:.3f}, worst "
-           f"{v['worst']:.3f} (training: {b.score:.3f}, {b.worst:.3f})"]
+    out = [(f"  validation on {v['cases']} {where}: score geomean {v['score_geomean']:.3f}, worst "
+            f"{v['worst']:.3f} (training: {b.score:.3f}, {b.worst:.3f})")]
     tv, vs = v.get("tuned_vs_default") or {}, v.get("vs_default") or {}
     if tv:
         out.append(f"  tuned vs the engine default: x{tv['geomean']:.3f} geomean, worst "

@@ -91,7 +91,6 @@ def prepare(config: TuneConfig, *, worker: bool = False) -> TuneContext:
     environment already; the record imports torch, which costs a worker seconds of start-up).
     """
     from kvtune.harness.runner import CaseRun, Runner
-
     from kvtune.studies.validation import split_cases
 
     shape, suite, baselines, buckets = validate(config)

@@ -43,7 +43,6 @@ from kvtune.studies.result import (
 )
 from kvtune.studies.rules import rule_mismatch, split_rule, trial_policy
 from kvtune.studies.start_points import start_points
-from kvtune.studies.validation_step import validate_bucket
 from kvtune.studies.storage import (
     counted_trials,
     default_storage_url,
@@ -63,6 +62,7 @@ from kvtune.studies.study import (
     silence_optuna,
     stderr_line,
 )
+from kvtune.studies.validation_step import validate_bucket
 
 KERNELS = {"triton": "triton-splitkv", "flashinfer": "flashinfer-tensor-core"}
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 from kvtune.studies.objective import geomean
 
 DEFAULT_LABEL = "default"

@@ -9,19 +9,20 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-
-from kvtune.cli import main
 from kvtune.harness.device import device_model
 from kvtune.kernels import tuned_planner
 from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
 from kvtune.kernels.parametric import AdaptiveChunkPolicy, BucketedPolicy
 from kvtune.kernels.plan import SplitParams
-from kvtune.studies import export, study as study_module
+from kvtune.studies import export
+from kvtune.studies import study as study_module
 from kvtune.studies.buckets_auto import choose_boundaries, search_buckets
 from kvtune.studies.config import TuneConfig
 from kvtune.studies.result import load_tuning_result
 from kvtune.studies.tune import run_tune
 from kvtune.workloads.shapes import get_shape
+
+from kvtune.cli import main
 
 from .conftest import sim_cases, sim_runner
 

@@ -55,6 +55,22 @@ class CaseRun:
     batch: DecodeBatch | AttentionBatch
 
 
+@dataclass(frozen=True)
+class Series:
+    """A policy as one series of a run: `label` is what the rows' `series` column holds (the
+    policy spec as the user typed it, or `tuned:<file stem>`); `columns` are added to its rows
+    (a heuristic's `heuristic_path` and `heuristic_sha256`)."""
+
+    label: str
+    policy: Policy
+    columns: dict = field(default_factory=dict)
+
+
+def as_series(item) -> Series:
+    """A Series as is; a bare Policy becomes the series named after the policy."""
+    return item if isinstance(item, Series) else Series(item.name, item)
+
+
 @dataclass
 class Runner:
     """Plans and measures cases with policies on one backend.
@@ -71,8 +87,18 @@ class Runner:
     on_row: Callable[[dict], None] | None = None
     extra_columns: dict = field(default_factory=dict)
 
-    def measure_one(self, case: CaseRun, policy: Policy) -> tuple[dict, Plan | None]:
-        """Plan `case` with `policy`, gate and measure it; returns the row and the plan."""
+    def measure_one(self, case: CaseRun, policy, series: str | None = None) -> tuple[dict, Plan | None]:
+        """Plan `case` with `policy` (a Policy or a Series), gate and measure it; returns the row
+        and the plan. series: the row's `series` label (default: the Series' label, else the
+        policy's name)."""
+        item = as_series(policy)
+        policy, label = item.policy, series or item.label
+        row, plan = self._measure(case, policy)
+        row["series"] = label
+        row.update(item.columns)
+        return row, plan
+
+    def _measure(self, case: CaseRun, policy: Policy) -> tuple[dict, Plan | None]:
         from kvtune.harness.gate import gate_and_measure
 
         batch = case.batch
@@ -87,8 +113,9 @@ class Runner:
         meas = gate_and_measure(self.backend, batch, plan)
         return self._row(case, policy, plan, meas, plan_us), plan
 
-    def run(self, cases: Iterable[CaseRun], policies: Sequence[Policy], progress=None) -> list[dict]:
-        """Measure every case with every policy, in case order then policy order."""
+    def run(self, cases: Iterable[CaseRun], policies: Sequence, progress=None) -> list[dict]:
+        """Measure every case with every policy (Policy or Series), in case order then policy
+        order."""
         rows = []
         for case in cases:
             for policy in policies:

@@ -15,7 +15,7 @@ from pathlib import Path
 from kvtune.workloads.selection import CaseSettings
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
-OBJECTIVES = ("mean", "mean,worst")
+OBJECTIVES = ("robust", "mean", "mean,worst")
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,14 @@ class TuneConfig:
     warm_l2: bool = False
     stopping: str | None = None
     trials: int = 40
-    buckets: str | None = None
+    buckets: str | None = None  # "auto": searched (studies/buckets_auto.py)
+    max_buckets: int = 4
+    validate: tuple = ()  # specs (studies/validation.py); () = held-out seeds; ("none",) = off
+    stress: bool = True
+    adaptive: bool = True  # adaptive-family finalists (studies/finalists.py)
     sampler: str | None = None  # None: tpe, or nsga2 for the multi-objective mode
     seed: int = 0
-    objective: str = "mean"
+    objective: str = "robust"
     pruner: str = "median"
     baselines: str = "flashinfer-tensor-core,fa3,trtllm-oversub,fixed-split"
     space: dict = field(default_factory=dict)
@@ -67,7 +71,8 @@ class TuneConfig:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective: {self.objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
         for name, lo, hi in (("trials", 1, 100_000), ("workers", 1, 256), ("finalists", 1, 50),
-                             ("finalist_rounds", 1, 100), ("heartbeat_s", 1, 3600)):
+                             ("finalist_rounds", 1, 100), ("heartbeat_s", 1, 3600),
+                             ("max_buckets", 1, 16)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name.replace('_', '-')}: {value!r} out of range; allowed: {lo}..{hi}")
@@ -90,18 +95,24 @@ class TuneConfig:
         return self.objective == "mean,worst"
 
     @property
+    def robust(self) -> bool:
+        return self.objective == "robust"
+
+    @property
     def sampler_name(self) -> str:
         return self.sampler or ("nsga2" if self.multi_objective else "tpe")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["param"] = list(self.param)
+        d["validate"] = list(self.validate)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> TuneConfig:
         d = dict(d)
         d["param"] = tuple(d.get("param") or ())
+        d["validate"] = tuple(d.get("validate") or ())
         return cls(**d)
 
 
@@ -130,7 +141,7 @@ def load_preset(name: str) -> dict:
         key = key.replace("-", "_")
         if key not in known:
             raise ValueError(f"preset {name}: key {key!r} unknown; allowed: {', '.join(sorted(known))}")
-        values[key] = tuple(value) if key == "param" else value
+        values[key] = tuple(value) if key in ("param", "validate") else value
     if "space" in values and not isinstance(values["space"], dict):
         raise ValueError(f"preset {name}: space must be a table of knob = values")
     return values

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 FLUSH_EVERY_ROWS = 500
-PHASES = ("baseline", "trial", "finalist", "oracle")
+PHASES = ("baseline", "trial", "finalist", "oracle", "validation", "buckets")
 PART_GLOB = "measurements.worker-*.parquet"
 
 

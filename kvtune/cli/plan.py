@@ -67,6 +67,11 @@ def run(args) -> int:
     if "bucket_min_batch" in notes:
         print(f"  bucket: {notes['bucket_min_batch']}..{notes['bucket_max_batch']} "
               f"(batch size {plan.batch_size})")
+    if notes.get("family") == "defer":
+        print("  family: defer: the engine's own planner plans this batch (shown below: FlashInfer's "
+              "tensor-core plan, fixed_split_size=None)")
+    elif notes.get("family"):
+        print(f"  family: {notes['family']}")
     for key, value in info.items():
         print(f"  {key}: {value}")
     return 0

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvtune.dashboard.frames import METRICS
+from kvtune.dashboard.text import plain
 from kvtune.dashboard.thresholds import Threshold
 
 # One colour per policy, the same on every page. Baselines keep their colour in every run.
@@ -49,6 +50,12 @@ _SPARE_COLORS = (
     "#e7969c",
 )
 MAX_FACET_COLUMNS = 3
+FLOOR_COLOR = "#555555"
+# Threshold rules closer than this on the log batch axis (a ratio) are one cluster: their labels
+# are staggered (alternate sides of the rule, then down the facet) instead of printed on top of
+# each other.
+RULE_CLUSTER_RATIO = 1.12
+RULE_LABEL_POSITIONS = ("end", "middle", "start")
 FACET_HEIGHT_PX = 380
 TIMELINE_LEGEND_MAX_REQUESTS = 12  # above this, requests get cycled colours and no legend
 # Requests: ten distinct hues, then the spare colours (the timeline cycles through them).
@@ -90,14 +97,22 @@ def latency_figure(
     metric: str = "latency_us",
     distributions: Sequence[str] | None = None,
     title: str = "",
+    floor: pd.DataFrame | None = None,
+    run_styles: dict[str, dict] | None = None,
+    run_names: dict[str, str] | None = None,
 ) -> go.Figure:
-    """Latency (or bandwidth fraction) versus batch size: one line per `line` of `points`, one facet
-    per distribution, log batch-size axis (and log latency axis), and a labelled vertical rule per
-    threshold inside the batch sizes drawn.
+    """Latency (or bandwidth fraction, or latency over a baseline's) versus batch size: one line
+    per `line` of `points`, one facet per distribution, log batch-size axis (and log latency axis),
+    and a labelled vertical rule per threshold inside the batch sizes drawn (labels of rules that
+    nearly coincide staggered).
 
-    points: latency_points() output. thresholds: Threshold rules (drawn at batch_size - 0.5 on
-    every facet whose batch sizes span it). metric: "latency_us" or "bw_fraction".
-    distributions: facet order (default: as sorted in points). Hover: splits, CTAs, waves.
+    points: latency_points() output (with latency_ratio for that metric: compare.normalise).
+    thresholds: Threshold rules (drawn at batch_size - 0.5 on every facet whose batch sizes span
+    it). metric: a key of frames.METRICS. distributions: facet order (default: as sorted in points).
+    floor: compare.floor_points(), drawn as a grey dotted line per run on the latency view; the
+    bandwidth view draws its rule at 1.0 (the ceiling), the normalised view at 1.0 (the baseline).
+    run_styles: {run id: {"dash", "symbol"}} (compare.run_styles) to tell runs and devices apart;
+    run_names: {run id: name} for the legend's groups. Hover: splits, CTAs, waves.
     """
     if metric not in METRICS:
         raise ValueError(f"metric: {metric!r} not allowed; allowed: {', '.join(METRICS)}")
@@ -114,28 +129,72 @@ def latency_figure(
     fig = make_subplots(
         rows=rows,
         cols=cols,
-        subplot_titles=dists or None,
+        subplot_titles=[plain(d) for d in dists] or None,
         horizontal_spacing=0.06,
         vertical_spacing=0.12 if rows > 1 else 0.1,
     )
     shown: set[str] = set()
+    styles = run_styles or {}
     for k, dist in enumerate(dists, start=1):
         row, col = (k - 1) // cols + 1, (k - 1) % cols + 1
         sub = points[points["distribution"] == dist]
         for line, part in sub.groupby("line", sort=True):
             part = part.sort_values("batch_size")
+            run_id = str(part["run_id"].iloc[0]) if "run_id" in part else ""
+            group = (run_names or {}).get(run_id) if run_names else None
             fig.add_trace(
-                _latency_trace(line, part, metric, showlegend=line not in shown), row=row, col=col
+                _latency_trace(
+                    line, part, metric, showlegend=line not in shown,
+                    style=styles.get(run_id), group=group,
+                ),
+                row=row,
+                col=col,
             )
             shown.add(line)
+        if metric == "latency_us" and floor is not None and not floor.empty:
+            for line, part in floor[floor["distribution"] == dist].groupby("line", sort=True):
+                part = part.sort_values("batch_size")
+                style = styles.get(str(part["run_id"].iloc[0]), {})
+                fig.add_trace(
+                    go.Scatter(
+                        x=part["batch_size"].to_numpy(),
+                        y=part["floor_us"].to_numpy(dtype=float),
+                        mode="lines",
+                        name=plain(line),
+                        legendgroup=plain(line),
+                        showlegend=line not in shown,
+                        line={"color": FLOOR_COLOR, "width": 1.5,
+                              "dash": "dot" if style.get("dash", "solid") == "solid" else style["dash"]},
+                        hovertemplate=(
+                            f"<b>{plain(line)}</b><br>B=%{{x}}<br>%{{y:,.1f}} us: the batch's "
+                            "bytes at the bandwidth ceiling<extra></extra>"
+                        ),
+                    ),
+                    row=row,
+                    col=col,
+                )
+                shown.add(line)
+        if metric in ("bw_fraction", "latency_ratio") and not sub.empty:
+            xref, yref = _axis_names(k)
+            text = "ceiling" if metric == "bw_fraction" else "baseline"
+            fig.add_shape(
+                type="line", xref=f"{xref} domain", yref=yref, x0=0, x1=1, y0=1.0, y1=1.0,
+                line={"color": FLOOR_COLOR, "width": 1.5, "dash": "dot"}, name=f"unit:{text}",
+                label={"text": text, "textposition": "end", "font": {"size": 10}},
+            )
         if not sub.empty:
             lo, hi = float(sub["batch_size"].min()), float(sub["batch_size"].max())
-            for rule in thresholds:
-                if lo < rule.rule_x < hi:
-                    _add_rule(fig, k, rule)
-    log_y = metric == "latency_us"
+            inside = sorted((r for r in thresholds if lo < r.rule_x < hi), key=lambda r: r.rule_x)
+            for rule, slot in zip(inside, stagger_slots([r.rule_x for r in inside])):
+                _add_rule(fig, k, rule, slot)
+    log_y = metric in ("latency_us", "latency_ratio")
     x_ticks = power_of_two_ticks(points["batch_size"]) if not points.empty else []
-    y_ticks = round_log_ticks(points["latency_us"]) if log_y and not points.empty else []
+    y_values = points[metric] if metric in points and not points.empty else []
+    if metric == "latency_us" and floor is not None and not floor.empty:
+        y_values = np.concatenate([np.asarray(y_values, dtype=float), floor["floor_us"].to_numpy(dtype=float)])
+    if metric == "latency_ratio" and len(y_values):
+        y_values = np.append(np.asarray(y_values, dtype=float), 1.0)
+    y_ticks = round_log_ticks(y_values) if log_y and len(y_values) else []
     for k in range(1, rows * cols + 1):
         xname, yname = _axis_names(k)
         xaxis = fig.layout[xname.replace("x", "xaxis", 1)]
@@ -154,17 +213,17 @@ def latency_figure(
         if not log_y:
             yaxis.update(rangemode="tozero")
     fig.update_layout(
-        title=title or None,
-        height=FACET_HEIGHT_PX * rows + 80,
+        title=plain(title) if title else None,
+        height=FACET_HEIGHT_PX * rows + 80 + (40 if run_names else 0),
         hovermode="closest",
         legend={
-            "title": "policy",
+            "title": "run · policy" if run_names else "policy",
             "orientation": "h",
             "yanchor": "bottom",
             "y": 1.04 + 0.02 * rows,
             "x": 0,
         },
-        margin={"t": 110, "l": 60, "r": 20, "b": 50},
+        margin={"t": 110 + (40 if run_names else 0), "l": 60, "r": 20, "b": 50},
     )
     if not dists:
         fig.add_annotation(
@@ -176,6 +235,21 @@ def latency_figure(
             y=0.5,
         )
     return fig
+
+
+def stagger_slots(xs: Sequence[float]) -> list[int]:
+    """A label slot per rule (xs sorted, batch-size units): 0 for a rule with no close neighbour;
+    inside a cluster of rules closer than RULE_CLUSTER_RATIO apart, 0, 1, 2, ... in order, so
+    coinciding rules get different sides and heights (_add_rule)."""
+    slots, previous, slot = [], None, 0
+    for x in xs:
+        if previous is not None and previous > 0 and x / previous < RULE_CLUSTER_RATIO:
+            slot += 1
+        else:
+            slot = 0
+        slots.append(slot)
+        previous = x
+    return slots
 
 
 def power_of_two_ticks(values) -> list[int]:
@@ -205,7 +279,14 @@ def round_log_ticks(values) -> list[float]:
     return [t for t in ticks if first <= t <= last]
 
 
-def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool) -> go.Scatter:
+def _latency_trace(
+    line: str,
+    part: pd.DataFrame,
+    metric: str,
+    showlegend: bool,
+    style: dict | None = None,
+    group: str | None = None,
+) -> go.Scatter:
     custom = np.column_stack(
         [
             part["max_splits"].to_numpy(dtype=float),
@@ -218,8 +299,12 @@ def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool)
             part["bw_fraction"].to_numpy(dtype=float),
         ]
     )
+    name = plain(line)
+    ratio = (
+        "<br>%{y:.3f}x the baseline's latency" if metric == "latency_ratio" else ""
+    )
     hover = (
-        f"<b>{line}</b><br>B=%{{x}}<br>latency %{{customdata[6]:,.1f}} us"
+        f"<b>{name}</b><br>B=%{{x}}<br>latency %{{customdata[6]:,.1f}} us{ratio}"
         "<br>bandwidth %{customdata[7]:.1%} of ceiling"
         "<br>splits: max %{customdata[0]:.0f}, %{customdata[1]:.0f} requests split"
         "<br>CTAs: %{customdata[2]:,.0f} launched, %{customdata[3]:,.0f} tasks"
@@ -239,15 +324,18 @@ def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool)
                 "width": 2,
             }
     color = policy_color(line)
+    style = style or {}
+    extra = {"legendgrouptitle": {"text": plain(group)}} if group else {}
     return go.Scatter(
         x=part["batch_size"].to_numpy(),
         y=y,
         mode="lines+markers",
-        name=line,
-        legendgroup=line,
+        name=name,
+        legendgroup=plain(group) if group else name,
         showlegend=showlegend,
-        line={"color": color, "width": 2},
-        marker={"size": 6, "color": color},
+        line={"color": color, "width": 2, "dash": style.get("dash", "solid")},
+        marker={"size": 7, "color": color, "symbol": style.get("symbol", "circle")},
+        **extra,
         customdata=custom,
         hovertemplate=hover,
         error_y=error_y,
@@ -262,18 +350,21 @@ def _vertical_rule(fig: go.Figure, x: float, *, name: str, line: dict, label: di
                   line=line, name=name, **extra)
 
 
-def _add_rule(fig: go.Figure, subplot: int, rule: Threshold) -> None:
+def _add_rule(fig: go.Figure, subplot: int, rule: Threshold, slot: int = 0) -> None:
+    """A threshold's dashed (regime) or dotted (bucket) rule; its label runs up the rule, on the
+    left side for even slots and the right for odd ones, lower for every second pair
+    (stagger_slots), so that rules at nearly the same batch size keep readable labels."""
     xref, yref = _axis_names(subplot)
     color = policy_color(rule.policy)
     _vertical_rule(
         fig, rule.rule_x, xref=xref, yref=yref,
         line={"color": color, "width": 1.5, "dash": "dash" if rule.kind == "regime" else "dot"},
         label={
-            "text": rule.label,
-            "textposition": "end",
+            "text": plain(rule.label),
+            "textposition": RULE_LABEL_POSITIONS[(slot // 2) % len(RULE_LABEL_POSITIONS)],
             "textangle": -90,
             "font": {"size": 10, "color": color},
-            "xanchor": "right",
+            "xanchor": "right" if slot % 2 == 0 else "left",
         },
         name=f"{rule.kind}:{rule.policy}:{rule.batch_size}",
     )
@@ -601,6 +692,7 @@ __all__ = [
     "power_of_two_ticks",
     "round_log_ticks",
     "rule_shapes",
+    "stagger_slots",
     "study_figures",
     "timeline_figure",
 ]

@@ -1,7 +1,13 @@
-"""What every page shares: the configuration, the sidebar's run picker, and run-state messages.
+"""What every page shares: the configuration, the sidebar's run picker, deep links, the
+auto-refresh while a run is going, and run-state messages.
 
 The run picker lives in the sidebar, drawn by app.py on every page, so the runs picked on one page
 stay picked on the others. Pages read the pick with `selected_runs()`.
+
+Deep links: the page is the URL's path (/latency, /study, ...; st.navigation), the picked runs
+and each page's filters are its query string (?runs=...&lat_metric=...): `url_widget()` seeds a
+widget from the URL on a fresh session and `to_url()` writes the widget's value back on every run,
+so a view survives a reload and can be shared.
 """
 
 from __future__ import annotations
@@ -12,6 +18,10 @@ from kvtune.dashboard import data, storage
 
 RUNS_KEY = "kvtune_runs"
 SAVED_KEY = "kvtune_runs_saved"
+RUNS_PARAM = "runs"
+REFRESH_KEY = "kvtune_auto_refresh"
+REFRESH_PARAM = "refresh"
+POLL_S = 3.0  # how often the results folder and the storage are polled while a run is going
 NO_RUNS_HELP = (
     "Make one with `kvtune bench --suite threshold --backend simulator --device-model h200 "
     "--out {results}` (about 15 s on a CPU), or a tuning run with `kvtune tune`."
@@ -20,6 +30,63 @@ NO_RUNS_HELP = (
 
 def config() -> data.DashboardConfig:
     return data.config_from_env()
+
+
+# ---------------------------------------------------------------- deep links
+
+
+def _from_url(key: str, options: list, multi: bool):
+    """The URL's value for `key` matched to `options` (by their text): a list for a multi-select
+    (unknown entries dropped), one option or None."""
+    by_text = {str(o): o for o in options}
+    if multi:
+        values = st.query_params.get_all(key)
+        if len(values) == 1 and values[0] == "":
+            return []
+        picked = [by_text[v] for v in values if v in by_text]
+        return picked if values else None
+    value = st.query_params.get(key)
+    return by_text.get(value) if value is not None else None
+
+
+def url_widget(key: str, options: list, default, *, multi: bool = False) -> None:
+    """Seed st.session_state[key] for the select box, radio or multi-select drawn next with
+    `key=key` (and no default or index of its own): the value it holds when still one of
+    `options`, else the URL's (?key=...) when it names options, else `default`."""
+    if multi:
+        current = st.session_state.get(key)
+        if not isinstance(current, list) or any(v not in options for v in current):
+            current = None
+    else:
+        current = st.session_state.get(key)
+        if current not in options:
+            current = None
+    if current is None:
+        current = _from_url(key, options, multi)
+    if current is None:
+        current = default
+    st.session_state[key] = list(current) if multi else current
+
+
+def url_flag(key: str, default: bool) -> None:
+    """Seed st.session_state[key] for a checkbox or toggle drawn next (URL: 1 or 0)."""
+    if isinstance(st.session_state.get(key), bool):
+        return
+    value = st.query_params.get(key)
+    st.session_state[key] = default if value not in ("0", "1") else value == "1"
+
+
+def to_url(key: str, value) -> None:
+    """Write a widget's value into the URL's query string (a list as repeated keys; an empty list
+    as one empty value, so that 'none picked' survives a reload too)."""
+    if isinstance(value, bool):
+        text = "1" if value else "0"
+    elif isinstance(value, (list, tuple)):
+        text = [str(v) for v in value] or [""]
+    else:
+        text = str(value)
+    if st.query_params.get_all(key) != (text if isinstance(text, list) else [text]):
+        st.query_params[key] = text
 
 
 def run_label(run: dict) -> str:
@@ -46,10 +113,15 @@ def sidebar() -> None:
         return
     by_id = {r["run_id"]: r for r in all_runs}
     # Streamlit drops a widget's state when the page changes, so the pick is kept under a plain
-    # session key and copied into the widget before it is drawn.
+    # session key and copied into the widget before it is drawn. A fresh session takes the pick
+    # from the URL (?runs=...), else the default run.
     if SAVED_KEY not in st.session_state:
-        st.session_state[SAVED_KEY] = [_default_run(all_runs)]
+        from_url = _from_url(RUNS_PARAM, list(by_id), multi=True)
+        st.session_state[SAVED_KEY] = (
+            from_url if from_url is not None else [_default_run(all_runs)]
+        )
     st.session_state[SAVED_KEY] = [r for r in st.session_state[SAVED_KEY] if r in by_id]
+    to_url(RUNS_PARAM, st.session_state[SAVED_KEY])
     st.session_state[RUNS_KEY] = list(st.session_state[SAVED_KEY])
     side.multiselect(
         "Runs",
@@ -60,18 +132,70 @@ def sidebar() -> None:
         help="Pick one or several runs; every page shows these.",
     )
     side.button("Reload results", help="Re-read the results folder (new runs and rows)")
+    auto_refresh(all_runs)
 
 
 def _save_pick() -> None:
     st.session_state[SAVED_KEY] = list(st.session_state[RUNS_KEY])
+    to_url(RUNS_PARAM, st.session_state[SAVED_KEY])
 
 
 def _default_run(all_runs: list[dict]) -> str:
-    """The newest complete run with measurements, else the newest run."""
+    """The newest complete run with readable measurements, else the newest run."""
     for run in all_runs:
-        if run.get("status") == "complete" and run.get("has_measurements"):
+        if (
+            run.get("status") == "complete"
+            and run.get("has_measurements")
+            and not run.get("problems")
+        ):
             return run["run_id"]
     return all_runs[0]["run_id"]
+
+
+# ---------------------------------------------------------------- auto-refresh
+
+
+def running_runs(all_runs: list[dict]) -> list[dict]:
+    return [r for r in all_runs if r.get("status") == "running"]
+
+
+def poll_signature(cfg: data.DashboardConfig) -> tuple:
+    """What changes while a run is going: every run's files (data.results_signature) and the
+    number of trials of every study in the storage (read afresh, not from a cache)."""
+    from kvtune.dashboard import storage as storages
+
+    return (data.results_signature(cfg.results_dir), storages.trial_counts(cfg.storage))
+
+
+def auto_refresh(all_runs: list[dict]) -> None:
+    """While a run is still going (a tune, or a bench), a sidebar toggle (on unless turned off,
+    also through ?refresh=0) and a fragment that polls the results folder and the storage every
+    POLL_S seconds and reruns the page when either changed."""
+    going = running_runs(all_runs)
+    if not going:
+        return
+    url_flag(REFRESH_KEY, True)
+    on = st.sidebar.toggle(
+        f"auto-refresh ({len(going)} run{'s' if len(going) > 1 else ''} going)",
+        key=REFRESH_KEY,
+        help=f"Poll the results folder and the Optuna storage every {POLL_S:g} s and redraw the "
+        "page when a run wrote more rows or a study gained trials.",
+    )
+    to_url(REFRESH_PARAM, bool(on))
+    if not on:
+        return
+    cfg = config()
+    st.session_state["kvtune_poll_last"] = poll_signature(cfg)
+
+    @st.fragment(run_every=POLL_S)
+    def _poll() -> None:
+        now = poll_signature(cfg)
+        if now != st.session_state.get("kvtune_poll_last"):
+            st.session_state["kvtune_poll_last"] = now
+            st.rerun(scope="app")
+
+    with st.sidebar:
+        _poll()
 
 
 def all_runs() -> list[dict]:
@@ -176,16 +300,24 @@ def with_tuned(run: dict, frame):
 
 
 __all__ = [
+    "POLL_S",
+    "REFRESH_KEY",
     "RUNS_KEY",
+    "auto_refresh",
     "all_runs",
     "config",
     "measurements_of",
     "no_runs_message",
+    "poll_signature",
     "run_label",
     "run_state_message",
     "selected_runs",
+    "running_runs",
     "sidebar",
+    "to_url",
     "tuning_runs",
     "untuned_pick_note",
+    "url_flag",
+    "url_widget",
     "with_tuned",
 ]

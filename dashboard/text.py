@@ -1,0 +1,55 @@
+"""Strings from results files shown as text, never as Markdown or HTML.
+
+Manifests, measurement rows, tuning results and study names are written by whoever made the
+results folder; the dashboard may be opened on a folder someone else made. Streamlit renders
+Markdown in st.markdown / st.caption / st.info / st.error / st.subheader ..., and Plotly renders a
+subset of HTML (`<a href>`, `<b>`, ...) in titles, legend names and labels. A name such as
+`![x](http://host/x.png)` would make the viewer's browser fetch that host. So every such string
+goes through `code()` (a Markdown code span, shown literally) or `plain()` (HTML-escaped, for
+Plotly) before it reaches a page.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+EMPTY = "—"
+_BACKTICKS = re.compile(r"`+")
+
+
+def _as_text(value) -> str:
+    if value is None:
+        return EMPTY
+    text = " ".join(str(value).split())
+    return text or EMPTY
+
+
+def code(value) -> str:
+    """`value` as a Markdown code span: shown literally (no link, image, emphasis, HTML, LaTeX or
+    Streamlit directive), whatever it holds. Backticks inside are kept: the span's fence is one
+    backtick longer than the longest run inside (CommonMark). None and "" show as an em dash."""
+    text = _as_text(value)
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * (longest + 1)
+    if text.startswith("`") or text.endswith("`"):
+        text = f" {text} "
+    return f"{fence}{text}{fence}"
+
+
+def plain(value) -> str:
+    """`value` HTML-escaped for Plotly text (titles, legend names, labels, hover): Plotly shows
+    `<a href=...>` as a link, this shows it as the characters it is."""
+    return html.escape(_as_text(value), quote=False)
+
+
+def cell(value):
+    """A table cell: None (and NaN) as an em dash instead of the word None."""
+    if value is None:
+        return EMPTY
+    if isinstance(value, float) and value != value:
+        return EMPTY
+    return value
+
+
+__all__ = ["EMPTY", "cell", "code", "plain"]

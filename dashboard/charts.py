@@ -569,7 +569,8 @@ def finalists_figure(finalists: pd.DataFrame, title: str = "") -> go.Figure:
         title=title or None,
         height=360,
         yaxis_title="score (tuned / best baseline)",
-        xaxis_title="finalist",
+        # Labels such as "#0" would otherwise be read as numbers and the chosen one dropped.
+        xaxis={"title_text": "finalist", "type": "category"},
         margin={"t": 60, "l": 60, "r": 20, "b": 50},
     )
     return fig
@@ -641,28 +642,62 @@ def _completed_trials(study) -> list:
     return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
 
 
+def objective_names(study) -> list[str]:
+    """The names of a study's objectives: the ones stored with the study (metric_names), else
+    kvtune's: `mean score` (geometric mean of tuned / best baseline) and, for a multi-objective
+    study (`kvtune tune --objective mean,worst`), `worst case`."""
+    stored = getattr(study, "metric_names", None)
+    count = len(study.directions)
+    if stored and len(stored) == count:
+        return [str(n) for n in stored]
+    kvtune_names = ["mean score", "worst case"]
+    return kvtune_names[:count] if count <= 2 else [f"objective {i}" for i in range(count)]
+
+
+STUDY_FIGURES = ("history", "pareto", "importances", "parallel", "slice")
+
+
 def study_figures(
-    study, which: Iterable[str] = ("history", "importances", "parallel", "slice")
+    study,
+    which: Iterable[str] = ("history", "importances", "parallel", "slice"),
+    objective: int = 0,
 ) -> dict:
     """Optuna's Plotly visualisations of one bucket's study: {name: Figure or the reason (str) it
     cannot be drawn}. Importances use PED-ANOVA (fast, no extra dependency); they need two
-    completed trials whose parameters vary."""
+    completed trials whose parameters vary.
+
+    A multi-objective study draws its per-objective plots (history, importances, parallel, slice)
+    for `objective` (an index into objective_names(), named on the axes), and `pareto` its Pareto
+    front over the first two objectives. `pareto` of a single-objective study is a reason."""
     import optuna.visualization as vis
     from optuna.importance import PedAnovaImportanceEvaluator
 
+    names = objective_names(study)
+    multi = len(names) > 1
+    if not 0 <= objective < len(names):
+        raise ValueError(f"objective: {objective} out of range; allowed: 0..{len(names) - 1}")
+    target = {}
+    if multi:
+        target = {"target": lambda t: t.values[objective], "target_name": names[objective]}
+    else:
+        target = {"target_name": names[0]}
     out: dict = {}
     done = _completed_trials(study)
     builders = {
-        "history": lambda: vis.plot_optimization_history(study),
+        "history": lambda: vis.plot_optimization_history(study, **target),
+        "pareto": lambda: vis.plot_pareto_front(study, target_names=names[:2]),
         "importances": lambda: vis.plot_param_importances(
-            study, evaluator=PedAnovaImportanceEvaluator()
+            study, evaluator=PedAnovaImportanceEvaluator(), **target
         ),
-        "parallel": lambda: vis.plot_parallel_coordinate(study),
-        "slice": lambda: vis.plot_slice(study),
+        "parallel": lambda: vis.plot_parallel_coordinate(study, **target),
+        "slice": lambda: vis.plot_slice(study, **target),
     }
     for name in which:
         if name not in builders:
             raise ValueError(f"which: {name!r} not allowed; allowed: {', '.join(builders)}")
+        if name == "pareto" and not multi:
+            out[name] = "a Pareto front needs a multi-objective study (--objective mean,worst)"
+            continue
         if not done:
             out[name] = "no completed trial yet"
             continue
@@ -672,7 +707,7 @@ def study_figures(
         try:
             fig = builders[name]()
         except Exception as exc:  # noqa: BLE001 - Optuna raises various errors on degenerate studies
-            out[name] = f"cannot draw: {' '.join(str(exc).split())}"
+            out[name] = f"Optuna could not draw this plot ({' '.join(str(exc).split())[:300]})"
             continue
         fig.update_layout(
             height=420 if name != "parallel" else 460, margin={"t": 60, "l": 60, "r": 20, "b": 50}
@@ -687,12 +722,14 @@ __all__ = [
     "case_comparison_figure",
     "finalists_figure",
     "latency_figure",
+    "objective_names",
     "policy_color",
     "policy_summary_figure",
     "power_of_two_ticks",
     "round_log_ticks",
     "rule_shapes",
     "stagger_slots",
+    "STUDY_FIGURES",
     "study_figures",
     "timeline_figure",
 ]

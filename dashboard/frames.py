@@ -12,6 +12,8 @@ import zlib
 import numpy as np
 import pandas as pd
 
+from kvtune.harness.redact import redact_url
+
 # Columns of one point of the latency chart, aggregated over the cases (seeds) of a batch size.
 HOVER_COLUMNS = ("max_splits", "split_requests", "grid_size", "num_tasks", "waves")
 METRICS = {
@@ -59,7 +61,10 @@ def runs_table(manifests: list[dict]) -> pd.DataFrame:
         rows.append(
             {
                 "run": m.get("run_id", "?"),
-                "status": m.get("status", "?"),
+                # A file that cannot be read is part of the status: "complete, 108 rows" would
+                # promise rows no page can show.
+                "status": str(m.get("status", "?"))
+                + (" · files unreadable" if m.get("problems") else ""),
                 "kind": m.get("kind", "?"),
                 "device": device_text(m),
                 "backend": m.get("backend", "?"),
@@ -69,8 +74,10 @@ def runs_table(manifests: list[dict]) -> pd.DataFrame:
                 "suite": m.get("suite", ""),
                 "rows": m.get("rows"),
                 "tuning": bool(m.get("has_tuning")),
-                "command": m.get("command", ""),
-                "error": m.get("error") or "",
+                "command": redact_url(m.get("command") or ""),
+                "error": "; ".join(
+                    [str(m.get("error"))] * bool(m.get("error")) + list(m.get("problems") or ())
+                ),
             }
         )
     columns = [

@@ -68,6 +68,14 @@ def url_widget(key: str, options: list, default, *, multi: bool = False) -> None
     st.session_state[key] = list(current) if multi else current
 
 
+def url_text(key: str, default: str) -> None:
+    """Seed st.session_state[key] for a text input drawn next: its own text, else the URL's."""
+    if isinstance(st.session_state.get(key), str):
+        return
+    value = st.query_params.get(key)
+    st.session_state[key] = value if value is not None else default
+
+
 def url_flag(key: str, default: bool) -> None:
     """Seed st.session_state[key] for a checkbox or toggle drawn next (URL: 1 or 0)."""
     if isinstance(st.session_state.get(key), bool):
@@ -318,6 +326,7 @@ __all__ = [
     "tuning_runs",
     "untuned_pick_note",
     "url_flag",
+    "url_text",
     "url_widget",
     "with_tuned",
 ]

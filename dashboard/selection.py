@@ -15,6 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kvtune.dashboard import data, storage
+from kvtune.dashboard.text import code
 
 RUNS_KEY = "kvtune_runs"
 SAVED_KEY = "kvtune_runs_saved"
@@ -61,10 +62,15 @@ def url_widget(key: str, options: list, default, *, multi: bool = False) -> None
         current = st.session_state.get(key)
         if current not in options:
             current = None
-    if current is None:
+    # A value the user has not changed follows the default (it depends on the runs picked).
+    default_key = f"{key}__default"
+    if default_key in st.session_state and current == st.session_state[default_key]:
+        current = None
+    elif current is None:
         current = _from_url(key, options, multi)
     if current is None:
         current = default
+    st.session_state[default_key] = list(default) if multi else default
     st.session_state[key] = list(current) if multi else current
 
 
@@ -109,11 +115,11 @@ def sidebar() -> None:
     """The results folder, the storage and the run picker (multi-select) in the sidebar."""
     cfg = config()
     side = st.sidebar
-    side.caption(f"results: `{cfg.results_dir}`")
+    side.caption(f"results: {code(cfg.results_dir)}")
     if cfg.storage:
-        side.caption(f"Optuna storage: `{storage.redact_url(cfg.storage)}`")
+        side.caption(f"Optuna storage: {code(storage.redact_url(cfg.storage))}")
     else:
-        side.caption(f"Optuna storage: none ({cfg.storage_note})")
+        side.caption(f"Optuna storage: none ({code(cfg.storage_note)})")
     all_runs = data.runs(cfg.results_dir)
     if not all_runs:
         side.info("No runs in the results folder yet.")
@@ -240,26 +246,31 @@ def untuned_pick_note() -> None:
             continue
         if run.get("kind") == "tune" and run.get("status") == "running":
             st.caption(
-                f"Run {run['run_id']} is still tuning: its result appears when it finishes; "
+                f"Run {code(run['run_id'])} is still tuning: its result appears when it finishes; "
                 "its trials so far are under *study in the storage*."
             )
         elif run.get("kind") == "tune":
             st.caption(
-                f"Run {run['run_id']} ended {run.get('status', '?')} without a tuning result."
+                f"Run {code(run['run_id'])} ended {code(run.get('status', '?'))} without a "
+                "tuning result."
             )
         else:
-            st.caption(f"Run {run['run_id']} is a {run.get('kind', '?')} run, without a study.")
+            st.caption(
+                f"Run {code(run['run_id'])} is a {code(run.get('kind', '?'))} run, without a study."
+            )
 
 
 def no_runs_message() -> None:
     cfg = config()
-    st.info(f"No runs in `{cfg.results_dir}`. " + NO_RUNS_HELP.format(results=cfg.results_dir))
+    st.info(
+        f"No runs in {code(cfg.results_dir)}. " + NO_RUNS_HELP.format(results=cfg.results_dir)
+    )
 
 
 def run_state_message(run: dict) -> None:
     """A note for a run that is not simply complete: still running, failed, or unreadable."""
     status = run.get("status")
-    rid = run.get("run_id", "?")
+    rid = code(run.get("run_id", "?"))
     if status == "running":
         st.info(
             f"Run {rid} is still running: the pages show the rows written so far. "
@@ -267,11 +278,11 @@ def run_state_message(run: dict) -> None:
         )
     elif status == "failed":
         st.warning(
-            f"Run {rid} failed: {run.get('error') or 'no error recorded'}. "
+            f"Run {rid} failed: {code(run.get('error') or 'no error recorded')}. "
             "The rows it kept are shown."
         )
     elif status == "corrupt":
-        st.error(f"Run {rid} cannot be read: {run.get('error')}")
+        st.error(f"Run {rid} cannot be read: {code(run.get('error'))}")
 
 
 def measurements_of(runs: list[dict]):
@@ -283,12 +294,15 @@ def measurements_of(runs: list[dict]):
             continue
         loaded = data.measurements(run["path"])
         if not loaded.ok:
-            st.error(f"Run {run['run_id']}: measurements.parquet cannot be read. {loaded.error}")
+            st.error(
+                f"Run {code(run['run_id'])}: measurements.parquet cannot be read. "
+                f"{code(loaded.error)}"
+            )
             continue
         if loaded.value.empty:
             if run.get("status") != "failed":
                 st.info(
-                    f"Run {run['run_id']} has no measurements yet"
+                    f"Run {code(run['run_id'])} has no measurements yet"
                     + (" (it is still running)." if run.get("status") == "running" else ".")
                 )
             continue

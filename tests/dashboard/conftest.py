@@ -304,6 +304,9 @@ def messy_results(tmp_path, bench_run, tune_run) -> Path:
     corrupt = root / "20260101-000000-bench-c0c0"
     shutil.copytree(bench_run, corrupt)
     (corrupt / "measurements.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    man = json.loads((corrupt / "manifest.json").read_text())
+    man.update(run_id=corrupt.name)
+    (corrupt / "manifest.json").write_text(json.dumps(man))
 
     running = root / "20260101-000001-bench-r0r0"
     shutil.copytree(bench_run, running)

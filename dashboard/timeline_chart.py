@@ -146,14 +146,14 @@ def timeline_figure(
     legend_requests = order[:TIMELINE_LEGEND_MAX_REQUESTS]
     for req in legend_requests:
         part = frame[frame["request"] == req]
-        name = f"request {req}" + (f" ({int(lens[req]):,} tokens)" if lens is not None else "")
+        name = f"request {req}" + (f" · {int(lens[req]):,} tok" if lens is not None else "")
         fig.add_trace(bar(part, name, palette[rank[int(req)] % len(palette)]))
     rest = order[TIMELINE_LEGEND_MAX_REQUESTS:]
     if rest:
         # The shorter requests share a legend entry; cycled colours keep neighbours apart.
         part = frame[frame["request"].isin(rest)]
         colors = palette[part["request"].map(rank).to_numpy() % len(palette)].tolist()
-        shortest = f", {int(lens[rest[-1]]):,}-{int(lens[rest[0]]):,} tokens" if lens is not None else ""
+        shortest = f" · {int(lens[rest[-1]]):,}-{int(lens[rest[0]]):,} tok" if lens is not None else ""
         fig.add_trace(bar(part, f"{len(rest)} other requests{shortest}", colors))
     if waves:
         for k, start in enumerate(wave_starts_us(frame, num_slots), start=2):
@@ -175,6 +175,7 @@ def timeline_figure(
         )
         vertical_rule(fig, time_us, name="end", line={"color": "#444", "width": 1, "dash": "dash"},
                       label={"text": f"end {time_us:,.0f} us{merge}", "textposition": "end",
+                             "textangle": 0, "xanchor": "right", "yanchor": "top",
                              "font": {"size": 10}})
     x_max = x_max_us or (time_us or float(frame["end_us"].max() if not frame.empty else 1.0)) * 1.02
     n_rows = sm_count if by_sm else num_slots
@@ -187,12 +188,14 @@ def timeline_figure(
         title=title or None,
         barmode="overlay",
         bargap=0,
-        height=560,
+        height=680,
         xaxis={"title_text": "time since launch (us)", "range": [0, x_max]},
         yaxis={"title_text": y_title, "range": [n_rows - 0.5, -0.5]},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.14, "x": 0,
-                "title": {"text": "requests, longest first"}},
-        margin={"t": 50, "l": 60, "r": 20, "b": 130},
+        # Below the plot, three entries a row, so that the legend does not squeeze the bars.
+        legend={"orientation": "h", "yanchor": "top", "y": -0.1, "x": 0,
+                "entrywidth": 0.33, "entrywidthmode": "fraction", "font": {"size": 10},
+                "title": {"text": "requests, longest first", "side": "top"}},
+        margin={"t": 40, "l": 60, "r": 20, "b": 40},
     )
     return fig
 

@@ -115,13 +115,12 @@ if bucket is not None:
         st.caption(
             "Pareto front of the two objectives (mean score, worst case) as the tuner recorded it:"
         )
-        st.dataframe(
-            pd.DataFrame(list(bucket.pareto_front)).rename(
-                columns={"geomean": "mean score", "worst": "worst case"}
-            ),
-            hide_index=True,
-            width="stretch",
+        front = pd.DataFrame(list(bucket.pareto_front)).rename(
+            columns={"geomean": "mean score", "worst": "worst case"}
         )
+        first = [c for c in ("trial", "mean score", "worst case") if c in front]
+        front = front[first + [c for c in front if c not in first]]
+        st.dataframe(front.astype(object).map(str), hide_index=True, width="stretch")
 
 st.subheader("Optuna study")
 st.caption(f"study {code(study_name)}")

@@ -150,7 +150,7 @@ for side, col, label in zip("ab", cols, (left, right)):
         stage1_us=result.stage1_us,
         time_us=result.time_us,
         x_max_us=x_max,
-        title=f"{plain(label)}: {result.time_us:,.0f} us (simulated)",
+        title=f"{plain(label)} · {result.time_us:,.0f} us",
         rows=row_choice,
         waves=show_waves,
     )

@@ -436,7 +436,7 @@ def test_timeline_options_scale_rows_waves_and_idle_share(monkeypatch, results_d
     assert_no_failure(at)
     assert figure(at, 0)["layout"]["yaxis"]["title"]["text"].startswith("SM (132")
     # Legend: the longest request first.
-    assert figure(at, 0)["data"][0]["name"].startswith("request 0 (")
+    assert figure(at, 0)["data"][0]["name"].startswith("request 0 · ")
     # flashinfer-tensor-core at B=64: 512 CTAs on 264 slots, a second wave
     assert at.selectbox(key="tl_policy_a").value == "flashinfer-tensor-core"
     assert any(sh.get("name") == "wave 2" for sh in figure(at, 0)["layout"]["shapes"])

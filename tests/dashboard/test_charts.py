@@ -236,7 +236,7 @@ def test_timeline_figure_one_bar_per_task_one_row_per_slot():
     )
     assert len(fig.data) == 8  # a legend entry (trace) per request for a small batch
     assert sum(len(t.x) for t in fig.data) == plan.num_tasks
-    assert fig.data[0].name == "request 0 (131,072 tokens)"
+    assert fig.data[0].name == "request 0 · 131,072 tok"
     rows = np.concatenate([np.asarray(t.y) for t in fig.data])
     assert rows.min() >= 0 and rows.max() < result.num_slots
     ends = np.concatenate([np.asarray(t.base) + np.asarray(t.x) for t in fig.data])
@@ -266,7 +266,7 @@ def test_timeline_figure_legend_longest_first_waves_and_the_merge():
     )
     # The longest request leads the legend (and takes the first colour); the 28 shortest share
     # one entry whose bars keep cycled colours.
-    assert fig.data[0].name == "request 20 (100,000 tokens)"
+    assert fig.data[0].name == "request 20 · 100,000 tok"
     assert fig.data[0].marker.color == charts.REQUEST_PALETTE[0]
     assert len(fig.data) == charts.TIMELINE_LEGEND_MAX_REQUESTS + 1
     assert fig.data[-1].name.startswith("28 other requests")

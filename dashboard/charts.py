@@ -348,7 +348,7 @@ def policy_summary_figure(summary: pd.DataFrame, title: str = "") -> go.Figure:
         ordered = summary.sort_values("geomean_slowdown", ascending=False, kind="stable")
         fig.add_trace(
             go.Bar(
-                y=ordered["line"],
+                y=[plain(n) for n in ordered["line"]],
                 x=ordered["geomean_slowdown"],
                 orientation="h",
                 name="geomean slowdown",
@@ -431,13 +431,13 @@ def bucket_speedup_figure(speedups: pd.DataFrame, title: str = "") -> go.Figure:
     for name, part in speedups.groupby("baseline", sort=True):
         fig.add_trace(
             go.Bar(
-                x=part["bucket"],
+                x=[plain(b) for b in part["bucket"]],
                 y=part["geomean_speedup"],
-                name=name,
+                name=plain(name),
                 marker_color=policy_color(name),
                 customdata=np.column_stack([part["worst_speedup"], part["cases"]]),
                 hovertemplate=(
-                    f"<b>tuned vs {name}</b><br>bucket %{{x}}<br>geomean %{{y:.3f}}x"
+                    f"<b>tuned vs {plain(name)}</b><br>bucket %{{x}}<br>geomean %{{y:.3f}}x"
                     "<br>worst case %{customdata[0]:.3f}x over %{customdata[1]:.0f} "
                     "cases<extra></extra>"
                 ),
@@ -463,11 +463,11 @@ def case_comparison_figure(cases: pd.DataFrame, title: str = "") -> go.Figure:
     for policy, part in cases.groupby("policy", sort=False):
         fig.add_trace(
             go.Bar(
-                x=part["case"],
+                x=[plain(c) for c in part["case"]],
                 y=part["latency_us"],
-                name=policy,
+                name=plain(policy),
                 marker_color=policy_color(policy),
-                hovertemplate=f"<b>{policy}</b><br>%{{x}}<br>%{{y:,.1f}} us<extra></extra>",
+                hovertemplate=f"<b>{plain(policy)}</b><br>%{{x}}<br>%{{y:,.1f}} us<extra></extra>",
             )
         )
     fig.update_layout(

@@ -292,7 +292,7 @@ def test_study_and_export_say_when_the_picked_run_has_no_study(monkeypatch, resu
     pick_runs(at, [bench_run.name])
     for page in ("views/study.py", "views/export.py"):
         goto(at, page)
-        assert f"Run {bench_run.name} is a bench run, without a study." in texts(at)
+        assert f"Run `{bench_run.name}` is a `bench` run, without a study." in texts(at)
 
 
 # ---------------------------------------------------------------- issue 17: oracle runs, studies,

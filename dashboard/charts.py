@@ -42,6 +42,7 @@ FLOOR_COLOR = "#555555"
 # each other.
 RULE_CLUSTER_RATIO = 1.12
 RULE_LABEL_POSITIONS = ("end", "middle", "start")
+RULE_LABEL_XANCHORS = ("right", "center", "left")
 FACET_HEIGHT_PX = 380
 
 
@@ -126,14 +127,16 @@ def latency_figure(
         if metric == "latency_us" and floor is not None and not floor.empty:
             for line, part in floor[floor["distribution"] == dist].groupby("line", sort=True):
                 part = part.sort_values("batch_size")
-                style = styles.get(str(part["run_id"].iloc[0]), {})
+                run_id = str(part["run_id"].iloc[0])
+                style = styles.get(run_id, {})
+                group = (run_names or {}).get(run_id)
                 fig.add_trace(
                     go.Scatter(
                         x=part["batch_size"].to_numpy(),
                         y=part["floor_us"].to_numpy(dtype=float),
                         mode="lines",
-                        name=plain(line),
-                        legendgroup=plain(line),
+                        name=plain(line.rsplit(" · ", 1)[-1]) if group else plain(line),
+                        legendgroup=plain(group) if group else plain(line),
                         showlegend=line not in shown,
                         line={"color": FLOOR_COLOR, "width": 1.5,
                               "dash": "dot" if style.get("dash", "solid") == "solid" else style["dash"]},
@@ -272,6 +275,8 @@ def _latency_trace(
         ]
     )
     name = plain(line)
+    # Grouped by run (legendgrouptitle): the entry needs only the policy; the hover keeps all.
+    entry = plain(line.rsplit(" · ", 1)[-1]) if group else name
     ratio = (
         "<br>%{y:.3f}x the baseline's latency" if metric == "latency_ratio" else ""
     )
@@ -302,7 +307,7 @@ def _latency_trace(
         x=part["batch_size"].to_numpy(),
         y=y,
         mode="lines+markers",
-        name=name,
+        name=entry,
         legendgroup=plain(group) if group else name,
         showlegend=showlegend,
         line={"color": color, "width": 2, "dash": style.get("dash", "solid")},
@@ -316,8 +321,9 @@ def _latency_trace(
 
 def _add_rule(fig: go.Figure, subplot: int, rule: Threshold, slot: int = 0) -> None:
     """A threshold's dashed (regime) or dotted (bucket) rule; its label runs up the rule, on the
-    left side for even slots and the right for odd ones, lower for every second pair
-    (stagger_slots), so that rules at nearly the same batch size keep readable labels."""
+    left side for even slots and the right for odd ones, at the top, middle or bottom for each
+    further pair (stagger_slots), so that rules at nearly the same batch size keep readable
+    labels."""
     xref, yref = _axis_names(subplot)
     color = policy_color(rule.policy)
     vertical_rule(
@@ -328,7 +334,11 @@ def _add_rule(fig: go.Figure, subplot: int, rule: Threshold, slot: int = 0) -> N
             "textposition": RULE_LABEL_POSITIONS[(slot // 2) % len(RULE_LABEL_POSITIONS)],
             "textangle": -90,
             "font": {"size": 10, "color": color},
-            "xanchor": "right" if slot % 2 == 0 else "left",
+            # The text runs up the rule: xanchor says where along it the text starts (from the
+            # top for "end", centred, from the bottom for "start"); yanchor, across the turned
+            # text, which side of the rule it sits on (left: bottom, right: top).
+            "xanchor": RULE_LABEL_XANCHORS[(slot // 2) % len(RULE_LABEL_POSITIONS)],
+            "yanchor": "bottom" if slot % 2 == 0 else "top",
         },
         name=f"{rule.kind}:{rule.policy}:{rule.batch_size}",
     )

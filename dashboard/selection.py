@@ -120,10 +120,16 @@ def sidebar() -> None:
         side.caption(f"Optuna storage: {code(storage.redact_url(cfg.storage))}")
     else:
         side.caption(f"Optuna storage: none ({code(cfg.storage_note)})")
+    if cfg.storage:
+        listed = storage.study_names(cfg.storage)
+        if not listed.ok:
+            side.warning(f"The storage cannot be read: {code(listed.error)}")
     all_runs = data.runs(cfg.results_dir)
     if not all_runs:
         side.info("No runs in the results folder yet.")
         st.session_state.pop(SAVED_KEY, None)  # the first run to appear is picked by default
+        if cfg.storage:
+            auto_refresh([])  # a study may be tuned into the storage from another host
         return
     by_id = {r["run_id"]: r for r in all_runs}
     # Streamlit drops a widget's state when the page changes, so the pick is kept under a plain
@@ -182,15 +188,17 @@ def poll_signature(cfg: data.DashboardConfig) -> tuple:
 
 
 def auto_refresh(all_runs: list[dict]) -> None:
-    """While a run is still going (a tune, or a bench), a sidebar toggle (on unless turned off,
-    also through ?refresh=0) and a fragment that polls the results folder and the storage every
-    POLL_S seconds and reruns the page when either changed."""
+    """A sidebar toggle (on while a run of the results folder is still going, off otherwise, e.g.
+    for a study tuned from another host into the shared storage; ?refresh=0 or 1 in the URL) and,
+    when on, a fragment that polls the results folder and the storage every POLL_S seconds and
+    reruns the page when either changed."""
     going = running_runs(all_runs)
-    if not going:
-        return
-    url_flag(REFRESH_KEY, True)
+    url_flag(REFRESH_KEY, bool(going))
+    label = "auto-refresh" + (
+        f" ({len(going)} run{'s' if len(going) > 1 else ''} going)" if going else ""
+    )
     on = st.sidebar.toggle(
-        f"auto-refresh ({len(going)} run{'s' if len(going) > 1 else ''} going)",
+        label,
         key=REFRESH_KEY,
         help=f"Poll the results folder and the Optuna storage every {POLL_S:g} s and redraw the "
         "page when a run wrote more rows or a study gained trials.",

@@ -336,17 +336,17 @@ def test_two_devices_compared_by_style_normalised_and_ab(monkeypatch, results_di
     pick_runs(at, [bench_run.name, h100_run.name])
     goto(at, "views/latency.py")
     fig = figure(at)
-    lines = [t for t in fig["data"] if not t["name"].endswith("floor")]
-    h200 = {t["name"] for t in lines if t["name"].startswith("h200 (sim) · ")}
-    h100 = {t["name"] for t in lines if t["name"].startswith("h100 (sim) · ")}
+    lines = [t for t in fig["data"] if t["name"] != "floor"]
+    h200 = [t for t in lines if t["legendgroup"].startswith("h200 (sim) · bench-")]
+    h100 = [t for t in lines if t["legendgroup"].startswith("h100 (sim) · bench-")]
     assert h200 and h100 and len(h200) + len(h100) == len(lines)
-    style = {(t["line"]["dash"], t["marker"]["symbol"]) for t in lines if t["name"] in h200}
-    other = {(t["line"]["dash"], t["marker"]["symbol"]) for t in lines if t["name"] in h100}
+    style = {(t["line"]["dash"], t["marker"]["symbol"]) for t in h200}
+    other = {(t["line"]["dash"], t["marker"]["symbol"]) for t in h100}
     assert len(style) == len(other) == 1 and style != other
-    assert {t["legendgrouptitle"]["text"] for t in lines} == {
-        n for n in (next(iter(h200)).rsplit(" · ", 1)[0], next(iter(h100)).rsplit(" · ", 1)[0])
-    }
-    assert sum(t["name"].endswith("floor") for t in fig["data"] if t.get("showlegend", True)) == 2
+    assert {t["legendgrouptitle"]["text"] for t in lines} == {t["legendgroup"] for t in lines}
+    assert {t["name"] for t in h100} == {"fa3", "flashinfer-tensor-core"}
+    floors = [t for t in fig["data"] if t["name"] == "floor" and t.get("showlegend", True)]
+    assert {t["legendgroup"] for t in floors} == {t["legendgroup"] for t in lines}
 
     table = next(d.value for d in at.dataframe if "within_noise" in d.value)
     assert set(table["policy"]) == {"flashinfer-tensor-core", "fa3"}  # what both measured
@@ -416,6 +416,7 @@ def test_corrupt_tuning_json_optuna_db_and_parquet_are_named(monkeypatch, messy_
         goto(at, page)
         shown = texts(at)
         assert "The Optuna storage cannot be read" in shown, page
+        assert "The storage cannot be read" in " ".join(w.value for w in at.sidebar.warning)
         assert "tuning.json is not a valid tuning result" in shown, page
 
 
@@ -498,7 +499,7 @@ def test_export_plan_preview_and_targets_table_without_none(monkeypatch, results
     assert "kv_lens" in " ".join(e.value for e in at.error)
 
 
-def test_auto_refresh_while_a_run_is_going(monkeypatch, messy_results, tmp_path):
+def test_auto_refresh_while_a_run_is_going(monkeypatch, messy_results, results_dir, tmp_path):
     from kvtune.dashboard import data, selection
 
     at = open_app(monkeypatch, messy_results)
@@ -516,7 +517,10 @@ def test_auto_refresh_while_a_run_is_going(monkeypatch, messy_results, tmp_path)
 
     os.utime(running, ns=(1, 1))
     assert selection.poll_signature(cfg) != before
-    # No run going: no toggle.
+    # No run going: the toggle is off unless turned on; no results and no storage: no toggle.
+    at = open_app(monkeypatch, results_dir)
+    assert at.sidebar.toggle(key=selection.REFRESH_KEY).value is False
+    assert at.sidebar.toggle(key=selection.REFRESH_KEY).label == "auto-refresh"
     at = open_app(monkeypatch, tmp_path / "nothing")
     assert not at.sidebar.get("toggle")
 

@@ -152,7 +152,7 @@ def test_coinciding_threshold_labels_are_staggered():
     assert charts.stagger_slots([32.5, 32.5, 128.5, 132.5, 992.5]) == [0, 1, 0, 1, 0]
     rules = [rule("fa3", 33), rule("flashinfer-tensor-core", 33), rule("trtllm-oversub", 34)]
     fig = charts.latency_figure(points(dists=("skew80",)), rules)
-    labels = [(s.label.xanchor, s.label.textposition) for s in charts.rule_shapes(fig)]
+    labels = [(s.label.textposition, s.label.yanchor) for s in charts.rule_shapes(fig)]
     assert len(set(labels)) == 3  # three rules within 4%: three places for their labels
 
 
@@ -178,7 +178,8 @@ def test_runs_styled_by_dash_and_device_by_marker():
     assert by_run["h100 (sim) · bench-bbbb"] == ("dash", "square")
     assert {t.legendgrouptitle.text for t in fig.data} == set(names[m["run_id"]] for m in manifests[:2])
     # Colour stays the policy's whatever the run.
-    assert {t.line.color for t in fig.data if t.name.endswith("fa3")} == {charts.POLICY_COLORS["fa3"]}
+    assert {t.line.color for t in fig.data if t.name == "fa3"} == {charts.POLICY_COLORS["fa3"]}
+    assert {t.name for t in fig.data} == {"fa3", "no-split"}  # the run is the group's title
 
 
 def test_ab_table_ratio_noise_band_and_within_noise_flag():

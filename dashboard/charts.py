@@ -20,6 +20,13 @@ from kvtune.dashboard.frames import METRICS
 from kvtune.dashboard.text import plain
 from kvtune.dashboard.thresholds import Threshold
 
+# The SM timeline's figure lives in its own module; charts.timeline_figure stays its name.
+from kvtune.dashboard.timeline_chart import (
+    REQUEST_PALETTE,
+    TIMELINE_LEGEND_MAX_REQUESTS,
+    timeline_figure,
+)
+
 # One colour per policy, the same on every page. Baselines keep their colour in every run.
 POLICY_COLORS = {
     "flashinfer-tensor-core": "#d62728",
@@ -573,17 +580,11 @@ def study_figures(
     return out
 
 
-# The SM timeline's figure lives in its own module; charts.timeline_figure stays its name.
-from kvtune.dashboard.timeline_chart import (  # noqa: E402
-    REQUEST_PALETTE,
-    TIMELINE_LEGEND_MAX_REQUESTS,
-    timeline_figure,
-)
-
 __all__ = [
-    "REQUEST_PALETTE",
-    "TIMELINE_LEGEND_MAX_REQUESTS",
     "POLICY_COLORS",
+    "REQUEST_PALETTE",
+    "STUDY_FIGURES",
+    "TIMELINE_LEGEND_MAX_REQUESTS",
     "bucket_speedup_figure",
     "case_comparison_figure",
     "finalists_figure",
@@ -595,7 +596,6 @@ __all__ = [
     "round_log_ticks",
     "rule_shapes",
     "stagger_slots",
-    "STUDY_FIGURES",
     "study_figures",
     "timeline_figure",
 ]

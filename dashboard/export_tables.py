@@ -8,17 +8,12 @@ import json
 
 import pandas as pd
 
-from kvtune.dashboard.text import EMPTY, cell
+from kvtune.dashboard.text import EMPTY
 
 DEFAULT_PREVIEW_KV_LENS = "131072,2048,2048"
 MAX_PREVIEW_REQUESTS = 4096
 # Columns of an engine target's bucket entry that say where and whether, not what to set.
 _TARGET_META = ("min_batch", "max_batch", "expressible", "reason")
-
-
-def without_none(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with None / NaN cells shown as an em dash (never the word None)."""
-    return frame.astype(object).map(cell) if not frame.empty else frame
 
 
 def plan_preview(result, kv_text: str) -> dict:
@@ -127,4 +122,4 @@ def targets_table(targets: dict) -> pd.DataFrame:
     )
 
 
-__all__ = ["DEFAULT_PREVIEW_KV_LENS", "plan_preview", "targets_table", "without_none"]
+__all__ = ["DEFAULT_PREVIEW_KV_LENS", "plan_preview", "targets_table"]

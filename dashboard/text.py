@@ -12,7 +12,10 @@ Plotly) before it reaches a page.
 from __future__ import annotations
 
 import html
+import math
 import re
+
+import pandas as pd
 
 EMPTY = "—"
 _BACKTICKS = re.compile(r"`+")
@@ -45,11 +48,21 @@ def plain(value) -> str:
 
 def cell(value):
     """A table cell: None (and NaN) as an em dash instead of the word None."""
-    if value is None:
-        return EMPTY
-    if isinstance(value, float) and value != value:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return EMPTY
     return value
 
 
-__all__ = ["EMPTY", "cell", "code", "plain"]
+def without_none(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with None / NaN cells shown as an em dash (never the word None, which is how a
+    table shows a missing value). Only columns holding one change (to text); the others keep
+    their type, so they still sort as numbers."""
+    if frame.empty:
+        return frame
+    out = frame.copy()
+    for column in out.columns[out.isna().any()]:
+        out[column] = out[column].astype(object).map(cell)
+    return out
+
+
+__all__ = ["EMPTY", "cell", "code", "plain", "without_none"]

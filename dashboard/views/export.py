@@ -2,11 +2,10 @@
 CTAs and waves out, like `kvtune plan --heuristic`), whether each engine target can express it (a
 table), and its JSON (the file `kvtune export` writes, built by studies.export) to download."""
 
-import pandas as pd
 import streamlit as st
 
 from kvtune.dashboard import charts, data, export_tables, frames, selection, storage
-from kvtune.dashboard.text import code
+from kvtune.dashboard.text import code, without_none
 
 st.title("Export")
 cfg = selection.config()
@@ -69,7 +68,7 @@ st.caption(
     "below 1 is faster) and the worst case."
 )
 st.dataframe(
-    export_tables.without_none(frames.bucket_table(result)), hide_index=True, width="stretch"
+    without_none(frames.bucket_table(result)), hide_index=True, width="stretch"
 )
 speedups = frames.bucket_speedups(result)
 if speedups.empty:

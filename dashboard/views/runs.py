@@ -7,7 +7,7 @@ Every string here comes from a results file: shown as a code span or plain text,
 import streamlit as st
 
 from kvtune.dashboard import charts, data, frames, selection
-from kvtune.dashboard.text import code
+from kvtune.dashboard.text import code, without_none
 from kvtune.harness.redact import redact_url
 
 
@@ -30,7 +30,9 @@ st.caption(
     "Every run in the results folder, newest first. Pick the runs the other pages show in the "
     "sidebar (one or several)."
 )
-st.dataframe(frames.runs_table(runs), hide_index=True, width="stretch")
+st.dataframe(
+    without_none(frames.runs_table(runs)), hide_index=True, width="stretch"
+)
 
 picked = selection.selected_runs()
 if not picked:

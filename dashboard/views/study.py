@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from kvtune.dashboard import charts, data, frames, selection, storage
-from kvtune.dashboard.text import code
+from kvtune.dashboard.text import code, without_none
 
 st.title("Study")
 cfg = selection.config()
@@ -176,7 +176,7 @@ if bucket is not None:
             "the score. The winner is the fastest unless another is within the noise and simpler."
         )
         st.plotly_chart(charts.finalists_figure(finalists), width="stretch", key="study_finalists")
-        st.dataframe(finalists, hide_index=True, width="stretch")
+        st.dataframe(without_none(finalists), hide_index=True, width="stretch")
     st.subheader("Tuned vs every baseline, per case")
     cases = frames.case_table(bucket)
     if cases.empty:
@@ -187,4 +187,4 @@ if bucket is not None:
             width="stretch",
             key="study_cases",
         )
-        st.dataframe(cases, hide_index=True, width="stretch")
+        st.dataframe(without_none(cases), hide_index=True, width="stretch")

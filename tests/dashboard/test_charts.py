@@ -176,7 +176,7 @@ def test_runs_styled_by_dash_and_device_by_marker():
     by_run = {t.legendgroup: (t.line.dash, t.marker.symbol) for t in fig.data}
     assert by_run["h200 (sim) · bench-aaaa"] == ("solid", "circle")
     assert by_run["h100 (sim) · bench-bbbb"] == ("dash", "square")
-    assert {t.legendgrouptitle.text for t in fig.data} == set(names[m["run_id"]] for m in manifests[:2])
+    assert {t.legendgrouptitle.text for t in fig.data} == {names[m["run_id"]] for m in manifests[:2]}
     # Colour stays the policy's whatever the run.
     assert {t.line.color for t in fig.data if t.name == "fa3"} == {charts.POLICY_COLORS["fa3"]}
     assert {t.name for t in fig.data} == {"fa3", "no-split"}  # the run is the group's title
@@ -294,7 +294,7 @@ def test_timeline_figure_legend_longest_first_waves_and_the_merge():
 
 def test_timeline_rows_per_sm_and_idle_share():
     kv = [131072] + [2048] * 63
-    result, plan = sim_frame("fa3", kv)
+    result, _ = sim_frame("fa3", kv)
     frame = result.to_frame()
     by_sm = charts.timeline_figure(
         frame, sm_count=H200.sm_count, num_slots=result.num_slots, rows="sms"

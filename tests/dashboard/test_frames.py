@@ -244,7 +244,7 @@ def test_trial_and_oracle_configurations_are_grouped_series_of_their_fastest_per
     owners = frames.line_policies(ok)
     assert set(owners["line"]) == {"fa3", "tuned"}  # grouped series have no thresholds
     summary = frames.policy_summary(frame)
-    assert list(summary["line"]) [0] == "oracle" and len(summary) == 4
+    assert summary["line"].iloc[0] == "oracle" and len(summary) == 4
     named = frames.ok_rows_with_lines(frame, by_run=True, run_names={"r1": "h200 · bench-r1"})
     assert "h200 · bench-r1 · oracle" in set(named["line"])
 

@@ -250,9 +250,12 @@ def ok_rows_with_lines(
         keep = ~grouped
         keep[fastest.to_numpy()] = True
         ok, series, grouped = ok[keep], series[keep], grouped[keep]
-    labels = pd.Series(series, index=ok.index, dtype=object)
-    if (~grouped).any():
-        labels[~grouped] = policy_labels(ok[~grouped])
+    if not grouped.any():  # a bench run: every row is a named policy
+        labels = policy_labels(ok)
+    else:
+        labels = pd.Series(series, index=ok.index, dtype=object)
+        if (~grouped).any():
+            labels[~grouped] = policy_labels(ok[~grouped])
     ok["policy_label"] = labels
     ok["grouped"] = grouped.to_numpy()
     if by_run:

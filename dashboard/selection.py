@@ -38,14 +38,15 @@ def config() -> data.DashboardConfig:
 
 def _from_url(key: str, options: list, multi: bool):
     """The URL's value for `key` matched to `options` (by their text): a list for a multi-select
-    (unknown entries dropped), one option or None."""
+    (unknown entries dropped; None when none is known), one option, or None."""
     by_text = {str(o): o for o in options}
     if multi:
         values = st.query_params.get_all(key)
         if len(values) == 1 and values[0] == "":
-            return []
+            return []  # "none picked", said on purpose
         picked = [by_text[v] for v in values if v in by_text]
-        return picked if values else None
+        # A link from other runs (none of its entries exist here) falls back to the default.
+        return picked or None
     value = st.query_params.get(key)
     return by_text.get(value) if value is not None else None
 

@@ -473,6 +473,9 @@ def test_deep_links_restore_page_filters_and_runs(monkeypatch, results_dir, benc
     assert_no_failure(again)
     assert again.multiselect(key="lat_policies").value == at.multiselect(key="lat_policies").value
     assert again.radio(key="lat_layout").value == "one at a time"
+    # Another pick whose series the URL's policies do not name: the default series, not none.
+    pick_runs(again, [h100_run.name])
+    assert set(again.multiselect(key="lat_policies").value) == {"fa3", "flashinfer-tensor-core"}
 
 
 def test_export_plan_preview_and_targets_table_without_none(monkeypatch, results_dir, tune_run):

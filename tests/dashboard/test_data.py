@@ -32,7 +32,8 @@ def test_runs_and_measurements_of_the_fixture(results_dir, bench_run):
     runs = data.runs(results_dir)
     by_id = {r["run_id"]: r for r in runs}
     assert by_id[bench_run.name]["has_measurements"] and not by_id[bench_run.name]["has_tuning"]
-    assert sum(r["has_tuning"] for r in runs) == 1
+    assert sum(r["has_tuning"] for r in runs) == 2  # the oracle run and the multi-objective one
+    assert not any(r["problems"] for r in runs)
     loaded = data.measurements(bench_run)
     assert loaded.ok and len(loaded.value) == 24
     assert (
@@ -40,6 +41,17 @@ def test_runs_and_measurements_of_the_fixture(results_dir, bench_run):
     )  # per-request arrays left out
     case = data.case_rows(bench_run, "skew80:B48:seed0")
     assert case.ok and len(case.value) == 4 and len(case.value[0]["kv_lens"]) == 48
+
+
+def test_corrupt_parquet_and_tuning_json_are_problems_of_the_run(messy_results):
+    by_id = {r["run_id"]: r for r in data.runs(messy_results)}
+    corrupt = by_id["20260101-000000-bench-c0c0"]
+    assert corrupt["status"] == "complete" and len(corrupt["problems"]) == 1
+    assert corrupt["problems"][0].startswith("measurements.parquet cannot be read")
+    bad_tuning = by_id["20260101-000004-tune-t0t0"]
+    assert not bad_tuning["has_tuning"]
+    assert any("tuning.json is not a valid tuning result" in p for p in bad_tuning["problems"])
+    assert not by_id["20260101-000001-bench-r0r0"]["problems"]
 
 
 def test_a_changed_file_is_read_again_and_a_corrupt_one_is_a_message(tmp_path, bench_run):

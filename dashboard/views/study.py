@@ -5,7 +5,7 @@ finalists with their spreads, and tuned versus every baseline per case."""
 import pandas as pd
 import streamlit as st
 
-from kvtune.dashboard import charts, data, frames, selection, storage
+from kvtune.dashboard import charts, data, frames, selection, storage, validation_frames
 from kvtune.dashboard.text import code, without_none
 
 st.title("Study")
@@ -121,6 +121,27 @@ if bucket is not None:
         first = [c for c in ("trial", "mean score", "worst case") if c in front]
         front = front[first + [c for c in front if c not in first]]
         st.dataframe(front.astype(object).map(str), hide_index=True, width="stretch")
+
+if bucket is not None:
+    st.subheader("Training and validation")
+    v = bucket.validation
+    if not v:
+        st.info("This bucket records no validation (tuned with `--validate none`, or by an older "
+                "kvtune): its numbers below are all on the cases it was chosen on.")
+    else:
+        st.caption(
+            f"Validation cases ({code(v.get('source') or '?')}) were never seen by the search. "
+            + ("The bucket defers to the engine's own planner: "
+               + code(v.get("reason") or "") if v.get("deferred") else
+               "The tuned rule ships: it beat the engine default beyond the noise "
+               f"({(v.get('noise') or 0):.1%}) and is never more than 2% slower on a case.")
+        )
+    st.dataframe(without_none(validation_frames.train_validation_table(bucket).astype(object)),
+                 hide_index=True, width="stretch")
+    if v:
+        with st.expander("validation cases"):
+            st.dataframe(without_none(validation_frames.validation_cases(bucket)),
+                         hide_index=True, width="stretch")
 
 st.subheader("Optuna study")
 st.caption(f"study {code(study_name)}")

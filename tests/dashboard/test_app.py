@@ -572,3 +572,19 @@ def strip_code_spans(markdown: str) -> str:
         i = match.end() + close.end()
     out.append(markdown[i:])
     return "".join(out)
+
+
+def test_study_page_shows_training_and_validation_side_by_side(monkeypatch, results_dir, tune_run):
+    from kvtune.studies.result import load_tuning_result
+
+    buckets = load_tuning_result(tune_run).buckets
+    assert any(b.validation for b in buckets), "the fixture tune run should have validated"
+    at = open_app(monkeypatch, results_dir)
+    pick_runs(at, [tune_run.name])
+    goto(at, "views/study.py")
+    assert_no_failure(at)
+    assert "Training and validation" in texts(at)
+    tables = [t.value for t in at.dataframe]
+    sets = [t for t in tables if "set" in t.columns]
+    assert sets and list(sets[0]["set"]) == ["training", "validation"]
+    assert "never seen by the search" in texts(at)

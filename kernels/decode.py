@@ -80,8 +80,12 @@ def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, st
 def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
                          DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                          P_DTYPE: tl.constexpr):
-    """Fold one block of keys/values into the running max, sum and output (base-2 domain)."""
-    # fp8 pages widen to the query type here (exact); 16-bit pages are already of that type.
+    """Fold one block of keys/values into the running max, sum and output (base-2 domain).
+
+    qk_scale_log2: a float32 scalar, or [G_PAD, 1] (fp8 caches with bf16 queries: the score
+    scale times each row's power-of-two query multiplier's inverse)."""
+    # fp8 pages widen here to q's type, fp16 on the fp8 path (exact, one cvt.rn.f16x2.e4m3x2 per
+    # two elements on sm_90); 16-bit pages are already of that type.
     k = k.to(q.dtype)
     v = v.to(q.dtype)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
@@ -109,6 +113,7 @@ def _attend_kernel(
     MODE: tl.constexpr, PREFETCH: tl.constexpr, PAGE_AHEAD: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
+    Q_TO_FP16: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
@@ -138,6 +143,20 @@ def _attend_kernel(
         qo_heads = head * G + offs_g
         q_offs = req.to(tl.int64) * stride_q_b + qo_heads[:, None] * stride_q_h + offs_d[None, :]
         q = tl.load(q_ptr + q_offs, mask=g_mask[:, None], other=0.0)
+        score_scale = qk_scale_log2
+        if Q_TO_FP16:
+            # fp8 pages with bf16 queries: the products run in fp16, since e4m3 -> fp16 is one
+            # hardware conversion per two elements and e4m3 -> bf16 is three. bf16 -> fp16 is
+            # made exact by scaling each query row by a power of two that puts its largest
+            # magnitude in [2^14, 2^15) (every element within 2^31 of it then fits fp16's range
+            # and precision); the inverse joins the float32 score scale.
+            qf = q.to(tl.float32)
+            amax_exp = (tl.max(tl.abs(qf), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF
+            mul_exp = tl.minimum(tl.maximum(268 - amax_exp, 1), 253)  # biased, 2^(14 - E)
+            q_mul = (mul_exp << 23).to(tl.float32, bitcast=True)
+            q_inv = ((254 - mul_exp) << 23).to(tl.float32, bitcast=True)
+            q = (qf * q_mul[:, None]).to(tl.float16)
+            score_scale = (qk_scale_log2 * q_inv)[:, None]
         if UPCAST_DOT:
             q = q.to(tl.float32)
         kv_head_off = head * HEAD_DIM
@@ -169,7 +188,7 @@ def _attend_kernel(
                 valid_after = tok_after < kv_hi
                 page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
                                     mask=valid_after, other=0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
                 k, v, valid = k_next, v_next, valid_next
                 tok_next, valid_next = tok_after, valid_after
@@ -191,7 +210,7 @@ def _attend_kernel(
                 tok_next = tok + BLOCK_N
                 page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
                                    mask=tok_next < kv_hi, other=0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
         else:
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
@@ -201,7 +220,7 @@ def _attend_kernel(
                                       offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
 
         if KV_FP8:
@@ -331,7 +350,11 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
     cfg = launch.config
     g = shape.group_size
-    upcast = INTERPRETED and q.dtype == torch.bfloat16
+    # fp8 pages with 16-bit queries: K, V, q and the softmax weights go to fp16 for the products
+    # (module docstring); under the interpreter fp16 products are exact already.
+    fp16_products = cache.is_fp8 and q.dtype in (torch.bfloat16, torch.float16)
+    p_dtype = torch.float16 if fp16_products else q.dtype
+    upcast = INTERPRETED and q.dtype == torch.bfloat16 and not fp16_products
     # float32 inputs (the precise tests) must not go through tf32 products.
     precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
     # fp8 pages: k_scale joins the score scale, v_scale multiplies the output (module docstring).
@@ -347,7 +370,8 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
         HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
         MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
-        P_DTYPE=_TL_DTYPES[q.dtype], KV_FP8=cache.is_fp8,
+        P_DTYPE=_TL_DTYPES[p_dtype], KV_FP8=cache.is_fp8,
+        Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if launch.merge_requests.shape[0] > 0:

@@ -19,17 +19,20 @@ request is split.
 
 Batch invariance: a request's result depends only on its own kv range cuts (the plan), its own
 data and the compile-time configuration, which is chosen from the shape (head_dim, KV element
-size, KV head count) and the occupancy the policy assumes (plan.ctas_per_sm), never from kv_lens
-or the batch size;
-runtime sizes are excluded from Triton's integer specialisation so another batch never selects
+size, KV head count, query heads per KV head) and the occupancy the policy assumes
+(plan.ctas_per_sm), never from kv_lens or the batch size; runtime sizes are excluded from Triton's integer specialisation so another batch never selects
 another compiled variant. Block sizes are tuned for G <= 16; larger groups run with the query
 tile padded to the next power of two.
 
 Block sizes, warps and stages come from kernels/decode_config.py.
 
 FP8 caches (e4m3 pages, per-tensor k_scale / v_scale): the kernel loads one byte per element and
-widens it to the query type in registers (exact: every e4m3 value is a bf16 and an fp16 value),
-so the products see the same operands as on a 16-bit cache. The scales never touch the tiles:
+widens it to fp16 in registers (exact: every e4m3 value is an fp16 value; on sm_90 one
+cvt.rn.f16x2.e4m3x2 per two elements, where widening to bf16 costs that plus a cvt.bf16.f16 per
+element), and both products run in fp16 with float32 accumulation whatever the query type. bf16
+queries are taken to fp16 exactly by scaling each row by a power of two (largest magnitude into
+[2^14, 2^15)), the inverse folded into the float32 score scale; the softmax weights are rounded
+to fp16 (not bf16) for the P.V product. The scales never touch the tiles:
 k_scale is folded into the score scale (sm_scale x k_scale x log2 e, in float32) and v_scale
 multiplies the float32 output once at the end, which is exactly softmax(q (s_k K8)^T) (s_v V8)
 up to float32 rounding. The online softmax stays in float32.
@@ -292,13 +295,14 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides default_config(head_dim, KV page dtype, page_size, plan.ctas_per_sm,
-    num_kv_heads=...).
+    num_kv_heads=..., group_size=...).
     """
     _check_plan(plan, cache)
     shape = cache.shape
     device = cache.device
     config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
-                                      plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads)
+                                      plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
+                                      group_size=shape.group_size)
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))

@@ -6,7 +6,8 @@ Not a test: it needs a CUDA GPU. One invocation does, in order,
   check    compiled-kernel correctness over small random cases (every schedule, head_dim 64/128/256,
            G 1..16, page sizes, bf16/fp16/fp32 and fp8 e4m3 KV, both loop variants), batch
            invariance under
-           fixed-split (torch.equal), and one batch whose K cache passes 2^31 elements;
+           fixed-split (torch.equal), fp8 with bf16 queries beyond fp16's range (x 2^20,
+           x 2^-30), and one batch whose K cache passes 2^31 elements;
   backend  harness.backends.triton end to end (verify, then measure) under each harness timer;
   configs  a sweep of stage-1 block sizes / warps / stages / register prefetch on a few batches;
   targets  the issue's table: default shape (32 q heads, 8 KV heads, head_dim 128, page 16,
@@ -226,6 +227,7 @@ def section_check(log) -> list[dict]:
                     log(f"CHECK FAILED {rows[-1]}")
     for kv_dtype in ("bf16", "fp8_e4m3"):
         rows += _batch_invariance(kv_dtype, rng, schedules, log)
+    rows += _fp8_query_range(log)
     rows += _int64_offsets(log)
     torch.cuda.empty_cache()
     return rows
@@ -266,6 +268,30 @@ def _batch_invariance(kv_dtype: str, rng, schedules, log) -> list[dict]:
         if not same:
             log(f"BATCH INVARIANCE FAILED ({kv_dtype}, {sched})")
     del cache_a, cache_b
+    return rows
+
+
+def _fp8_query_range(log) -> list[dict]:
+    """fp8 pages with bf16 queries far outside fp16's range (x 2^20: inf in fp16; x 2^-30: below
+    its subnormals): the kernel's per-row power-of-two scale into fp16 must give the result of
+    ordinary queries (k_scale divided by the same factor keeps the scores as they were)."""
+    from dataclasses import replace
+
+    rows = []
+    shape = AttentionShape(num_qo_heads=28, num_kv_heads=4, head_dim=128, page_size=16,
+                           kv_dtype="fp8_e4m3")
+    kv = np.array([1, 700, 3000, 45])
+    base = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=21)
+    q0 = make_queries(len(kv), shape, device="cuda", seed=21)
+    for factor in (2.0**20, 2.0**-30):
+        cache = replace(base, k_scale=base.k_scale / factor)
+        q = q0 * factor
+        ref = decode_reference(q, cache)
+        plan = build_plan(kv, 512, num_kv_heads=4, page_size=16)
+        err, ok = checked_run(prepare_decode(plan, cache), q, cache, ref, torch.bfloat16)
+        rows.append({"case": "fp8-query-range", "factor": factor, "rel_error": err, "ok": ok})
+        if not ok:
+            log(f"FP8 QUERY RANGE FAILED x{factor}: rel error {err}")
     return rows
 
 

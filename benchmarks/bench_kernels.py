@@ -6,7 +6,8 @@ Not a test: it needs a CUDA GPU. One invocation does, in order,
   check    compiled-kernel correctness over small random cases (every schedule, head_dim 64/128/256,
            G 1..16, page sizes, bf16/fp16/fp32 and fp8 e4m3 KV, both loop variants), batch
            invariance under
-           fixed-split (torch.equal), and one batch whose K cache passes 2^31 elements;
+           fixed-split (torch.equal), fp8 with bf16 queries beyond fp16's range (x 2^20,
+           x 2^-30), and one batch whose K cache passes 2^31 elements;
   backend  harness.backends.triton end to end (verify, then measure) under each harness timer;
   configs  a sweep of stage-1 block sizes / warps / stages / register prefetch on a few batches;
   targets  the issue's table: default shape (32 q heads, 8 KV heads, head_dim 128, page 16,
@@ -34,6 +35,7 @@ Usage (from the repository root):
   PYTHONPATH=$PWD python benchmarks/bench_kernels.py
       [--sections env,copy,check,backend,configs,targets,shapes,shape-configs] [--out DIR]
       [--reps 30] [--timer auto] [--full] [--variants 0,3] [--total-tokens N]
+      [--time-limit-s S]
   python benchmarks/bench_kernels.py --dry-run --out DIR   # CPU: interpreter, tiny batch
 Writes results.json and markdown tables to --out (default: $OUT or ./bench_out).
 """
@@ -175,16 +177,16 @@ def section_check(log) -> list[dict]:
     schedules = ["static", "static-heavy-first", "persistent-round-robin", "persistent-heavy-first"]
     cases = [
         # (hq, hkv, d, page, dtype, prefetch[, kv_dtype])
-        (8, 1, 128, 16, torch.bfloat16, False, "fp8_e4m3"),
-        (8, 1, 128, 16, torch.bfloat16, False),     # one KV head: page-ahead bn64-w4-s4
+        (8, 1, 128, 16, torch.bfloat16, False, "fp8_e4m3"),  # fp16 products, bf16 q scaled
+        (8, 1, 128, 16, torch.bfloat16, False),     # one KV head: page-ahead bn128-w8-s3
         (16, 1, 64, 64, torch.float16, False),      # page-ahead at head_dim 64
         (8, 1, 256, 1, torch.bfloat16, False),      # page-ahead at head_dim 256, page 1
-        (16, 8, 256, 64, torch.float16, True, "fp8_e4m3"),
-        (28, 4, 128, 1, torch.bfloat16, True, "fp8_e4m3"),
+        (16, 8, 256, 64, torch.float16, False, "fp8_e4m3"),
+        (28, 4, 128, 1, torch.bfloat16, False, "fp8_e4m3"),  # G = 7: "many-large-group"
         (32, 8, 128, 16, torch.bfloat16, False),
         (32, 8, 128, 16, torch.float16, False),
         (8, 8, 128, 16, torch.bfloat16, False),    # G = 1
-        (64, 4, 128, 16, torch.bfloat16, False),   # G = 16
+        (64, 4, 128, 16, torch.bfloat16, False),   # G = 16: page-ahead bn64-w4-s4
         (28, 4, 128, 1, torch.bfloat16, False),    # G = 7, page 1
         (32, 8, 64, 128, torch.bfloat16, False),
         (16, 2, 256, 32, torch.bfloat16, False),
@@ -204,7 +206,8 @@ def section_check(log) -> list[dict]:
         ref = decode_reference(q, cache)
         # The table's configuration for this shape (one KV head: a page-ahead variant), or the
         # register-prefetch loop at the table's block size.
-        base = default_config(d, cache.kv_dtype, page, None, num_kv_heads=hkv)
+        base = default_config(d, cache.kv_dtype, page, None, num_kv_heads=hkv,
+                              group_size=hq // hkv)
         cfg = (KernelConfig(base.block_n, base.num_warps, 1, prefetch=True) if prefetch
                else base)
         for sched in schedules:
@@ -224,6 +227,7 @@ def section_check(log) -> list[dict]:
                     log(f"CHECK FAILED {rows[-1]}")
     for kv_dtype in ("bf16", "fp8_e4m3"):
         rows += _batch_invariance(kv_dtype, rng, schedules, log)
+    rows += _fp8_query_range(log)
     rows += _int64_offsets(log)
     torch.cuda.empty_cache()
     return rows
@@ -264,6 +268,30 @@ def _batch_invariance(kv_dtype: str, rng, schedules, log) -> list[dict]:
         if not same:
             log(f"BATCH INVARIANCE FAILED ({kv_dtype}, {sched})")
     del cache_a, cache_b
+    return rows
+
+
+def _fp8_query_range(log) -> list[dict]:
+    """fp8 pages with bf16 queries far outside fp16's range (x 2^20: inf in fp16; x 2^-30: below
+    its subnormals): the kernel's per-row power-of-two scale into fp16 must give the result of
+    ordinary queries (k_scale divided by the same factor keeps the scores as they were)."""
+    from dataclasses import replace
+
+    rows = []
+    shape = AttentionShape(num_qo_heads=28, num_kv_heads=4, head_dim=128, page_size=16,
+                           kv_dtype="fp8_e4m3")
+    kv = np.array([1, 700, 3000, 45])
+    base = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=21)
+    q0 = make_queries(len(kv), shape, device="cuda", seed=21)
+    for factor in (2.0**20, 2.0**-30):
+        cache = replace(base, k_scale=base.k_scale / factor)
+        q = q0 * factor
+        ref = decode_reference(q, cache)
+        plan = build_plan(kv, 512, num_kv_heads=4, page_size=16)
+        err, ok = checked_run(prepare_decode(plan, cache), q, cache, ref, torch.bfloat16)
+        rows.append({"case": "fp8-query-range", "factor": factor, "rel_error": err, "ok": ok})
+        if not ok:
+            log(f"FP8 QUERY RANGE FAILED x{factor}: rel error {err}")
     return rows
 
 
@@ -516,11 +544,13 @@ class MatrixRunner:
     stopping rule), and the copy ceiling; or, with dry_run, the Triton interpreter on the CPU
     (wall clock, one run) and no FlashInfer."""
 
-    def __init__(self, dry_run: bool, ceiling: float, log):
+    def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf):
         from kvtune.harness.backends import BackendUnavailable
         from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
 
         self.dry_run, self.ceiling, self.log = dry_run, ceiling, log
+        self.deadline = deadline  # time.time() after which the matrix sections stop starting cases
+        self.cases_skipped = 0
         self.flashinfer = None
         self.flashinfer_reason = "dry run: FlashInfer needs a GPU"
         if dry_run:
@@ -548,6 +578,13 @@ class MatrixRunner:
         self.triton = self.make_triton()
         if dry_run:
             self.device = self.triton.device
+
+    def out_of_time(self, cases: int = 1) -> bool:
+        """True (and the cases counted as skipped) once the run's --time-limit-s has passed."""
+        if time.time() <= self.deadline:
+            return False
+        self.cases_skipped += cases
+        return True
 
     def close(self):
         self.triton.close()
@@ -584,10 +621,13 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
             for batch_size in batches:
                 batch = matrix_batch(dist, batch_size, shape, total_tokens)
                 for plan_name in plans:
+                    if runner.out_of_time():
+                        continue
                     plan, chunk = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
                     cfg = default_config(shape.head_dim, KV_TORCH_DTYPES[shape.kv_dtype],
                                          shape.page_size, plan.ctas_per_sm,
-                                         num_kv_heads=shape.num_kv_heads)
+                                         num_kv_heads=shape.num_kv_heads,
+                                         group_size=shape.group_size)
                     row = {"variant": variant_label(v), "shape": v[0], "dtype": v[1],
                            "kv_dtype": v[2], "page_size": v[3], "dist": dist,
                            "batch": batch_size, "plan": plan_name, "chunk_tokens": chunk,
@@ -623,14 +663,18 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
 
 
 # Where the config sweep times every CANDIDATES entry: few programs per SM (one KV head; G = 16
-# over 4 KV heads) and fp8 under fixed 2048 (uniform B=64: 128 / 512 programs) and balanced-2x
-# (skew80 B=256); the base shape as the control of the measured 16-bit entries, under fixed 2048
-# ("many") and FA3's one-program-per-SM persistent plan (Triton only). Each (variant, plan mode)
-# pair compiles every candidate once.
+# and G = 7 over 4 KV heads) and fp8 under fixed 2048 (uniform B=64: 128 / 512 programs) and
+# balanced-2x (skew80 B=256); the base shape (G = 4) as the control of the measured 16-bit
+# "many" entry under fixed 2048 and balanced-2x (uniform B=64: 3.88 programs/SM, where it ran
+# 0.84x of FlashInfer), and FA3's one-program-per-SM persistent plan (Triton only). Each
+# (variant, plan mode) pair compiles every candidate once.
 SWEEP_CASES = (("uniform", 64, "fixed-2048"), ("skew80", 256, "balanced-2x"))
 SWEEP = ((("llama3-70b-tp8", "bf16", "bf16", 16), SWEEP_CASES),
          (("g16", "bf16", "bf16", 16), SWEEP_CASES),
-         (("llama3-8b", "bf16", "bf16", 16), (("uniform", 64, "fixed-2048"), ("uniform", 64, "fa3"))),
+         (("qwen2.5-7b", "bf16", "bf16", 16), (("uniform", 64, "fixed-2048"),)),
+         (("llama3-8b", "bf16", "bf16", 16), (("uniform", 64, "fixed-2048"),
+                                              ("uniform", 64, "balanced-2x"),
+                                              ("uniform", 64, "fa3"))),
          (("llama3-8b", "bf16", "fp8_e4m3", 16), SWEEP_CASES),
          (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), SWEEP_CASES))
 
@@ -647,13 +691,16 @@ def section_shape_configs(runner: MatrixRunner, sweep, total_tokens, log) -> dic
         shape = variant_shape(v)
         elem = element_bytes(KV_TORCH_DTYPES[shape.kv_dtype])
         for dist, batch_size, plan_name in cases:
+            if runner.out_of_time(len(CANDIDATES[(shape.head_dim, elem)])):
+                continue
             batch = matrix_batch(dist, batch_size, shape, total_tokens)
             backend = runner.make_triton()  # one cache and reference for all candidates
             for cfg in CANDIDATES[(shape.head_dim, elem)]:
                 # A new plan object per candidate: the backend prepares (and verifies) each plan
                 # once, with the configuration it holds at that moment.
                 plan, _ = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
-                key = config_key(shape.head_dim, elem, shape.num_kv_heads, plan.ctas_per_sm)
+                key = config_key(shape.head_dim, elem, shape.num_kv_heads, plan.ctas_per_sm,
+                                 shape.group_size)
                 backend.config = cfg
                 try:
                     meas = backend.measure(batch, plan)
@@ -768,6 +815,10 @@ def main(argv=None) -> int:
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--total-tokens", type=int, default=None,
                     help=f"shapes: tokens per batch (default {TOTAL_TOKENS}; dry run 96)")
+    ap.add_argument("--time-limit-s", type=float, default=math.inf,
+                    help="after this many seconds from the start, the shape-configs and shapes "
+                         "sections start no new case (the skipped count is logged and stored); "
+                         "default: no limit")
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU only: the shapes and shape-configs sections on a tiny batch in "
                          "Triton's interpreter, FlashInfer skipped; checks the script, not speed")
@@ -817,7 +868,7 @@ def main(argv=None) -> int:
     def matrix_runner():
         nonlocal runner
         if runner is None:
-            runner = MatrixRunner(args.dry_run, ceiling, log)
+            runner = MatrixRunner(args.dry_run, ceiling, log, deadline=t0 + args.time_limit_s)
         return runner
 
     batches = (2,) if args.dry_run else MATRIX_BATCHES
@@ -831,10 +882,11 @@ def main(argv=None) -> int:
                      ("backend", lambda: section_backend(log)),
                      ("configs", lambda: section_configs(timer, ceiling, log)),
                      ("targets", lambda: section_targets(project_timer, ceiling, log)),
-                     ("shapes", lambda: section_shapes(matrix_runner(), variants, dists, batches,
-                                                       MATRIX_PLANS, total_tokens, log)),
+                     # the sweep first: under --time-limit-s it is the part that decides the table
                      ("shape-configs", lambda: section_shape_configs(
-                         matrix_runner(), sweep, total_tokens, log))):
+                         matrix_runner(), sweep, total_tokens, log)),
+                     ("shapes", lambda: section_shapes(matrix_runner(), variants, dists, batches,
+                                                       MATRIX_PLANS, total_tokens, log))):
         if name not in sections:
             continue
         ts = time.time()
@@ -847,6 +899,10 @@ def main(argv=None) -> int:
         save()
     if runner is not None:
         runner.close()
+        results["cases_skipped_time_limit"] = runner.cases_skipped
+        if runner.cases_skipped:
+            log(f"time limit {args.time_limit_s:.0f} s: {runner.cases_skipped} matrix/sweep cases "
+                "not run")
     if "check" in results:
         bad = [r for r in results["check"] if not r["ok"]]
         log(f"check: {len(results['check']) - len(bad)}/{len(results['check'])} ok")

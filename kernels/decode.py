@@ -19,17 +19,20 @@ request is split.
 
 Batch invariance: a request's result depends only on its own kv range cuts (the plan), its own
 data and the compile-time configuration, which is chosen from the shape (head_dim, KV element
-size, KV head count) and the occupancy the policy assumes (plan.ctas_per_sm), never from kv_lens
-or the batch size;
-runtime sizes are excluded from Triton's integer specialisation so another batch never selects
+size, KV head count, query heads per KV head) and the occupancy the policy assumes
+(plan.ctas_per_sm), never from kv_lens or the batch size; runtime sizes are excluded from Triton's integer specialisation so another batch never selects
 another compiled variant. Block sizes are tuned for G <= 16; larger groups run with the query
 tile padded to the next power of two.
 
 Block sizes, warps and stages come from kernels/decode_config.py.
 
 FP8 caches (e4m3 pages, per-tensor k_scale / v_scale): the kernel loads one byte per element and
-widens it to the query type in registers (exact: every e4m3 value is a bf16 and an fp16 value),
-so the products see the same operands as on a 16-bit cache. The scales never touch the tiles:
+widens it to fp16 in registers (exact: every e4m3 value is an fp16 value; on sm_90 one
+cvt.rn.f16x2.e4m3x2 per two elements, where widening to bf16 costs that plus a cvt.bf16.f16 per
+element), and both products run in fp16 with float32 accumulation whatever the query type. bf16
+queries are taken to fp16 exactly by scaling each row by a power of two (largest magnitude into
+[2^14, 2^15)), the inverse folded into the float32 score scale; the softmax weights are rounded
+to fp16 (not bf16) for the P.V product. The scales never touch the tiles:
 k_scale is folded into the score scale (sm_scale x k_scale x log2 e, in float32) and v_scale
 multiplies the float32 output once at the end, which is exactly softmax(q (s_k K8)^T) (s_v V8)
 up to float32 rounding. The online softmax stays in float32.
@@ -80,8 +83,12 @@ def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, st
 def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
                          DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                          P_DTYPE: tl.constexpr):
-    """Fold one block of keys/values into the running max, sum and output (base-2 domain)."""
-    # fp8 pages widen to the query type here (exact); 16-bit pages are already of that type.
+    """Fold one block of keys/values into the running max, sum and output (base-2 domain).
+
+    qk_scale_log2: a float32 scalar, or [G_PAD, 1] (fp8 caches with bf16 queries: the score
+    scale times each row's power-of-two query multiplier's inverse)."""
+    # fp8 pages widen here to q's type, fp16 on the fp8 path (exact, one cvt.rn.f16x2.e4m3x2 per
+    # two elements on sm_90); 16-bit pages are already of that type.
     k = k.to(q.dtype)
     v = v.to(q.dtype)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
@@ -109,6 +116,7 @@ def _attend_kernel(
     MODE: tl.constexpr, PREFETCH: tl.constexpr, PAGE_AHEAD: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
+    Q_TO_FP16: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
@@ -138,6 +146,20 @@ def _attend_kernel(
         qo_heads = head * G + offs_g
         q_offs = req.to(tl.int64) * stride_q_b + qo_heads[:, None] * stride_q_h + offs_d[None, :]
         q = tl.load(q_ptr + q_offs, mask=g_mask[:, None], other=0.0)
+        score_scale = qk_scale_log2
+        if Q_TO_FP16:
+            # fp8 pages with bf16 queries: the products run in fp16, since e4m3 -> fp16 is one
+            # hardware conversion per two elements and e4m3 -> bf16 is three. bf16 -> fp16 is
+            # made exact by scaling each query row by a power of two that puts its largest
+            # magnitude in [2^14, 2^15) (every element within 2^31 of it then fits fp16's range
+            # and precision); the inverse joins the float32 score scale.
+            qf = q.to(tl.float32)
+            amax_exp = (tl.max(tl.abs(qf), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF
+            mul_exp = tl.minimum(tl.maximum(268 - amax_exp, 1), 253)  # biased, 2^(14 - E)
+            q_mul = (mul_exp << 23).to(tl.float32, bitcast=True)
+            q_inv = ((254 - mul_exp) << 23).to(tl.float32, bitcast=True)
+            q = (qf * q_mul[:, None]).to(tl.float16)
+            score_scale = (qk_scale_log2 * q_inv)[:, None]
         if UPCAST_DOT:
             q = q.to(tl.float32)
         kv_head_off = head * HEAD_DIM
@@ -169,7 +191,7 @@ def _attend_kernel(
                 valid_after = tok_after < kv_hi
                 page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
                                     mask=valid_after, other=0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
                 k, v, valid = k_next, v_next, valid_next
                 tok_next, valid_next = tok_after, valid_after
@@ -191,7 +213,7 @@ def _attend_kernel(
                 tok_next = tok + BLOCK_N
                 page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
                                    mask=tok_next < kv_hi, other=0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
         else:
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
@@ -201,7 +223,7 @@ def _attend_kernel(
                                       offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
 
         if KV_FP8:
@@ -273,13 +295,14 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides default_config(head_dim, KV page dtype, page_size, plan.ctas_per_sm,
-    num_kv_heads=...).
+    num_kv_heads=..., group_size=...).
     """
     _check_plan(plan, cache)
     shape = cache.shape
     device = cache.device
     config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
-                                      plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads)
+                                      plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
+                                      group_size=shape.group_size)
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
@@ -331,7 +354,11 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
     cfg = launch.config
     g = shape.group_size
-    upcast = INTERPRETED and q.dtype == torch.bfloat16
+    # fp8 pages with 16-bit queries: K, V, q and the softmax weights go to fp16 for the products
+    # (module docstring); under the interpreter fp16 products are exact already.
+    fp16_products = cache.is_fp8 and q.dtype in (torch.bfloat16, torch.float16)
+    p_dtype = torch.float16 if fp16_products else q.dtype
+    upcast = INTERPRETED and q.dtype == torch.bfloat16 and not fp16_products
     # float32 inputs (the precise tests) must not go through tf32 products.
     precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
     # fp8 pages: k_scale joins the score scale, v_scale multiplies the output (module docstring).
@@ -347,7 +374,8 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
         HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
         MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
-        P_DTYPE=_TL_DTYPES[q.dtype], KV_FP8=cache.is_fp8,
+        P_DTYPE=_TL_DTYPES[p_dtype], KV_FP8=cache.is_fp8,
+        Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if launch.merge_requests.shape[0] > 0:

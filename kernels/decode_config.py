@@ -1,10 +1,11 @@
 """Compile-time configurations of the stage-1 decode kernel (kernels/decode.py), per shape.
 
-A configuration is chosen from the shape (head_dim, the KV element size, the KV head count) and
+A configuration is chosen from the shape (head_dim, the KV element size, the KV head count, the
+query heads per KV head) and
 the occupancy the plan assumes (plan.ctas_per_sm), never from kv_lens or the batch size: kv_lens
 change every decode step, and a configuration that followed them would recompile and would change
 a request's arithmetic with what else is in the batch. How the table was chosen:
-docs/KERNEL_NOTES.md; `benchmarks/bench_kernels.py --sections shapes,configs` times every
+docs/KERNEL_NOTES.md; `benchmarks/bench_kernels.py --sections shape-configs` times every
 candidate of `CANDIDATES` per shape and prints the table it would pick.
 
 The choice, explicitly (`config_key` then `CONFIG_TABLE`):
@@ -14,7 +15,12 @@ The choice, explicitly (`config_key` then `CONFIG_TABLE`):
                        item is then one program, and the plans of such shapes (fixed 2048-token
                        chunks: 128 programs at 262,144 tokens for B = 8..64) leave about one
                        program per SM, where the per-program rate is everything. These get the
-                       page-ahead variants: 2 K/V tiles in flight while a third is computed.
+                       page-ahead variants (head_dim 128, 16-bit: 8 warps, 128 tokens, one
+                       tile in flight while one is computed; measured).
+  regime "many-large-group"  otherwise, when G = num_qo_heads / num_kv_heads > 4 (qwen2.5-7b,
+                       yi-6b, 64 q / 4 KV): a step carries 2-4x the arithmetic of G <= 4, so a
+                       page-ahead variant keeps the next tiles in flight during it (measured on
+                       G = 16 at head_dim 128).
   regime "many"        otherwise: several programs per SM hide each other's latency; for 16-bit
                        caches the measured variants with about 64 KB of K+V per step.
 
@@ -27,7 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-REGIMES = ("many", "one-per-sm")
+REGIMES = ("many", "many-large-group", "one-per-sm")
+LARGE_GROUP = 4  # G above this: "many-large-group"
 HEAD_DIMS = (64, 128, 256)
 
 
@@ -74,49 +81,61 @@ def _pa(block_n, warps, stages) -> KernelConfig:
 
 # (head_dim, KV element bytes, regime) -> configuration. Shared memory, registers and K/V tiles
 # in flight below are from local sm_90 compiles (triton 3.9 TTGIR, ptxas -v; docs/KERNEL_NOTES.md
-# "Config table"); none of the entries marked "predicted" has been timed on a GPU yet: the
-# shape-configs section of benchmarks/bench_kernels.py times them against the alternatives.
-# 16-bit "many": measured (H200 sweep of 2026-11-26, runs 1-3), about 64 KB of K+V per step,
-#   one tile at a time (Triton keeps a single buffer when the page id is loaded in the same step).
-# 16-bit "one-per-sm": predicted. The page-ahead variants keep 2 tiles (64 KB) in flight while a
-#   third is computed, and leave room for 2 programs per SM (about 105 KB of shared memory, 128-144
-#   registers); they replace the register-prefetch variants (one tile ahead, 202 registers, one
-#   program per SM; measured +6..16% over the "many" entry with one program per SM).
-# fp8 (1 byte): predicted. Page-ahead everywhere: the plain variants need 254-255 registers once
-#   the e4m3 tiles are widened (2 programs per SM at head_dim 128, spills at 256).
+# "Config table"; benchmarks/compile_survey.py). "measured" = chosen by a GPU sweep
+# (benchmarks/bench_kernels.py --sections shape-configs); "predicted" = not timed yet.
+# 16-bit "many" (G <= 4): measured (H200 sweep of 2026-11-26, runs 1-3, and again in the
+#   H200 run of 07:07 UTC: llama3-8b uniform B=64 fixed-2048 bn128-w4-s2 275.2 us vs
+#   bn64-w4-s4-pa 278.9), about 64 KB of K+V per step, one tile at a time.
+# 16-bit "many-large-group" (G > 4, several KV heads): head_dim 128 measured (H200, 2026-11-26
+#   07:07 UTC, 4.288 TB/s copy): g16 uniform B=64 fixed-2048 (3.88 programs/SM) bn64-w4-s4-pa
+#   159.1 us vs bn128-w4-s2 180.6 (FlashInfer 148.4), skew80 B=256 balanced-2x 177.0 vs 171.8:
+#   summed 336 vs 352 us. With G = 7..16 rows per program a step does 2-4x the arithmetic of a
+#   G = 4 step, so the tile in flight during it (page-ahead) pays. qwen2.5-7b (G = 7) and yi-6b
+#   (G = 8) ran 0.83-0.86x of FlashInfer with bn128-w4-s2 at 3.88 programs/SM: predicted to gain
+#   alike. head_dim 64 / 256: predicted, the "many" entries until a sweep says otherwise.
+# 16-bit "one-per-sm": head_dim 128 measured (same run): bn128-w8-s3-pa, summed 379.6 us vs
+#   543.9 for bn64-w4-s4-pa; llama3-70b-tp8 uniform B=64 fixed-2048 45.7 us (0.686 of copy,
+#   FlashInfer 49.3) vs 119.5, FA3's plan on llama3-8b 275.1 us vs 371.0. 8 warps issue the
+#   gathers of a 128-token step twice as fast, and 112 registers leave room for 2 programs by
+#   registers (136 KB of shared memory: 1). head_dim 64 / 256: predicted (page-ahead, 2 tiles in
+#   flight; docs/KERNEL_NOTES.md).
+# fp8 (1 byte): head_dim 128 "many" measured (same run, before the fp16 products of
+#   kernels/decode.py): bn128-w4-s2 summed 698.6 us vs 706.2 for bn128-w4-s3-pa, within 1%;
+#   "one-per-sm" measured: bn128-w4-s4-pa. The fp16 products changed the register count
+#   (bn128-w4-s2: 255, bn128-w4-s3/s4-pa: 204, no spills), so the next sweep re-decides these.
+#   head_dim 64 / 256: predicted page-ahead (the plain variants need 254-255 registers).
 # float32 (4 bytes): the precise tests only, not tuned.
+_MANY_16 = {64: _c(256, 8, 2), 128: _c(128, 4, 2), 256: _c(64, 4, 2)}
+_LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
+_ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
+_MANY_8 = {64: _pa(128, 4, 4), 128: _c(128, 4, 2), 256: _pa(32, 4, 4)}
+_ONE_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 4), 256: _pa(64, 4, 4)}
+_F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
-    (64, 2, "many"): _c(256, 8, 2),
-    (128, 2, "many"): _c(128, 4, 2),
-    (256, 2, "many"): _c(64, 4, 2),
-    (64, 2, "one-per-sm"): _pa(128, 4, 4),
-    (128, 2, "one-per-sm"): _pa(64, 4, 4),
-    (256, 2, "one-per-sm"): _pa(32, 4, 4),
-    (64, 1, "many"): _pa(128, 4, 4),
-    (128, 1, "many"): _pa(128, 4, 3),
-    (256, 1, "many"): _pa(32, 4, 4),
-    (64, 1, "one-per-sm"): _pa(128, 4, 4),
-    (128, 1, "one-per-sm"): _pa(128, 4, 4),
-    (256, 1, "one-per-sm"): _pa(64, 4, 4),
-    (64, 4, "many"): _c(64, 4, 2),
-    (128, 4, "many"): _c(32, 4, 2),
-    (256, 4, "many"): _c(16, 4, 2),
-    (64, 4, "one-per-sm"): _c(64, 4, 2),
-    (128, 4, "one-per-sm"): _c(32, 4, 2),
-    (256, 4, "one-per-sm"): _c(16, 4, 2),
+    **{(d, 2, "many"): c for d, c in _MANY_16.items()},
+    **{(d, 2, "many-large-group"): c for d, c in _LARGE_GROUP_16.items()},
+    **{(d, 2, "one-per-sm"): c for d, c in _ONE_16.items()},
+    **{(d, 1, "many"): c for d, c in _MANY_8.items()},
+    **{(d, 1, "many-large-group"): c for d, c in _MANY_8.items()},
+    **{(d, 1, "one-per-sm"): c for d, c in _ONE_8.items()},
+    **{(d, 4, r): c for d, c in _F32.items() for r in REGIMES},
 }
 
-# What the benchmark sweeps per (head_dim, KV element bytes): the table's entries, the measured
-# earlier entries (plain and register-prefetch) and other depths of the page-ahead pipeline.
+# What the next sweep times per (head_dim, KV element bytes): the table's entries and the
+# alternatives still in question. Dropped after the H200 run of 07:07 UTC, 2026-11-26: the
+# register prefetch (bn128-w8-s1-pf: 1.3-1.7x the best at head_dim 128 in every case) and
+# bn64-w4-s3-pa (never best by more than 4%, 2.4x worse on llama3-70b-tp8). Added: bn128-w8-s4-pa
+# (the one-per-sm winner with a third tile in flight, about 200 KB of shared memory) and, for
+# fp8, bn128-w8-s3-pa (the 16-bit one-per-sm winner). fp8 keeps bn64-w4-s4-pa: with the fp16
+# products it is the one head_dim-128 fp8 variant under 168 registers (164: 3 programs per SM).
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
-    (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _c(128, 8, 1, True)),
-    (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(64, 4, 3), _c(128, 8, 1, True), _pa(128, 8, 3),
-               _pa(64, 8, 4)),
-    (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(64, 8, 1, True), _c(32, 4, 2)),
+    (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3)),
+    (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4)),
+    (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3)),
     (64, 1): (_pa(128, 4, 4), _pa(128, 4, 3), _c(256, 8, 2), _pa(256, 8, 3)),
-    (128, 1): (_pa(128, 4, 3), _pa(128, 4, 4), _c(128, 4, 2), _c(128, 8, 1, True), _pa(64, 4, 4),
-               _pa(256, 8, 3)),
-    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2), _c(64, 8, 1, True)),
+    (128, 1): (_c(128, 4, 2), _pa(128, 4, 3), _pa(128, 4, 4), _pa(128, 8, 3), _pa(256, 8, 3),
+               _pa(64, 4, 4)),
+    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2)),
 }
 
 
@@ -125,35 +144,43 @@ def element_bytes(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def regime(num_kv_heads: int, ctas_per_sm: int | None) -> str:
-    """"one-per-sm" when the plan assumes one program per SM or the shape has one KV head, else
-    "many" (see the module docstring). Depends on the shape and the policy only."""
-    return "one-per-sm" if ctas_per_sm == 1 or num_kv_heads == 1 else "many"
+def regime(num_kv_heads: int, ctas_per_sm: int | None, group_size: int = 1) -> str:
+    """"one-per-sm" when the plan assumes one program per SM or the shape has one KV head;
+    otherwise "many-large-group" when G = num_qo_heads / num_kv_heads > 4, else "many" (see the
+    module docstring). Depends on the shape and the policy only."""
+    if ctas_per_sm == 1 or num_kv_heads == 1:
+        return "one-per-sm"
+    return "many-large-group" if group_size > LARGE_GROUP else "many"
 
 
 def config_key(head_dim: int, kv_element_bytes: int, num_kv_heads: int,
-               ctas_per_sm: int | None) -> tuple[int, int, str]:
+               ctas_per_sm: int | None, group_size: int = 1) -> tuple[int, int, str]:
     """The CONFIG_TABLE key of a shape and a plan's occupancy; ValueError for an unknown size."""
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim: {head_dim} not allowed; allowed: 64, 128, 256")
     if kv_element_bytes not in (1, 2, 4):
         raise ValueError(f"kv element size: {kv_element_bytes} bytes not allowed; allowed: 1, 2, 4")
-    return head_dim, kv_element_bytes, regime(num_kv_heads, ctas_per_sm)
+    if group_size < 1:
+        raise ValueError(f"group_size: {group_size} not allowed; allowed: >= 1")
+    return head_dim, kv_element_bytes, regime(num_kv_heads, ctas_per_sm, group_size)
 
 
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
-                   ctas_per_sm: int | None = None, *, num_kv_heads: int = 8) -> KernelConfig:
+                   ctas_per_sm: int | None = None, *, num_kv_heads: int = 8,
+                   group_size: int = 1) -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
     occupancy the plan assumes (plan.ctas_per_sm). num_kv_heads: the shape's KV heads (1 selects
-    the one-program-per-SM regime). Never depends on kv_lens or the batch, so the number of
+    the one-program-per-SM regime). group_size: query heads per KV head (G > 4 selects
+    "many-large-group" where several programs share an SM). Never depends on kv_lens or the batch, so the number of
     compiled variants stays bounded and a request's arithmetic under a given policy does not
     change with what else is in the batch. page_size is part of the signature for future
     tuning; the current table does not distinguish page sizes.
     """
-    return CONFIG_TABLE[config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm)]
+    return CONFIG_TABLE[config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm,
+                                   group_size)]
 
 
-__all__ = ["CANDIDATES", "CONFIG_TABLE", "REGIMES", "KernelConfig", "config_key",
+__all__ = ["CANDIDATES", "CONFIG_TABLE", "LARGE_GROUP", "REGIMES", "KernelConfig", "config_key",
            "default_config", "element_bytes", "regime"]

@@ -71,3 +71,13 @@ def test_bad_variant_index_is_one_line_exit_2(bench, tmp_path, capsys):
     assert bench.main(["--dry-run", "--variants", "99", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "variants: '99' not allowed" in err
+
+
+def test_time_limit_stops_the_matrix_sections_and_counts_what_it_skipped(bench, tmp_path):
+    out = tmp_path / "out"
+    assert bench.main(["--dry-run", "--sections", "shapes,shape-configs", "--variants", "12",
+                       "--total-tokens", "40", "--time-limit-s", "0", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    # 2 shapes cases (one batch, two plans) and the sweep's candidates of its one case.
+    assert results["cases_skipped_time_limit"] == 2 + len(decode_config.CANDIDATES[(128, 1)])
+    assert results["shapes"] == [] and results["shape-configs"]["rows"] == []

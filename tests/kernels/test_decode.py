@@ -210,8 +210,19 @@ def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
     assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=4) == KernelConfig(128, 4, 2)
     assert default_config(128, torch.float8_e4m3fn, 16) == CONFIG_TABLE[(128, 1, "many")]
     assert config_key(256, 1, 1, 2) == (256, 1, "one-per-sm")
+    # More than 4 query heads per KV head with several KV heads: their own entry (page-ahead at
+    # head_dim 128, measured on G = 16); G <= 4 keeps the "many" entry; one KV head or one
+    # program per SM wins over the group size.
+    assert config_key(128, 2, 4, None, group_size=16) == (128, 2, "many-large-group")
+    assert config_key(128, 2, 4, None, group_size=7) == (128, 2, "many-large-group")
+    assert config_key(128, 2, 8, None, group_size=4) == (128, 2, "many")
+    assert config_key(128, 2, 1, None, group_size=8) == (128, 2, "one-per-sm")
+    assert config_key(128, 2, 4, 1, group_size=16) == (128, 2, "one-per-sm")
+    assert default_config(128, torch.bfloat16, 16, 4, num_kv_heads=4, group_size=16).page_ahead
     with pytest.raises(ValueError, match="kv element size"):
         config_key(128, 8, 1, 1)
+    with pytest.raises(ValueError, match="group_size"):
+        config_key(128, 2, 4, None, group_size=0)
 
 
 def test_config_table_never_depends_on_the_batch():

@@ -108,6 +108,26 @@ def load_calibration(path: str | os.PathLike) -> SimModel:
     return SimModel(device, constants, kernel, calibrated, label, source)
 
 
+def write_calibration(model: SimModel, path: str | os.PathLike) -> None:
+    """Write `model` as a calibration file (NaN numbers become null)."""
+    import math
+
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if hasattr(value, "item"):  # numpy scalars
+            return clean(value.item())
+        return value
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(clean(model.to_dict()), indent=2) + "\n")
+
+
 def shipped_calibration(preset: str, kernel: str) -> Path | None:
     """The calibration file shipped for (preset, kernel), if there is one."""
     path = CALIBRATIONS_DIR / f"{preset.lower()}-{kernel}.json"

@@ -20,8 +20,9 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   all of them); the first launch adds `launch_us`, the merge `merge_launch_us` + `merge_fixed_us`.
 - The per-CTA rate cap depends on the kernel and the plan: `cta_rate_cap_bytes_per_s` for a CTA
   of the reference shape (512 KV bytes per token and head: head_dim 128, 2-byte elements), scaled
-  by (bytes per token / 512) ** `inflight_exponent` (a wider row keeps more bytes in flight), and
-  never above `sm_rate_cap_bytes_per_s` shared by the CTAs resident on one SM.
+  by (bytes per token / 512) ** `inflight_exponent` (a wider row keeps more bytes in flight) and
+  by r ** -`residency_exponent` for r CTAs resident per SM (they share the SM's load pipes:
+  exponent 0 = independent, 1 = one SM-wide rate split between them).
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
   cost `empty_cta_us` of slot time each when they have no work, spread over the slots.
@@ -78,8 +79,8 @@ class SimConstants:
     merge_fixed_us: fixed work of the merge kernel beyond its launch and its bytes (a tiny,
         latency-bound kernel), >= 0. Default 2 us.
     merge_launch_us: launch cost of the merge kernel, >= 0. Default 3 us (= launch_us).
-    sm_rate_cap_bytes_per_s: most bytes/s the CTAs resident on one SM stream together, > 0
-        (inf: no cap). Default inf.
+    residency_exponent: how the per-CTA cap falls with r CTAs resident per SM (cap * r ** -x),
+        0..2. Default 0.
     inflight_exponent: how the per-CTA cap scales with KV bytes per token and head relative to
         512, -4..4. Default 0 (one cap for every shape).
     empty_cta_us: slot time of a launched program with no work (it reads its bounds and exits),
@@ -93,7 +94,7 @@ class SimConstants:
     launch_us: float = 3.0
     merge_fixed_us: float = 2.0
     merge_launch_us: float = 3.0
-    sm_rate_cap_bytes_per_s: float = math.inf
+    residency_exponent: float = 0.0
     inflight_exponent: float = 0.0
     empty_cta_us: float = 0.5
 
@@ -109,12 +110,9 @@ class SimConstants:
             raise ValueError(
                 f"cta_rate_cap_bytes_per_s: {self.cta_rate_cap_bytes_per_s!r} must be > 0"
             )
-        if not (
-            isinstance(self.sm_rate_cap_bytes_per_s, (int, float))
-            and self.sm_rate_cap_bytes_per_s > 0
-        ):
+        if not (isinstance(self.residency_exponent, (int, float)) and 0 <= self.residency_exponent <= 2):
             raise ValueError(
-                f"sm_rate_cap_bytes_per_s: {self.sm_rate_cap_bytes_per_s!r} must be > 0"
+                f"residency_exponent: {self.residency_exponent!r} out of range; allowed: 0..2"
             )
         if not (isinstance(self.inflight_exponent, (int, float)) and -4 <= self.inflight_exponent <= 4):
             raise ValueError(
@@ -229,16 +227,14 @@ def empty_programs(plan: Plan) -> int:
 def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSpec,
                              constants: SimConstants) -> float:
     """The per-CTA streaming cap for this plan: the reference cap scaled by the shape's bytes in
-    flight, and the SM cap shared by the CTAs resident on one SM."""
+    flight and by the CTAs resident per SM (slots per SM, fewer when the grid does not fill
+    them)."""
     c = constants
     scale = (shape.kv_bytes_per_token_per_head / REFERENCE_KV_BYTES_PER_TOKEN) ** c.inflight_exponent
-    cap = c.cta_rate_cap_bytes_per_s * scale
-    if math.isfinite(c.sm_rate_cap_bytes_per_s):
-        slots_per_sm = min(plan.ctas_per_sm, device.max_ctas_per_sm)
-        tasks = plan.num_tasks * programs_per_task(plan)
-        resident = max(1, min(slots_per_sm, -(-min(plan.grid_size, tasks) // device.sm_count)))
-        cap = min(cap, c.sm_rate_cap_bytes_per_s / resident)
-    return cap
+    slots_per_sm = min(plan.ctas_per_sm, device.max_ctas_per_sm)
+    programs = plan.grid_size * programs_per_task(plan)
+    resident = max(1, min(slots_per_sm, -(-programs // device.sm_count)))
+    return c.cta_rate_cap_bytes_per_s * scale * resident ** -c.residency_exponent
 
 
 def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:

@@ -162,7 +162,8 @@ def _from_x(x: np.ndarray, start: SimConstants, names: list[str]) -> SimConstant
 
 def fit_constants(rep, device: DeviceSpec, measured_us: np.ndarray, names: list[str],
                   start: SimConstants = DEFAULT_CONSTANTS, max_evaluations: int = DEFAULT_MAX_EVALUATIONS):
-    """least_squares over `names`; returns (constants, cost). Rows without a plan are ignored."""
+    """least_squares over `names`; returns (constants, cost, the names the rows identified).
+    Rows without a plan are ignored."""
     from scipy.optimize import least_squares
 
     keep = np.array([p is not None for p in rep.plans])
@@ -180,7 +181,12 @@ def fit_constants(rep, device: DeviceSpec, measured_us: np.ndarray, names: list[
     # step that spans small kinks gives a more useful slope than a tiny one.
     result = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1", f_scale=LOSS_SCALE,
                            diff_step=0.02, max_nfev=max_evaluations, x_scale="jac")
-    return _from_x(result.x, start, names), float(result.cost)
+    # A constant whose Jacobian column is zero moved no prediction: the rows do not identify it,
+    # so it keeps its starting value rather than wherever the optimizer left it.
+    moved = np.abs(result.jac).max(axis=0) > 1e-9 if result.jac.size else np.zeros(len(names), bool)
+    x = np.where(moved, result.x, x0)
+    identified = [n for n, m in zip(names, moved) if m]
+    return _from_x(x, start, names), float(result.cost), identified
 
 
 def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLDOUT_SHARE,
@@ -222,7 +228,7 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
     names = identifiable(rep, fit_frame)
     start = replace(start, merge_launch_us=start.merge_launch_us + start.merge_fixed_us,
                     merge_fixed_us=0.0)
-    constants, cost = fit_constants(rep, device, measured, names, start, max_evaluations)
+    constants, cost, names = fit_constants(rep, device, measured, names, start, max_evaluations)
     fit_report = compare(rep.frame.assign(sim_us=simulate_replay(rep, device, constants)))
 
     hold_frames = [hold_frame]

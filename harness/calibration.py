@@ -176,7 +176,8 @@ def fit_constants(rep, device: DeviceSpec, measured_us: np.ndarray, names: list[
 
     lower = np.array([FIT_BOUNDS[n][1] / FIT_BOUNDS[n][0] for n in names])
     upper = np.array([FIT_BOUNDS[n][2] / FIT_BOUNDS[n][0] for n in names])
-    x0 = np.clip(_to_x(start, names), lower + 1e-9, upper - 1e-9)
+    x_start = _to_x(start, names)
+    x0 = np.clip(x_start, lower + 1e-9, upper - 1e-9)  # the optimizer starts strictly inside
     # A 2% finite-difference step: the event model is piecewise smooth (wave boundaries), so a
     # step that spans small kinks gives a more useful slope than a tiny one.
     result = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1", f_scale=LOSS_SCALE,
@@ -184,7 +185,7 @@ def fit_constants(rep, device: DeviceSpec, measured_us: np.ndarray, names: list[
     # A constant whose Jacobian column is zero moved no prediction: the rows do not identify it,
     # so it keeps its starting value rather than wherever the optimizer left it.
     moved = np.abs(result.jac).max(axis=0) > 1e-9 if result.jac.size else np.zeros(len(names), bool)
-    x = np.where(moved, result.x, x0)
+    x = np.where(moved, result.x, x_start)
     identified = [n for n, m in zip(names, moved) if m]
     return _from_x(x, start, names), float(result.cost), identified
 

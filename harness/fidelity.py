@@ -75,21 +75,38 @@ class GpuRows:
         return sorted(k for k in self.frame["kernel"].dropna().unique())
 
 
+def expand_run_dirs(run_dirs) -> list[Path]:
+    """Run folders: each given folder that holds manifest.json, or the run folders directly
+    inside a results folder. ValueError names a folder that is neither."""
+    out = []
+    for d in run_dirs:
+        path = Path(d)
+        if (path / "manifest.json").is_file():
+            out.append(path)
+            continue
+        inner = sorted(p for p in path.iterdir() if (p / "manifest.json").is_file()) \
+            if path.is_dir() else []
+        if not inner:
+            raise ValueError(f"from: {str(path)!r} is not a run folder (no manifest.json) "
+                             "nor a results folder holding runs")
+        out.extend(inner)
+    return out
+
+
 def load_rows(run_dirs) -> GpuRows:
-    """Rows of the runs under `run_dirs` (folders holding manifest.json and measurements.parquet).
-    ValueError with one line when a folder is not a run or holds no usable row."""
+    """Rows of the runs under `run_dirs` (run folders holding manifest.json and
+    measurements.parquet, or results folders holding such runs). ValueError with one line when a
+    folder is not a run or no row is usable."""
     from kvtune.harness.store import load_manifest, load_measurements
 
     frames, devices, bandwidth, manifests = [], {}, {}, {}
     dropped: dict[str, int] = {}
-    for d in run_dirs:
-        path = Path(d)
-        if not (path / "manifest.json").is_file():
-            raise ValueError(f"from: {str(path)!r} is not a run folder (no manifest.json)")
+    for path in expand_run_dirs(run_dirs):
         man = load_manifest(path)
         rows = load_measurements(path)
         if rows.empty:
-            raise ValueError(f"from: run {str(path)!r} has no measurements")
+            dropped["runs without rows"] = dropped.get("runs without rows", 0) + 1
+            continue
         run_id = str(man.get("run_id", path.name))
         dev = dict(man.get("device") or {})
         dev.pop("live", None)

@@ -98,6 +98,7 @@ class FlashInferCudaCorePolicy(PolicyBase):
             split_kv=split,
             chunk_pages=chunk_pages if split else None,
             new_batch_size=new_batch if split else batch,
+            enable_cuda_graph=self.enable_cuda_graph,
         )
         if padded is not None:
             notes["padded_batch_size"] = int(padded)
@@ -213,6 +214,7 @@ class FlashInferTensorCorePolicy(PolicyBase):
             new_batch_size=work,
             padded_batch_size=padded,
             launched_ctas=padded * heads,
+            enable_cuda_graph=self.enable_cuda_graph,
         )
         return build_plan(
             kv_lens,

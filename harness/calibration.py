@@ -4,7 +4,8 @@
 keeps those of one kernel, holds out a share of the batches (whole cases, chosen with a seeded
 permutation) and fits the SimConstants that minimise the robust loss of log(simulated / measured)
 latency over the rest, with scipy.optimize.least_squares (trust-region reflective, bounds,
-soft-L1 loss with a 5% scale, finite-difference Jacobian). The held-out batches give the fit's
+soft-L1 loss with a 5% scale, finite-difference Jacobian, a weak prior toward the starting
+constants for directions the rows do not pin down). The held-out batches give the fit's
 honest numbers: per-batch Spearman, top-1 agreement, regret, latency error (harness.fidelity).
 
 What is fitted, and when (a constant the rows cannot identify keeps its starting value and is
@@ -45,9 +46,26 @@ DEFAULT_MAX_EVALUATIONS = 60
 # The loss's scale: residuals are log latency ratios, so 0.05 is about a 5% error.
 LOSS_SCALE = 0.05
 
+# A weak prior keeps constants the rows barely tell apart (launch cost against bandwidth when
+# every batch moves the same bytes) near their start: one extra residual per constant,
+# PRIOR_WEIGHT * (value - start) / PRIOR_SCALE, i.e. a one-scale move costs what a 5% error on
+# one row costs. Rows that identify a constant outweigh it.
+PRIOR_WEIGHT = 0.05
+PRIOR_SCALE = {
+    "hbm_efficiency": 0.1,
+    "cta_rate_cap_bytes_per_s": 20e9,
+    "cta_start_us": 2.0,
+    "launch_us": 3.0,
+    "merge_launch_us": 3.0,
+    "persistent_task_us": 1.0,
+    "empty_cta_us": 1.0,
+    "residency_exponent": 0.5,
+    "inflight_exponent": 0.5,
+}
+
 # name -> (unit the optimizer sees, lower bound, upper bound), in the constant's own units.
 FIT_BOUNDS = {
-    "hbm_efficiency": (1.0, 0.2, 1.0),
+    "hbm_efficiency": (1.0, 0.2, 1.25),
     "cta_rate_cap_bytes_per_s": (1e9, 1e9, 4e12),
     "cta_start_us": (1.0, 0.0, 50.0),
     "launch_us": (1.0, 0.0, 50.0),
@@ -169,14 +187,16 @@ def fit_constants(rep, device: DeviceSpec, measured_us: np.ndarray, names: list[
     keep = np.array([p is not None for p in rep.plans])
     log_measured = np.log(measured_us)
 
+    x_start = _to_x(start, names)
+    prior_scale = np.array([PRIOR_SCALE[n] / FIT_BOUNDS[n][0] for n in names])
+
     def residuals(x):
         sim = simulate_replay(rep, device, _from_x(x, start, names))
-        r = np.log(sim) - log_measured
-        return np.where(keep, r, 0.0)
+        r = np.where(keep, np.log(sim) - log_measured, 0.0)
+        return np.concatenate([r, PRIOR_WEIGHT * (x - x_start) / prior_scale])
 
     lower = np.array([FIT_BOUNDS[n][1] / FIT_BOUNDS[n][0] for n in names])
     upper = np.array([FIT_BOUNDS[n][2] / FIT_BOUNDS[n][0] for n in names])
-    x_start = _to_x(start, names)
     x0 = np.clip(x_start, lower + 1e-9, upper - 1e-9)  # the optimizer starts strictly inside
     # A 2% finite-difference step: the event model is piecewise smooth (wave boundaries), so a
     # step that spans small kinks gives a more useful slope than a tiny one.
@@ -184,7 +204,8 @@ def fit_constants(rep, device: DeviceSpec, measured_us: np.ndarray, names: list[
                            diff_step=0.02, max_nfev=max_evaluations, x_scale="jac")
     # A constant whose Jacobian column is zero moved no prediction: the rows do not identify it,
     # so it keeps its starting value rather than wherever the optimizer left it.
-    moved = np.abs(result.jac).max(axis=0) > 1e-9 if result.jac.size else np.zeros(len(names), bool)
+    rows_jac = result.jac[: len(keep)]
+    moved = np.abs(rows_jac).max(axis=0) > 1e-9 if rows_jac.size else np.zeros(len(names), bool)
     x = np.where(moved, result.x, x_start)
     identified = [n for n, m in zip(names, moved) if m]
     return _from_x(x, start, names), float(result.cost), identified

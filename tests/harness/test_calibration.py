@@ -95,8 +95,11 @@ def test_load_rows_drops_failed_rows_and_ignores_extra_columns(runs, tmp_path):
     rows = load_rows([run])
     assert len(rows.frame) == len(frame) - 2
     assert rows.dropped == {"status not ok": 1, "no latency": 1}
+    (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="not a run folder"):
-        load_rows([tmp_path])
+        load_rows([tmp_path / "empty"])
+    # A results folder stands for the runs inside it.
+    assert len(load_rows([tmp_path]).frame) == len(rows.frame)
 
 
 def test_compare_scores_a_reversed_ranking():

@@ -2,10 +2,13 @@
 
 Its numbers are a MODEL, never a measurement: every Measurement says timer="simulated", comes from
 the backend called "simulator", and names the device model, the kernel it stands in for and
-whether its constants are calibrated (extra columns sim_model, sim_kernel, sim_calibrated).
+whether its constants are calibrated (extra columns sim_model, sim_kernel, sim_calibrated, and
+sim_constants: the constants as JSON).
 """
 
 from __future__ import annotations
+
+import json
 
 from kvtune.harness.backends import Measurement, Verification
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
@@ -61,6 +64,8 @@ class SimulatorBackend:
                 "sim_model": self.device.name,
                 "sim_kernel": self.kernel,
                 "sim_calibrated": self.calibrated,
+                # The constants themselves, so a stored row can be replayed exactly.
+                "sim_constants": json.dumps(self.constants.to_dict(), sort_keys=True),
             },
         )
 

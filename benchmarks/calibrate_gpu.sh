@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU rows for the simulator's calibration (issue 14): `kvtune bench --suite calibrate` on the
 # triton and flashinfer backends, then a held-out set (other traces and seeds) on both, in one
-# call of the device machine (about 4 minutes on one H100/H200).
+# call of the device machine (about 4 minutes on one H100/H200: every step has a time cap and keeps
+# the rows it measured when the cap cuts it).
 #
 #   bash benchmarks/calibrate_gpu.sh OUT_DIR [--dry-run]
 #
@@ -42,11 +43,13 @@ stopping="min_samples=5,min_time_ms=5,max_noise=0.02,timeout_s=0.5"
 fit_suite=(--suite calibrate)
 held_sets=("azure-conv:8,32,128,256:11" "mooncake:16,64,192:12")
 backends=(triton flashinfer)
-budget=(90 70 45 35)  # seconds: fit triton, fit flashinfer, held-out triton, held-out flashinfer
+# seconds: fit triton, fit flashinfer (FlashInfer JIT-compiles its two decode modules first, about
+# 25 s), held-out triton, held-out flashinfer, head_dim 256 on triton (bytes in flight).
+budget=(75 75 35 30 25)
 if [ "$dry" = "--dry-run" ]; then
   fit_suite=(--suite smoke)
   held_sets=("uniform-range:4,8:11")
-  budget=(120 120 120 120)
+  budget=(120 120 120 120 120)
 fi
 
 bench() {  # bench BACKEND FOLDER SECONDS ARGS...
@@ -62,7 +65,8 @@ bench() {  # bench BACKEND FOLDER SECONDS ARGS...
   local start
   start=$(date +%s)
   mkdir -p "$res/$folder"
-  timeout "$seconds" "$py" -m kvtune bench "${how[@]}" --policies "$pols" --out "$res/$folder" \
+  # SIGINT, not SIGTERM: kvtune bench then writes the rows it has and marks the run failed.
+  timeout -s INT -k 10 "$seconds" "$py" -m kvtune bench "${how[@]}" --policies "$pols" --out "$res/$folder" \
       --no-progress --format markdown "$@" >> "$res/$folder.md" \
       || echo "== bench $backend $folder stopped: exit $? (rows so far are kept)"
   echo "== bench $backend $folder: wall $(( $(date +%s) - start )) s"
@@ -78,13 +82,16 @@ bench() {  # bench BACKEND FOLDER SECONDS ARGS...
     i=$((i + 1))
   done
   for backend in "${backends[@]}"; do
+    n=${#held_sets[@]}
     for set in "${held_sets[@]}"; do
       IFS=: read -r dist sizes seed <<< "$set"
-      bench "$backend" "held-out/$backend" "${budget[$i]}" --distribution "$dist" \
+      bench "$backend" "held-out/$backend" "$(( ${budget[$i]} / n ))" --distribution "$dist" \
           --batch-sizes "$sizes" --seeds "$seed"
     done
     i=$((i + 1))
   done
+  # A second KV row width (1,024 bytes per token and head) so the fit sees bytes in flight vary.
+  bench triton "fit/triton" "${budget[$i]}" "${fit_suite[@]}" --head-dim 256
   if [ "$dry" = "--dry-run" ]; then
     fit=$res/fit/triton
     held=$res/held-out/triton

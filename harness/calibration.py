@@ -21,8 +21,10 @@ listed as not identified):
 - residency_exponent: the per-CTA cap with several CTAs resident per SM (rows with more than one
   residency);
 - inflight_exponent: the per-CTA cap with other KV bytes per token (rows with more than one).
-The device of the model is the runs' GPU (SM count, L2) with the median measured copy bandwidth
-as hbm_bytes_per_s. For FlashInfer's CUDA-core kernel the occupancy (CTAs per SM, what its
+The fit runs on the runs' GPU (SM count, L2) with the median measured copy bandwidth as
+hbm_bytes_per_s; the file then keeps the matching preset's datasheet figures (name, L2,
+bandwidth) with hbm_efficiency rescaled to them, so a calibrated preset plans like the datasheet
+one (an unknown GPU keeps the measured figures). For FlashInfer's CUDA-core kernel the occupancy (CTAs per SM, what its
 planner sizes the grid by) is read from FlashInfer's own decisions in the rows (fi_split_kv,
 fi_chunk_tokens): the occupancy whose plans match the most rows; without those columns the runs'.
 """
@@ -242,15 +244,23 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
     if kernel == "flashinfer-cuda-core":
         occupancy, matched = infer_cuda_core_occupancy(frame, rows.devices, gpu.max_ctas_per_sm)
     preset = model_for_gpu_name(gpu.name)
-    device = DeviceSpec(name or (preset.name if preset else gpu.name), gpu.sm_count, gpu.l2_bytes,
-                        bandwidth, occupancy, live=False)
+    # Fit against the measured copy bandwidth; the file keeps the preset's datasheet figure (so a
+    # calibrated preset plans and reports like the uncalibrated one) with hbm_efficiency rescaled.
+    fit_device = DeviceSpec(name or (preset.name if preset else gpu.name), gpu.sm_count,
+                            gpu.l2_bytes, bandwidth, occupancy, live=False)
 
     rep = replay(fit_frame, rows.devices, occupancy)
     measured = rep.frame["latency_us"].to_numpy(float)
     names = identifiable(rep, fit_frame)
     start = replace(start, merge_launch_us=start.merge_launch_us + start.merge_fixed_us,
                     merge_fixed_us=0.0)
-    constants, cost, names = fit_constants(rep, device, measured, names, start, max_evaluations)
+    constants, cost, names = fit_constants(rep, fit_device, measured, names, start, max_evaluations)
+    device = fit_device
+    if preset is not None and name is None:
+        device = DeviceSpec(preset.name, gpu.sm_count, preset.l2_bytes, preset.hbm_bytes_per_s,
+                            occupancy, live=False)
+        constants = replace(constants, hbm_efficiency=constants.hbm_efficiency * bandwidth
+                            / preset.hbm_bytes_per_s)
     fit_report = compare(rep.frame.assign(sim_us=simulate_replay(rep, device, constants)))
 
     hold_frames = [hold_frame]
@@ -279,6 +289,7 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
         "fit": fit_report.summary,
         "held_out": held_report.summary if held_report is not None else {},
         "occupancy_rows_matched": matched,
+        "copy_bandwidth_bytes_per_s": bandwidth,
     }
     model = SimModel(device, constants, kernel, True,
                      f"{kernel} model, calibrated {source['date']} on {gpu.name}", source)
@@ -291,8 +302,9 @@ def format_result(result: CalibrationResult) -> str:
     c = result.model.constants
     lines = [f"calibrated {result.model.kernel} on {result.model.source.get('gpu')}: "
              f"{result.rows_fit} rows fitted, {result.rows_held_out} held out",
-             f"  device: {result.model.device.name}, {result.model.device.sm_count} SMs, copy "
-             f"bandwidth {result.model.device.hbm_bytes_per_s / 1e12:.2f} TB/s, "
+             f"  device: {result.model.device.name}, {result.model.device.sm_count} SMs, "
+             f"{result.model.device.hbm_bytes_per_s / 1e12:.2f} TB/s (measured copy "
+             f"{result.model.source['copy_bandwidth_bytes_per_s'] / 1e12:.2f}), "
              f"{result.model.device.max_ctas_per_sm} CTAs/SM"]
     for n in result.fitted:
         v = getattr(c, n)

@@ -29,8 +29,8 @@ class BackendSettings:
     """How to measure: backend name (auto, simulator, triton, flashinfer), the simulator's
     device model (a preset name or a calibration file) and the kernel it stands in for
     (sim_kernel: triton, flashinfer-tensor-core, flashinfer-cuda-core; None = triton or the
-    calibration file's), GPU timer (auto, cupti, events, graph), L2 state and GPU stopping rule
-    ("KEY=VALUE,...")."""
+    calibration file's), GPU timer (auto, cupti, events, graph), L2 state, GPU stopping rule
+    ("KEY=VALUE,...") and FlashInfer's CUDA-graph mode (flashinfer backend only)."""
 
     backend: str = "auto"
     device_model: str | None = None
@@ -38,6 +38,7 @@ class BackendSettings:
     timer: str = "auto"
     warm_l2: bool = False
     stopping: str | None = None
+    cuda_graph: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     check_choices(m.backend, m.device_model, m.timer, m.stopping, m.sim_kernel)
     cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
-                          cold_l2=not m.warm_l2, stopping=m.stopping, kernel=m.sim_kernel)
+                          cold_l2=not m.warm_l2, stopping=m.stopping, kernel=m.sim_kernel,
+                          cuda_graph=m.cuda_graph)
     print(f"kvtune bench: {opened.notice}", file=sys.stderr)
     manifest = {
         "kind": "bench",

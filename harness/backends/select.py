@@ -97,19 +97,25 @@ def open_backend(
     cold_l2: bool = True,
     stopping: str | None = None,
     kernel: str | None = None,
+    cuda_graph: bool = False,
 ) -> OpenedBackend:
     """Open the backend `name` (auto, simulator, triton, flashinfer).
 
     device_model_name: the simulator's model, a preset name or a calibration file (default: the
     preset matching the GPU present, else h100). kernel: the kernel the simulator stands in for
     (triton, flashinfer-tensor-core, flashinfer-cuda-core; default triton, or a calibration
-    file's own). timer/cold_l2: for GPU backends. Raises BackendUnavailable with one line when a
-    GPU backend cannot run here.
+    file's own). timer/cold_l2: for GPU backends. cuda_graph: the flashinfer backend makes its
+    wrappers with use_cuda_graph=True (padded grid, split-KV always on; ValueError for another
+    backend). Raises BackendUnavailable with one line when a GPU backend cannot run here.
     """
     from kvtune.harness.environment import environment_record, measure_copy_bandwidth
 
     check_choices(name, device_model_name, timer, stopping, kernel)
     chosen, why = resolve_backend_name(name)
+    if cuda_graph and chosen != "flashinfer":
+        raise ValueError(f"cuda-graph: a FlashInfer backend setting; backend {chosen!r} has no "
+                         "CUDA-graph mode (use --backend flashinfer, or the policies' "
+                         "enable_cuda_graph parameter to model it)")
     cls = backend_class(chosen)
     if chosen in GPU_BACKENDS:
         if not cuda_available():
@@ -121,6 +127,8 @@ def open_backend(
         device = live_device(hbm_bytes_per_s=bandwidth)
         rule = parse_stopping(stopping)
         extra = {} if rule is None else {"stopping": rule}
+        if cuda_graph:
+            extra["cuda_graph"] = True
         backend = cls(device=device, timer=timer, cold_l2=cold_l2, **extra)
         from kvtune.harness.timing import resolve_timer
 

@@ -83,6 +83,9 @@ def add_backend_arguments(p) -> None:
                    + ", ".join(SIM_KERNELS) + " (default triton, or the calibration file's)")
     p.add_argument("--timer", default="auto", help="GPU timer: auto, cupti, events, graph (default auto)")
     p.add_argument("--warm-l2", action="store_true", help="time with a hot L2 (default: flushed before each run)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="flashinfer backend: wrappers with use_cuda_graph=True (padded grid, "
+                        "split-KV always on), as serving engines decode")
     p.add_argument("--stopping", metavar="KEY=VALUE,...",
                    help="GPU stopping rule (default nvbench's: min_samples=10,min_time_ms=50,"
                         "max_noise=0.005,timeout_s=5)")
@@ -105,7 +108,8 @@ def backend_settings(args):
 
     return BackendSettings(backend=args.backend, device_model=args.device_model,
                            sim_kernel=getattr(args, "sim_kernel", None), timer=args.timer,
-                           warm_l2=args.warm_l2, stopping=args.stopping)
+                           warm_l2=args.warm_l2, stopping=args.stopping,
+                           cuda_graph=bool(getattr(args, "cuda_graph", False)))
 
 
 def print_json(value) -> None:

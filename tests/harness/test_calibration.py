@@ -178,3 +178,17 @@ def test_cli_calibrate_and_fidelity(runs, tmp_path, capsys):
                  "flashinfer-cuda-core"]) == 2
     err = capsys.readouterr().err
     assert err.count("kvtune: error:") == 2 and "Traceback" not in err
+
+
+def test_cuda_graph_is_a_flashinfer_setting(tmp_path, capsys):
+    from kvtune.cli.common import backend_settings
+    from kvtune.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "--backend", "flashinfer", "--cuda-graph",
+                                      "--sim-kernel", "triton"])
+    settings = backend_settings(args)
+    assert settings.cuda_graph is True and settings.sim_kernel == "triton"
+    assert main(["bench", "--suite", "smoke", "--backend", "simulator", "--cuda-graph",
+                 "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvtune: error: cuda-graph:") and err.count("\n") == 1

@@ -32,14 +32,15 @@ def test_replayed_plans_are_the_plans_the_gpu_ran():
 
 
 def test_shipped_h200_calibrations_name_their_runs():
-    shipped = sorted(p.name for p in CALIBRATIONS_DIR.glob("*.json"))
-    assert shipped == ["h200-flashinfer-cuda-core.json", "h200-flashinfer-tensor-core.json",
-                       "h200-triton.json"]
+    shipped = {p.name for p in CALIBRATIONS_DIR.glob("*.json")}
+    assert {"h200-flashinfer-cuda-core.json", "h200-flashinfer-tensor-core.json",
+            "h200-triton.json"} <= shipped
     for kernel in ("triton", "flashinfer-tensor-core", "flashinfer-cuda-core"):
         model = sim_model("h200", kernel)
         assert model.calibrated and model.kernel == kernel
         assert model.source["run_commands"] and model.source["run_dates"]
-    assert not sim_model("h100", "triton").calibrated  # nobody measured it yet
+    for name in ("a100", "h20", "b200", "l40s"):  # nobody measured these
+        assert not sim_model(name, "triton").calibrated
 
 
 def test_triton_calibration_on_a_run_it_was_not_fitted_to():

@@ -18,8 +18,8 @@ listed as not identified):
   into it and set to 0, the two are indistinguishable);
 - persistent_task_us: later tasks of a persistent CTA (rows with persistent plans);
 - empty_cta_us: programs launched with no work (rows whose plans launch some);
-- residency_exponent: the per-CTA cap with several CTAs resident per SM (rows with more than one
-  residency);
+- residency_exponent: the per-CTA cap of launches built for several CTAs per SM (rows with
+  more than one ctas_per_sm);
 - inflight_exponent: the per-CTA cap with other KV bytes per token (rows with more than one).
 The fit runs on the runs' GPU (SM count, L2) with the median measured copy bandwidth as
 hbm_bytes_per_s; the file then keeps the matching preset's datasheet figures (name, L2,

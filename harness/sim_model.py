@@ -21,8 +21,9 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
 - The per-CTA rate cap depends on the kernel and the plan: `cta_rate_cap_bytes_per_s` for a CTA
   of the reference shape (512 KV bytes per token and head: head_dim 128, 2-byte elements), scaled
   by (bytes per token / 512) ** `inflight_exponent` (a wider row keeps more bytes in flight) and
-  by r ** -`residency_exponent` for r CTAs resident per SM (they share the SM's load pipes:
-  exponent 0 = independent, 1 = one SM-wide rate split between them).
+  by r ** -`residency_exponent` for a launch built for r CTAs per SM (the plan's ctas_per_sm:
+  kvtune's Triton kernel picks its variant and FlashInfer its registers by it, and co-resident
+  CTAs share an SM's load pipes; exponent 0 = no effect, 1 = one SM-wide rate split r ways).
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
   cost `empty_cta_us` of slot time each when they have no work, spread over the slots.
@@ -80,8 +81,8 @@ class SimConstants:
     merge_fixed_us: fixed work of the merge kernel beyond its launch and its bytes (a tiny,
         latency-bound kernel), >= 0. Default 2 us.
     merge_launch_us: launch cost of the merge kernel, >= 0. Default 3 us (= launch_us).
-    residency_exponent: how the per-CTA cap falls with r CTAs resident per SM (cap * r ** -x),
-        0..2. Default 0.
+    residency_exponent: how the per-CTA cap falls for a launch built for r CTAs per SM
+        (cap * r ** -x, r = the plan's ctas_per_sm), 0..2. Default 0.
     inflight_exponent: how the per-CTA cap scales with KV bytes per token and head relative to
         512, -4..4. Default 0 (one cap for every shape).
     empty_cta_us: slot time of a launched program with no work (it reads its bounds and exits),
@@ -228,13 +229,12 @@ def empty_programs(plan: Plan) -> int:
 def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSpec,
                              constants: SimConstants) -> float:
     """The per-CTA streaming cap for this plan: the reference cap scaled by the shape's bytes in
-    flight and by the CTAs resident per SM (slots per SM, fewer when the grid does not fill
-    them)."""
+    flight and by the CTAs per SM the launch is built for."""
     c = constants
     scale = (shape.kv_bytes_per_token_per_head / REFERENCE_KV_BYTES_PER_TOKEN) ** c.inflight_exponent
-    slots_per_sm = min(plan.ctas_per_sm, device.max_ctas_per_sm)
-    programs = plan.grid_size * programs_per_task(plan)
-    resident = max(1, min(slots_per_sm, -(-programs // device.sm_count)))
+    # The occupancy the launch is built for (kvtune's Triton kernel picks its variant, FlashInfer
+    # its registers, by it), not how many CTAs happen to share an SM at one instant.
+    resident = max(1, min(plan.ctas_per_sm, device.max_ctas_per_sm))
     return c.cta_rate_cap_bytes_per_s * scale * resident ** -c.residency_exponent
 
 

@@ -36,10 +36,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-
 from kvtune.harness.device import SimModel, check_sim_kernel, model_for_gpu_name
 from kvtune.harness.fidelity import GpuRows, compare, replay, simulate_replay
-from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, empty_programs, merged_requests
+from kvtune.harness.sim_model import (
+    DEFAULT_CONSTANTS,
+    SimConstants,
+    empty_programs,
+    merged_requests,
+)
 from kvtune.kernels.plan import DeviceSpec
 
 DEFAULT_HOLDOUT_SHARE = 0.25
@@ -110,7 +114,7 @@ def split_cases(frame: pd.DataFrame, share: float, seed: int = 0) -> tuple[pd.Da
     unique = np.array(sorted(keys.unique()))
     rng = np.random.default_rng(seed)
     rng.shuffle(unique)
-    n_hold = int(round(share * len(unique)))
+    n_hold = round(share * len(unique))
     if share > 0 and len(unique) >= 2:
         n_hold = min(max(n_hold, 1), len(unique) - 1)
     held = set(unique[:n_hold])
@@ -284,8 +288,8 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
         "held_out_runs": sorted(held_out.frame["run_id"].unique()) if held_out is not None else [],
         "fitted": names,
         "not_identified": [n for n in FIT_BOUNDS if n not in names],
-        "rows_fit": int(len(rep.frame)),
-        "rows_held_out": int(len(hold_all)),
+        "rows_fit": len(rep.frame),
+        "rows_held_out": len(hold_all),
         "fit": fit_report.summary,
         "held_out": held_report.summary if held_report is not None else {},
         "occupancy_rows_matched": matched,
@@ -300,12 +304,12 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
 def format_result(result: CalibrationResult) -> str:
     """What `kvtune calibrate` prints: constants, fit error, held-out rank agreement."""
     c = result.model.constants
-    lines = [f"calibrated {result.model.kernel} on {result.model.source.get('gpu')}: "
-             f"{result.rows_fit} rows fitted, {result.rows_held_out} held out",
-             f"  device: {result.model.device.name}, {result.model.device.sm_count} SMs, "
-             f"{result.model.device.hbm_bytes_per_s / 1e12:.2f} TB/s (measured copy "
-             f"{result.model.source['copy_bandwidth_bytes_per_s'] / 1e12:.2f}), "
-             f"{result.model.device.max_ctas_per_sm} CTAs/SM"]
+    dev = result.model.device
+    copy = result.model.source["copy_bandwidth_bytes_per_s"]
+    lines = [(f"calibrated {result.model.kernel} on {result.model.source.get('gpu')}: "
+              f"{result.rows_fit} rows fitted, {result.rows_held_out} held out"),
+             (f"  device: {dev.name}, {dev.sm_count} SMs, {dev.hbm_bytes_per_s / 1e12:.2f} TB/s "
+              f"(measured copy {copy / 1e12:.2f}), {dev.max_ctas_per_sm} CTAs/SM")]
     for n in result.fitted:
         v = getattr(c, n)
         lines.append(f"  {n} = {v / 1e9:.1f} GB/s" if n.endswith("bytes_per_s") else f"  {n} = {v:.3g}")

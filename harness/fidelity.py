@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from kvtune.kernels.plan import AttentionShape, DeviceSpec
 
 # Targets of issue 14 on rows not used for fitting.
@@ -271,8 +270,8 @@ def summarize(per_case: pd.DataFrame, rel_error: np.ndarray) -> dict:
     rho = per_case["spearman"].dropna().to_numpy() if not per_case.empty else np.array([])
     regret = per_case["regret"].to_numpy() if not per_case.empty else np.array([])
     out = {
-        "cases": int(len(per_case)),
-        "rows": int(len(rel_error)),
+        "cases": len(per_case),
+        "rows": len(rel_error),
         "median_spearman": float(np.median(rho)) if rho.size else float("nan"),
         "min_spearman": float(rho.min()) if rho.size else float("nan"),
         "top1_share": float(per_case["top1"].mean()) if len(per_case) else float("nan"),
@@ -309,9 +308,9 @@ def format_report(report: FidelityReport, title: str) -> str:
     lines = [f"### {title}", "",
              "| cases | median Spearman (min) | top-1 | regret geomean / worst | median abs error |",
              "|---|---|---|---|---|",
-             f"| {s['cases']} | {s['median_spearman']:.2f} ({s['min_spearman']:.2f}) | "
-             f"{s['top1_share']:.0%} | {s['regret_geomean']:.1%} / {s['regret_worst']:.1%} | "
-             f"{s['median_abs_error']:.1%} |", "",
+             (f"| {s['cases']} | {s['median_spearman']:.2f} ({s['min_spearman']:.2f}) | "
+              f"{s['top1_share']:.0%} | {s['regret_geomean']:.1%} / {s['regret_worst']:.1%} | "
+              f"{s['median_abs_error']:.1%} |"), "",
              "| batch size | median error | median abs error | rows |", "|---|---|---|---|"]
     for r in report.by_batch.itertuples():
         lines.append(f"| {r.batch_size} | {r.median_error:+.1%} | {r.median_abs_error:.1%} | {r.rows} |")

@@ -46,7 +46,6 @@ from collections import deque
 from dataclasses import asdict, dataclass
 
 import numpy as np
-
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
 
 FLOAT32_BYTES = 4
@@ -132,7 +131,7 @@ class SimConstants:
                 for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, values: dict) -> "SimConstants":
+    def from_dict(cls, values: dict) -> SimConstants:
         """The inverse of to_dict; unknown keys raise ValueError naming them."""
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(values) - known)
@@ -435,16 +434,16 @@ def _run_events(
 __all__ = [
     "DEFAULT_CONSTANTS",
     "REFERENCE_KV_BYTES_PER_TOKEN",
-    "cta_rate_cap_bytes_per_s",
-    "element_bytes",
-    "empty_programs",
-    "merged_requests",
-    "programs_per_task",
     "TIMELINE_COLUMNS",
     "SimConstants",
     "SimResult",
+    "cta_rate_cap_bytes_per_s",
+    "element_bytes",
+    "empty_programs",
     "merge_bytes",
+    "merged_requests",
     "num_slots",
+    "programs_per_task",
     "simulate",
     "task_bytes",
 ]

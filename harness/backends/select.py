@@ -58,8 +58,8 @@ def parse_stopping(text: str | None):
         return None
     from dataclasses import fields
 
-    from kvtune.kernels.specs import parse_assignments
     from kvtune.harness.stopping import StoppingRule
+    from kvtune.kernels.specs import parse_assignments
 
     given = parse_assignments([t for t in str(text).split(",") if t.strip()], "stopping")
     allowed = [f.name for f in fields(StoppingRule)]

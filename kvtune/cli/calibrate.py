@@ -13,8 +13,8 @@ def add_parser(sub) -> None:
 
     p = add_command(sub, "calibrate", "fit the simulator's constants to GPU runs", [
         "kvtune calibrate --from results/<run> --kernel triton -o h200-triton.json",
-        "kvtune calibrate --from results/<a> --from results/<b> --held-out results/<c> "
-        "--kernel flashinfer-tensor-core -o h200-flashinfer-tensor-core.json",
+        ("kvtune calibrate --from results/<a> --from results/<b> --held-out results/<c> "
+         "--kernel flashinfer-tensor-core -o h200-flashinfer-tensor-core.json"),
     ], "Fits one simulator model (device, kernel) to the rows of GPU bench runs with robust least "
        "squares, holds out a share of the batches (and every row of --held-out runs), prints the "
        "fitted constants, the fit error and the held-out rank agreement, and writes the "

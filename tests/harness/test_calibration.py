@@ -14,8 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from kvtune.cli import main
 from kvtune.harness.calibration import calibrate, split_cases
 from kvtune.harness.device import (
     SimModel,
@@ -26,6 +24,8 @@ from kvtune.harness.device import (
 )
 from kvtune.harness.fidelity import compare, fidelity, load_rows
 from kvtune.harness.sim_model import SimConstants
+
+from kvtune.cli import main
 
 TRUE = SimConstants(hbm_efficiency=0.8, cta_rate_cap_bytes_per_s=60e9, cta_start_us=2.5,
                     launch_us=5.0, merge_launch_us=4.0, merge_fixed_us=0.0,
@@ -41,7 +41,8 @@ def _bench(tmp: Path, model: Path, distribution: str, sizes: str, params: tuple,
     for p in params:
         args += ["--param", p]
     assert main(args) == 0
-    return sorted(tmp.iterdir())[-1]
+    (run,) = tmp.iterdir()  # one run per folder
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +182,8 @@ def test_cli_calibrate_and_fidelity(runs, tmp_path, capsys):
 
 
 def test_cuda_graph_is_a_flashinfer_setting(tmp_path, capsys):
-    from kvtune.cli.common import backend_settings
     from kvtune.cli import build_parser
+    from kvtune.cli.common import backend_settings
 
     args = build_parser().parse_args(["bench", "--backend", "flashinfer", "--cuda-graph",
                                       "--sim-kernel", "triton"])

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from kvtune.harness.device import CALIBRATIONS_DIR, DEVICE_MODELS, SimModel, sim_model
 from kvtune.harness.fidelity import fidelity, load_rows, replay
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS

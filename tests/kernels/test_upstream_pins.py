@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kvtune.harness.device import device_model
 from kvtune.harness.sim_model import (
     SimConstants,

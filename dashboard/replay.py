@@ -91,6 +91,17 @@ def policy_from_row(row: dict):
     return policies.get(str(row["policy"]), **params)
 
 
+def row_constants(row: dict):
+    """The simulator constants a simulated row was made with (its sim_constants column), else
+    the defaults (GPU rows, older runs)."""
+    from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants
+
+    text = row.get("sim_constants")
+    if not isinstance(text, str) or not text:
+        return DEFAULT_CONSTANTS
+    return SimConstants.from_dict(json.loads(text))
+
+
 def replay_row(row: dict, device: DeviceSpec) -> Replay:
     """Re-plan and simulate the batch of a measurement row with its own policy on `device`.
 
@@ -111,7 +122,7 @@ def replay_row(row: dict, device: DeviceSpec) -> Replay:
     policy = policy_from_row(row)
     batch = DecodeBatch(np.asarray(kv_lens, dtype=np.int64), shape=shape)
     plan = policy.plan(batch.kv_lens, shape, device)
-    result = SimulatorBackend(device).simulate(batch, plan)
+    result = SimulatorBackend(device, row_constants(row)).simulate(batch, plan)
     return Replay(
         policy=str(row["policy"]),
         timeline=result.to_frame(),

@@ -32,14 +32,18 @@ FLUSH_EVERY_ROWS = 50
 @dataclass(frozen=True)
 class BackendSettings:
     """How to measure: backend name (auto, simulator, triton, flashinfer), the simulator's
-    device model, GPU timer (auto, cupti, events, graph), L2 state and GPU stopping rule
-    ("KEY=VALUE,...")."""
+    device model (a preset name or a calibration file) and the kernel it stands in for
+    (sim_kernel: triton, flashinfer-tensor-core, flashinfer-cuda-core; None = triton or the
+    calibration file's), GPU timer (auto, cupti, events, graph), L2 state, GPU stopping rule
+    ("KEY=VALUE,...") and FlashInfer's CUDA-graph mode (flashinfer backend only)."""
 
     backend: str = "auto"
     device_model: str | None = None
+    sim_kernel: str | None = None
     timer: str = "auto"
     warm_l2: bool = False
     stopping: str | None = None
+    cuda_graph: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,10 +136,11 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     shape = resolve_shape(settings.cases)
     suite = resolve_suite(settings.cases, shape)
     policies = resolve_series(settings.policies, settings.heuristics, shape, settings.load_heuristic)
-    check_choices(m.backend, m.device_model, m.timer, m.stopping)
+    check_choices(m.backend, m.device_model, m.timer, m.stopping, m.sim_kernel)
     cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
-                          cold_l2=not m.warm_l2, stopping=m.stopping)
+                          cold_l2=not m.warm_l2, stopping=m.stopping, kernel=m.sim_kernel,
+                          cuda_graph=m.cuda_graph)
     print(f"kvtune bench: {opened.notice}", file=sys.stderr)
     manifest = {
         "kind": "bench",

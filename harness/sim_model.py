@@ -16,15 +16,25 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   streams its bytes. Streaming tasks share the achievable HBM bandwidth equally and none exceeds
   the per-CTA rate cap.
 - Split requests add a merge launch that reads every partial output and LSE and writes the final
-  output; every launch adds `launch_us`.
+  output (every request when the plan says `split_kv` is on: FlashInfer then writes partials for
+  all of them); the first launch adds `launch_us`, the merge `merge_launch_us` + `merge_fixed_us`.
+- The per-CTA rate cap depends on the kernel and the plan: `cta_rate_cap_bytes_per_s` for a CTA
+  of the reference shape (512 KV bytes per token and head: head_dim 128, 2-byte elements), scaled
+  by (bytes per token / 512) ** `inflight_exponent` (a wider row keeps more bytes in flight) and
+  by r ** -`residency_exponent` for a launch built for r CTAs per SM (the plan's ctas_per_sm:
+  kvtune's Triton kernel picks its variant and FlashInfer its registers by it, and co-resident
+  CTAs share an SM's load pipes; exponent 0 = no effect, 1 = one SM-wide rate split r ways).
+- Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
+  grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
+  cost `empty_cta_us` of slot time each when they have no work, spread over the slots.
 
 Because all streaming tasks get the same rate, the model keeps one clock S(t) = bytes served to
 each streaming task so far; a task that starts streaming at S0 with b bytes ends when S = S0 + b,
 so a heap of those finish points gives the next event in O(log n). A plan of 100,000 tasks
 simulates in a fraction of a second.
 
-Not modelled: L2 hits, per-SM bandwidth limits (the cap is per CTA), differences between
-kernels (one set of constants per simulator), clock changes, jitter between CTAs (equal tasks
+One set of constants stands for one (device, kernel): harness/calibration.py fits them to GPU
+rows, harness/device.py loads the fitted files. Not modelled: L2 hits, clock changes, jitter between CTAs (equal tasks
 started together finish together, so wave quantization is sharper than on a GPU).
 """
 
@@ -36,7 +46,6 @@ from collections import deque
 from dataclasses import asdict, dataclass
 
 import numpy as np
-
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
 
 FLOAT32_BYTES = 4
@@ -49,8 +58,9 @@ class SimConstants:
     262,144 total tokens, median of triton.testing.do_bench); see shared/BACKGROUND.md section 2.
     A later fit to measurements replaces them; every field can be overridden.
 
-    hbm_efficiency: fraction of the datasheet `hbm_bytes_per_s` that decode streaming reaches,
-        0 < x <= 1. Default 0.87: a device copy measured 4.28 TB/s (0.89 of 4.8) and uniform
+    hbm_efficiency: fraction of the device's `hbm_bytes_per_s` that decode streaming reaches,
+        0 < x <= 1.25 (a calibration's device holds the measured read + write copy bandwidth,
+        which a read-mostly decode can beat by a few percent). Default 0.87: a device copy measured 4.28 TB/s (0.89 of 4.8) and uniform
         batches reached about 4.1 TB/s (0.86) including launch and start overheads, which the
         model charges separately.
     cta_rate_cap_bytes_per_s: most bytes/s one CTA streams, > 0 (inf: no cap). Default 40 GB/s:
@@ -69,6 +79,13 @@ class SimConstants:
         about 267 us against 262 measured.
     merge_fixed_us: fixed work of the merge kernel beyond its launch and its bytes (a tiny,
         latency-bound kernel), >= 0. Default 2 us.
+    merge_launch_us: launch cost of the merge kernel, >= 0. Default 3 us (= launch_us).
+    residency_exponent: how the per-CTA cap falls for a launch built for r CTAs per SM
+        (cap * r ** -x, r = the plan's ctas_per_sm), 0..2. Default 0.
+    inflight_exponent: how the per-CTA cap scales with KV bytes per token and head relative to
+        512, -4..4. Default 0 (one cap for every shape).
+    empty_cta_us: slot time of a launched program with no work (it reads its bounds and exits),
+        >= 0. Default 0.5 us: not measured.
     """
 
     hbm_efficiency: float = 0.87
@@ -77,11 +94,15 @@ class SimConstants:
     persistent_task_us: float = 0.5
     launch_us: float = 3.0
     merge_fixed_us: float = 2.0
+    merge_launch_us: float = 3.0
+    residency_exponent: float = 0.0
+    inflight_exponent: float = 0.0
+    empty_cta_us: float = 0.5
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1):
+        if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1.25):
             raise ValueError(
-                f"hbm_efficiency: {self.hbm_efficiency!r} out of range; allowed: (0, 1]"
+                f"hbm_efficiency: {self.hbm_efficiency!r} out of range; allowed: (0, 1.25]"
             )
         if not (
             isinstance(self.cta_rate_cap_bytes_per_s, (int, float))
@@ -90,14 +111,37 @@ class SimConstants:
             raise ValueError(
                 f"cta_rate_cap_bytes_per_s: {self.cta_rate_cap_bytes_per_s!r} must be > 0"
             )
-        for name in ("cta_start_us", "persistent_task_us", "launch_us", "merge_fixed_us"):
+        if not (isinstance(self.residency_exponent, (int, float)) and 0 <= self.residency_exponent <= 2):
+            raise ValueError(
+                f"residency_exponent: {self.residency_exponent!r} out of range; allowed: 0..2"
+            )
+        if not (isinstance(self.inflight_exponent, (int, float)) and -4 <= self.inflight_exponent <= 4):
+            raise ValueError(
+                f"inflight_exponent: {self.inflight_exponent!r} out of range; allowed: -4..4"
+            )
+        for name in ("cta_start_us", "persistent_task_us", "launch_us", "merge_fixed_us",
+                     "merge_launch_us", "empty_cta_us"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name}: {value!r} out of range; allowed: a finite number >= 0")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain JSON values (an infinite cap is written as None)."""
+        return {k: (None if isinstance(v, float) and math.isinf(v) else v)
+                for k, v in asdict(self).items()}
 
+    @classmethod
+    def from_dict(cls, values: dict) -> SimConstants:
+        """The inverse of to_dict; unknown keys raise ValueError naming them."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"constants: {unknown[0]!r} unknown; allowed: {', '.join(sorted(known))}")
+        return cls(**{k: (math.inf if v is None else v) for k, v in values.items()})
+
+
+# KV bytes per token and head of the shape the rate caps are quoted for (head_dim 128, 2 bytes).
+REFERENCE_KV_BYTES_PER_TOKEN = 512
 
 DEFAULT_CONSTANTS = SimConstants()
 
@@ -152,6 +196,47 @@ class SimResult:
         return pd.DataFrame({name: getattr(self, name) for name in TIMELINE_COLUMNS})
 
 
+def element_bytes(shape: AttentionShape) -> int:
+    """Bytes of one query/output element of `shape` (the one place the model reads the dtype)."""
+    return DTYPE_BYTES[shape.dtype]
+
+
+def merged_requests(plan: Plan) -> np.ndarray:
+    """bool [B]: requests whose output goes through partials and the merge kernel. Split
+    requests, or every request when the plan's notes say split-KV is on (FlashInfer writes
+    partials for all requests then, CUDA-graph mode included)."""
+    if plan.notes.get("split_kv") is True:
+        return np.ones(plan.batch_size, dtype=bool)
+    return plan.splits > 1
+
+
+def programs_per_task(plan: Plan) -> int:
+    """Programs the kernel runs per planned task, each re-reading the task's KV (SGLang's grouped
+    kernel launches ceil(G / 16) per KV head when G > 16); 1 for every other kernel."""
+    return max(1, int(plan.notes.get("kv_reads_per_task", 1) or 1))
+
+
+def empty_programs(plan: Plan) -> int:
+    """Programs launched with no work: the launched grid (plan.notes `launched_ctas`, e.g.
+    trtllm's uniform split count, SGLang's max_kv_splits grid, vLLM's q-block grid, FlashInfer's
+    CUDA-graph padding) minus the programs that have a task."""
+    working = plan.num_tasks * programs_per_task(plan)
+    launched = int(plan.notes.get("launched_ctas", working) or working)
+    return max(0, launched - working)
+
+
+def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSpec,
+                             constants: SimConstants) -> float:
+    """The per-CTA streaming cap for this plan: the reference cap scaled by the shape's bytes in
+    flight and by the CTAs per SM the launch is built for."""
+    c = constants
+    scale = (shape.kv_bytes_per_token_per_head / REFERENCE_KV_BYTES_PER_TOKEN) ** c.inflight_exponent
+    # The occupancy the launch is built for (kvtune's Triton kernel picks its variant, FlashInfer
+    # its registers, by it), not how many CTAs happen to share an SM at one instant.
+    resident = max(1, min(plan.ctas_per_sm, device.max_ctas_per_sm))
+    return c.cta_rate_cap_bytes_per_s * scale * resident ** -c.residency_exponent
+
+
 def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
     """HBM bytes of each task, float64 [num_tasks] in dispatch order.
 
@@ -159,10 +244,10 @@ def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
     rows of that head, and writes either the final output (dtype, request not split) or a float32
     partial output plus one float32 LSE per query head (request split).
     """
-    dtype_bytes = DTYPE_BYTES[shape.dtype]
+    dtype_bytes = element_bytes(shape)
     G, D = shape.group_size, shape.head_dim
     kv = plan.item_tokens().astype(np.float64) * shape.kv_bytes_per_token_per_head
-    split = plan.splits[plan.work_request] > 1
+    split = merged_requests(plan)[plan.work_request]
     out = np.where(split, G * (D * FLOAT32_BYTES + FLOAT32_BYTES), G * D * dtype_bytes)
     per_item = kv + G * D * dtype_bytes + out
     return np.tile(per_item, plan.num_kv_heads)
@@ -171,12 +256,12 @@ def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
 def merge_bytes(plan: Plan, shape: AttentionShape) -> int:
     """HBM bytes of the merge launch: read every partial output and LSE of the split requests,
     write their final output. 0 when nothing is split."""
-    split = plan.splits > 1
+    split = merged_requests(plan)
     if not split.any():
         return 0
     H, D = shape.num_qo_heads, shape.head_dim
     partials = int(plan.splits[split].sum()) * H * (D * FLOAT32_BYTES + FLOAT32_BYTES)
-    final = int(split.sum()) * H * D * DTYPE_BYTES[shape.dtype]
+    final = int(split.sum()) * H * D * element_bytes(shape)
     return partials + final
 
 
@@ -202,13 +287,17 @@ def simulate(
         )
     c = constants
     bw_bytes_per_us = device.hbm_bytes_per_s * c.hbm_efficiency * 1e-6
-    cap_bytes_per_us = c.cta_rate_cap_bytes_per_s * 1e-6
+    cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c) * 1e-6
+    reads = programs_per_task(plan)
     nbytes = task_bytes(plan, shape)
+    if reads > 1:  # each task's programs run one after the other in grid order
+        nbytes = np.repeat(nbytes, reads)
     slots = num_slots(plan, device)
+    grid = plan.grid_size * reads
     start, stream, end, cta, slot_of = _run_events(
         nbytes.tolist(),
         slots,
-        plan.grid_size,
+        grid,
         heavy_first_counter=plan.schedule == "persistent-heavy-first",
         cta_start_us=c.cta_start_us,
         next_task_us=c.persistent_task_us,
@@ -218,14 +307,16 @@ def simulate(
     start += c.launch_us
     stream += c.launch_us
     end += c.launch_us
-    stage1_us = float(end.max())
+    # Programs with no work hold a slot for empty_cta_us each; spread over the slots.
+    empty_us = c.empty_cta_us * empty_programs(plan) / slots
+    stage1_us = float(end.max()) + empty_us
 
     mbytes = merge_bytes(plan, shape)
-    merge_us = c.launch_us + c.merge_fixed_us + mbytes / bw_bytes_per_us if mbytes else 0.0
+    merge_us = c.merge_launch_us + c.merge_fixed_us + mbytes / bw_bytes_per_us if mbytes else 0.0
 
-    n_tasks = plan.num_tasks
+    n_tasks = plan.num_tasks * reads
     task = np.arange(n_tasks, dtype=np.int64)
-    item = task % plan.num_items
+    item = (task // reads) % plan.num_items
     return SimResult(
         time_us=stage1_us + merge_us,
         stage1_us=stage1_us,
@@ -235,7 +326,7 @@ def simulate(
         task=task,
         request=plan.work_request[item],
         split=plan.work_split[item],
-        kv_head=task // plan.num_items,
+        kv_head=(task // reads) // plan.num_items,
         cta=cta,
         sm=slot_of % device.sm_count,
         slot=slot_of // device.sm_count,
@@ -342,11 +433,17 @@ def _run_events(
 
 __all__ = [
     "DEFAULT_CONSTANTS",
+    "REFERENCE_KV_BYTES_PER_TOKEN",
     "TIMELINE_COLUMNS",
     "SimConstants",
     "SimResult",
+    "cta_rate_cap_bytes_per_s",
+    "element_bytes",
+    "empty_programs",
     "merge_bytes",
+    "merged_requests",
     "num_slots",
+    "programs_per_task",
     "simulate",
     "task_bytes",
 ]

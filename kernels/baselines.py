@@ -72,6 +72,50 @@ def fa3_num_splits_heuristic(
     return int(s[ok[0]]) if ok.size else 1
 
 
+FA3_ARCHS = (0, 80, 86, 89, 90)
+
+
+def fa3_arch(device: DeviceSpec) -> int:
+    """The SM architecture FA3 sees, from the device's name: A100 80, L40S 89, else 90 (Hopper;
+    FA3's Hopper path also stands in for newer cards)."""
+    name = device.name.lower().replace(" ", "")
+    if "a100" in name or "a800" in name:
+        return 80
+    if "l40" in name or "4090" in name or name.endswith("l4"):
+        return 89
+    if "a10" in name or "a40" in name or "3090" in name:
+        return 86
+    return 90
+
+
+def fa3_tile(arch: int, head_dim: int, group_size: int, page_size: int) -> tuple[int, int]:
+    """(kBlockM, kBlockN) that FA3's get_num_splits uses for bf16/fp16 decode with a page table.
+
+    Dao-AILab/flash-attention hopper/tile_size.h (commit 0251105a2fb19d2957484b7f023cd8c115286ced):
+    sm90 (tile_size_fwd_sm90, hdim_v = hdim, not local): hdim <= 64 -> {192, 128 if causal or
+    paged_kv_non_TMA else 192}; hdim <= 128 -> {128, 128 if causal or paged non-TMA else 176};
+    hdim 256 -> {128, 80}. The paged KV cache uses TMA only when page_size % kBlockN == 0 and
+    seqlen_q * G > kBlockM (flash_api.cpp get_pagedkv_tma), so decode is non-TMA for G <= kBlockM;
+    FA3 keeps is_causal off for hdim 64 and 256 at seqlen_q = 1 and the user's causal flag for
+    128 (non-TMA gives 128 either way). sm8x (tile_size_fwd_sm8x, varlen_and_split): hdim 64 ->
+    80; 128 -> 112; 256 -> 64 on sm80, 48 on sm86/89; kBlockM 128.
+    """
+    if arch >= 90:
+        if head_dim <= 64:
+            m, tma_n, paged_n = 192, 192, 128
+        elif head_dim <= 128:
+            m, tma_n, paged_n = 128, 176, 128
+        else:
+            return 128, 80
+        tma = page_size % tma_n == 0 and group_size > m
+        return m, tma_n if tma else paged_n
+    if head_dim <= 64:
+        return 128, 80
+    if head_dim <= 128:
+        return 128, 112
+    return 128, 48 if arch in (86, 89) else 64
+
+
 @dataclass(frozen=True)
 class FA3Policy(PolicyBase):
     """FlashAttention-3 varlen decode (flash_attn_with_kvcache / varlen with a paged KV cache).
@@ -80,23 +124,37 @@ class FA3Policy(PolicyBase):
     `hopper/flash_api.cpp` (get_num_splits; `use_dynamic_split = is_varlen && b <= 992`, 992 =
     32 x 31, the most batches the one-CTA prepare kernel handles), `hopper/flash_prepare_scheduler.cu`
     (prepare_varlen_num_blocks) and `hopper/tile_scheduler.hpp` (VarlenDynamicPersistentTileScheduler).
-    Rule (PackGQA: m_blocks = ceil(G / block_m_rows), 1 for decode; nb_b = ceil(L_b / block_n_tokens)):
-      dynamic = B <= max_dynamic_batch and num_splits != 1
+    Tile (hopper/tile_size.h, what get_num_splits asks for; decode with a page table is
+    PagedKVNonTMA unless page_size % kBlockN == 0 and G > kBlockM): see fa3_tile. kBlockN on sm90:
+    128 for head_dim 64 and 128, 80 for 256; on sm80 80/112/64 and on sm86/89 80/112/48 (head_dim
+    64/128/256; decode is varlen, so the varlen_and_split tiles).
+    Rule (PackGQA: m_blocks = ceil(G / kBlockM), 1 for decode; nb_b = ceil(L_b / kBlockN)):
+      seqlen_k = what get_num_splits sees: without scheduler metadata the page table's width,
+            max pages x page_size of the batch (or seqlen_k_tokens when given)
       cap = num_splits if num_splits > 0 else num_splits_heuristic with total_mblocks =
-            H_kv * m_blocks * (1 if dynamic else B), num_n_blocks = ceil(max_L / block_n_tokens),
-            one KV head = max_L * 2 * head_dim * dtype bytes, max_splits (128)
-      dynamic: blocks_per_sm = ceil(sum_b m_blocks * nb_b * 1.1 * H_kv / S)   (float32, as on GPU)
+            H_kv * m_blocks (decode is varlen: the prepare kernel's batch of 1),
+            num_n_blocks = ceil(seqlen_k / kBlockN), one KV head = seqlen_k * 2 * head_dim * dtype
+            bytes, max_splits (128)
+      B <= max_dynamic_batch (992, the one-CTA prepare kernel):
+               blocks_per_sm = ceil(sum_b m_blocks * nb_b * 1.1 * H_kv / S)   (float32, as on GPU)
                splits_b = clamp(ceil(nb_b / blocks_per_sm), 1, cap)
-      else:    splits_b = cap for every request (1 under the heuristic for any B > 992)
+      B > 992: the prepare kernel runs several CTAs and sets every request to 1 split
+            (flash_prepare_scheduler.cu: `if (gridDim.x > 1 || num_splits_static == 1)`).
       each split of request b covers ceil(nb_b / splits_b) n-blocks, so the actual count can be
-      lower; FA3's empty splits exit, a Plan has none.
+      lower; FA3's empty splits exit, a Plan has none. FA3 cuts at n-block boundaries, a Plan at
+      page boundaries: pieces are rounded up to the page, which can leave fewer pieces than FA3
+      runs (notes `fa3_splits` keep FA3's own counts for batches up to 64 requests).
     Schedule: persistent, grid = S * ctas_per_sm capped to the tasks, longest item first. FA3 sorts
     requests (not items) heaviest first before its CTAs pull tiles from an atomic counter; the
     item-level longest-first order here approximates it.
 
     num_splits: FA3's argument: 0 = heuristic, 1 = off, n > 1 = the cap (the per-request dynamic
         rule still applies below max_dynamic_batch, as FA3 passes it to the prepare kernel).
-    block_n_tokens: kBlockN, 128 for hdim 128 with a paged KV cache. block_m_rows: kBlockM (128).
+    arch: SM architecture x 10 (80, 86, 89, 90); 0 = from the device name (a100 80, l40s 89,
+        others 90). block_n_tokens: kBlockN, 0 = tile_size.h's for arch and head_dim.
+    block_m_rows: kBlockM, 0 = tile_size.h's (192 for head_dim 64 on sm90, else 128).
+    seqlen_k_tokens: the seqlen_k get_num_splits sees, 0 = the batch's page-table width (no
+        scheduler metadata); with get_scheduler_metadata it is the max_seqlen_k passed.
     assumed_l2_bytes: FA3's fixed 50 MiB L2 assumption (not the device's L2).
     Others: the heuristic's constants (see fa3_num_splits_heuristic), blocks_margin the 1.1.
     ctas_per_sm: resident CTAs per SM of the persistent grid, 1..32, default 1.
@@ -104,8 +162,10 @@ class FA3Policy(PolicyBase):
 
     name: ClassVar[str] = "fa3"
     num_splits: int = 0
-    block_n_tokens: int = 128
-    block_m_rows: int = 128
+    block_n_tokens: int = 0
+    block_m_rows: int = 0
+    arch: int = 0
+    seqlen_k_tokens: int = 0
     max_splits: int = 128
     fill_ratio: float = 0.8
     efficiency_ratio: float = 0.85
@@ -117,8 +177,12 @@ class FA3Policy(PolicyBase):
 
     def __post_init__(self) -> None:
         check_int("num_splits", self.num_splits, 0, 1024)
-        check_int("block_n_tokens", self.block_n_tokens, 1, 4096)
-        check_int("block_m_rows", self.block_m_rows, 1, 4096)
+        check_int("block_n_tokens", self.block_n_tokens, 0, 4096)
+        check_int("block_m_rows", self.block_m_rows, 0, 4096)
+        if self.arch not in FA3_ARCHS:
+            raise ValueError(f"arch: {self.arch!r} not allowed; allowed: "
+                             + ", ".join(map(str, FA3_ARCHS)))
+        check_int("seqlen_k_tokens", self.seqlen_k_tokens, 0, MAX_KV_LEN_TOKENS)
         check_int("max_splits", self.max_splits, 1, 1024)
         check_float("fill_ratio", self.fill_ratio, 0.0, 64.0)
         check_float("efficiency_ratio", self.efficiency_ratio, 0.0, 1.0)
@@ -131,19 +195,24 @@ class FA3Policy(PolicyBase):
     def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
         kv_lens = as_kv_lens(kv_lens)
         batch, heads, sms = kv_lens.shape[0], shape.num_kv_heads, device.sm_count
-        m_blocks = cdiv(shape.group_size, self.block_m_rows)
-        n_blocks = cdiv(kv_lens, self.block_n_tokens)
+        arch = self.arch or fa3_arch(device)
+        tile_m, tile_n = fa3_tile(arch, shape.head_dim, shape.group_size, shape.page_size)
+        block_m = self.block_m_rows or tile_m
+        block_n = self.block_n_tokens or tile_n
+        m_blocks = cdiv(shape.group_size, block_m)
+        n_blocks = cdiv(kv_lens, block_n)
         max_len = int(kv_lens.max())
+        seqlen_k = self.seqlen_k_tokens or int(cdiv(max_len, shape.page_size) * shape.page_size)
         dynamic = batch <= self.max_dynamic_batch and self.num_splits != 1
         if self.num_splits > 0:
             cap = self.num_splits
         else:
             cap = fa3_num_splits_heuristic(
-                heads * m_blocks * (1 if dynamic else batch),
+                heads * m_blocks,
                 sms,
-                cdiv(max_len, self.block_n_tokens),
+                cdiv(seqlen_k, block_n),
                 m_blocks,
-                max_len * 2 * shape.head_dim * kv_element_bytes(shape),
+                seqlen_k * 2 * shape.head_dim * kv_element_bytes(shape),
                 self.max_splits,
                 fill_ratio=self.fill_ratio,
                 efficiency_ratio=self.efficiency_ratio,
@@ -160,15 +229,22 @@ class FA3Policy(PolicyBase):
             )
             splits = np.clip(cdiv(n_blocks, max(blocks_per_sm, 1)), 1, cap)
         else:
-            splits = np.full(batch, cap, dtype=np.int64)
-        chunk = cdiv(n_blocks, splits) * self.block_n_tokens
+            # num_splits=1, or more requests than the one-CTA prepare kernel takes: 1 split each.
+            splits = np.ones(batch, dtype=np.int64)
+        chunk = cdiv(n_blocks, splits) * block_n
         ctas = min(self.ctas_per_sm, device.max_ctas_per_sm)
         notes = plain_notes(
             num_splits_static=cap,
             dynamic_split=dynamic,
             blocks_per_sm=blocks_per_sm,
             num_m_blocks=m_blocks,
+            arch=arch,
+            block_n_tokens=block_n,
+            block_m_rows=block_m,
+            seqlen_k_tokens=seqlen_k,
         )
+        if batch <= 64:
+            notes["fa3_splits"] = [int(x) for x in cdiv(n_blocks, cdiv(n_blocks, splits))]
         return build_plan(
             kv_lens,
             chunk,
@@ -196,7 +272,11 @@ class SGLangTritonPolicy(PolicyBase):
       s2 = min(ceil(ext_cores / token_grid), max_kv_splits); c2 = ceil(max_L / s2)
       splits_b = max(ceil(L_b / c1), ceil(L_b / c2))
     The kernel's grid is B x head groups x max_kv_splits; splits past splits_b exit (notes hold
-    the launched grid). Pieces are aligned to lcm(min_block_kv, page_size) tokens: SGLang indexes
+    the launched grid). With G > block_h a KV head has ceil(G / block_h) head groups, each a
+    program that reads the whole KV range again (notes `kv_reads_per_task`; the simulator runs
+    them all). Source of the grid: sglang
+    python/sglang/srt/layers/attention/triton_ops/decode_attention.py, _decode_grouped_att_m_fwd
+    (commit 03cd2ec4af85b66be8ef025238bc73c165416bdb). Pieces are aligned to lcm(min_block_kv, page_size) tokens: SGLang indexes
     tokens, a Plan needs page-aligned pieces (this matters only for pages larger than 32).
 
     max_kv_splits: the server argument --triton-attention-num-kv-splits, default 8, 1..1024.
@@ -241,12 +321,16 @@ class SGLangTritonPolicy(PolicyBase):
         splits = np.maximum(cdiv(kv_lens, c1), cdiv(kv_lens, c2))
         align = lcm(self.min_block_kv, shape.page_size)
         chunk = cdiv(cdiv(kv_lens, splits), align) * align
+        # The grouped kernel's grid is (B, ceil(H_qo / min(block_h, G)), max_kv_splits); with
+        # G > block_h each KV head gets ceil(G / block_h) programs that each read its KV.
+        reads = cdiv(group, self.block_h) if group > self.block_h else 1
         notes = plain_notes(
             chunk_1_tokens=c1,
             chunk_2_tokens=c2,
             ext_device_core_count=ext_cores,
             token_grid=token_grid,
             launched_ctas=token_grid * self.max_kv_splits,
+            kv_reads_per_task=reads,
         )
         return build_plan(
             kv_lens,
@@ -275,6 +359,10 @@ class VllmTritonPolicy(PolicyBase):
           <= 16 pieces (the 3D kernel's later segments are empty and exit)
       else: no split (2D kernel).
     With full CUDA graphs vLLM snaps the threshold to the nearest capture size; not modelled.
+    Grid: (B // BLOCK_Q + B) q-blocks x H_kv (x NUM_SEGMENTS for 3D), BLOCK_M = 16 if G <= 16 else
+    next_pow2(G), BLOCK_Q = BLOCK_M // G; the B // BLOCK_Q extra q-blocks exit at once (notes
+    `launched_ctas`; vllm/v1/attention/ops/triton_unified_attention.py, unified_attention, commit
+    001394336840495fb529a33f71767ecbfdc88372). Empty 3D segments exit as well.
     Older vLLM (before seq_threshold_3D) split only while (B // BLOCK_Q + B) * H_kv <= 128,
     BLOCK_Q = 16 // G, a lower threshold; this policy follows the current rule.
 
@@ -305,10 +393,18 @@ class VllmTritonPolicy(PolicyBase):
             chunk = cdiv(segment, align) * align
         else:
             chunk = kv_lens
+        # Grid (total_num_q_blocks, H_kv[, segments]) with total_num_q_blocks = B // BLOCK_Q + B
+        # (an upper bound on the q-blocks; the extra ones find no query and exit).
+        group = shape.group_size
+        block_m = 16 if group <= 16 else 1 << (group - 1).bit_length()
+        block_q = max(block_m // group, 1)
+        q_blocks = batch // block_q + batch
         notes = plain_notes(
             seq_threshold_3d=threshold,
             kernel="3d" if use_3d else "2d",
-            launched_ctas=batch * heads * (self.num_segments if use_3d else 1),
+            block_q=block_q,
+            total_num_q_blocks=q_blocks,
+            launched_ctas=q_blocks * heads * (self.num_segments if use_3d else 1),
         )
         return build_plan(
             kv_lens,
@@ -388,7 +484,10 @@ class NoSplitPolicy(PolicyBase):
 
 
 __all__ = [
+    "FA3_ARCHS",
     "FA3Policy",
+    "fa3_arch",
+    "fa3_tile",
     "SGLangTritonPolicy",
     "VllmTritonPolicy",
     "FixedSplitPolicy",

@@ -16,10 +16,16 @@ from kvtune.kernels.policy_common import (
     PolicyBase,
     cdiv,
     check_bool,
+    check_choice,
     check_int,
     plain_notes,
     smallest_fitting,
 )
+
+
+# G values FlashInfer's CUDA-core decode is compiled for (DISPATCH_GQA_GROUP_SIZE).
+CUDA_CORE_GROUP_SIZES = (1, 2, 3, 4, 8)
+TRTLLM_VERSIONS = ("0.5", "0.6")
 
 
 @dataclass(frozen=True)
@@ -38,10 +44,16 @@ class FlashInferCudaCorePolicy(PolicyBase):
            if that leaves every request in one chunk and not enable_cuda_graph: no split
            (with CUDA graphs FlashInfer always runs the partition-KV kernel).
     Every request is cut into ceil(pages_b / c) chunks of c pages (the last one shorter).
-    Static grid (items x KV heads) in request order.
+    Static grid (items x KV heads) in request order. With enable_cuda_graph the grid is padded:
+    DecodePlan sets padded_batch_size = max_grid // H_kv when split (else B), and the CTAs past the
+    work exit (notes `launched_ctas`). When split-KV is on every request goes through the merge.
+    Group sizes: the kernel is compiled for G in 1, 2, 3, 4, 8 only (DISPATCH_GQA_GROUP_SIZE,
+    include/flashinfer/utils.cuh, v0.5.3 = 0e68a2febc58df99429f652769c5c485ca67fc39); any other G
+    is refused with ValueError, as FlashInfer raises "Unsupported group_size".
 
-    occupancy_ctas_per_sm: the kernel's occupancy, 0..32; 0 takes device.max_ctas_per_sm (the
-        value the occupancy query returns on a live GPU). Also the plan's ctas_per_sm.
+    occupancy_ctas_per_sm: the kernel's occupancy, 0..32; 0 takes device.max_ctas_per_sm (a
+        calibration's device holds the occupancy read from FlashInfer's own decisions; a live
+        GPU's the preset's). Also the plan's ctas_per_sm.
     min_chunk_tokens: the 128 of `std::max(128 / page_size, 1U)`, tokens.
     enable_cuda_graph: FlashInfer's `use_cuda_graph`; keeps split-KV on.
     """
@@ -59,6 +71,12 @@ class FlashInferCudaCorePolicy(PolicyBase):
     def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
         kv_lens = as_kv_lens(kv_lens)
         batch, heads, page = kv_lens.shape[0], shape.num_kv_heads, shape.page_size
+        if shape.group_size not in CUDA_CORE_GROUP_SIZES:
+            raise ValueError(
+                f"group_size: {shape.group_size} (num_qo_heads / num_kv_heads) is not dispatched "
+                "by FlashInfer's CUDA-core decode; allowed: "
+                + ", ".join(map(str, CUDA_CORE_GROUP_SIZES))
+            )
         # The library asks the driver, not the device model, so 0 means "whatever the GPU says".
         occupancy = self.occupancy_ctas_per_sm or device.max_ctas_per_sm
         max_grid = occupancy * device.sm_count
@@ -73,13 +91,18 @@ class FlashInferCudaCorePolicy(PolicyBase):
             new_batch = int(cdiv(pages, chunk_pages).sum())
             split = new_batch != batch or self.enable_cuda_graph
         chunk_tokens = chunk_pages * page if split else kv_lens
+        padded = (max_grid // heads if split else batch) if self.enable_cuda_graph else None
         notes = plain_notes(
             max_grid=max_grid,
             occupancy_ctas_per_sm=occupancy,
             split_kv=split,
             chunk_pages=chunk_pages if split else None,
             new_batch_size=new_batch if split else batch,
+            enable_cuda_graph=self.enable_cuda_graph,
         )
+        if padded is not None:
+            notes["padded_batch_size"] = int(padded)
+            notes["launched_ctas"] = int(padded) * heads
         return build_plan(
             kv_lens,
             chunk_tokens,
@@ -120,12 +143,19 @@ class FlashInferTensorCorePolicy(PolicyBase):
       B > floor(2S / H_kv) (132 SMs, H_kv = 8: B >= 34).
       disable_split_kv: one chunk per request. fixed_split_size (pages): c = fixed_split_size,
       split on iff some request gets more than one chunk (disable_split_kv wins over it).
+      enable_cuda_graph (PrefillSplitQOKVIndptr, scheduler.cuh v0.5.3): the search is the same but
+      split-KV is always on (`enable_cuda_graph || low < max_kv_len`, not with disable_split_kv or
+      fixed_split_size), and the grid is padded to padded_batch_size = max(max_batch_if_split,
+      ceil(B * G / tile_q) + B - 1) work items per KV head; CTAs past the work exit (notes
+      `launched_ctas`). FlashInfer refuses a plan with more work items than that (fixed splits).
     Static grid in request order. The plan's ctas_per_sm is ctas_per_sm, capped by the device.
+    When split-KV is on every request goes through the merge (partials for all).
 
     ctas_per_sm: the planner's fixed `num_blocks_per_sm`, 1..32 (FlashInfer: 2).
     min_chunk_tokens: the 128 of `std::max(128 / page_size, 1U)`, tokens.
     fixed_split_size: None (FlashInfer's -1) or a chunk in pages, 1..1,048,576.
     disable_split_kv: FlashInfer's `disable_split_kv`.
+    enable_cuda_graph: FlashInfer's `use_cuda_graph` (serving engines decode under CUDA graphs).
     """
 
     name: ClassVar[str] = "flashinfer-tensor-core"
@@ -133,6 +163,7 @@ class FlashInferTensorCorePolicy(PolicyBase):
     min_chunk_tokens: int = 128
     fixed_split_size: int | None = None
     disable_split_kv: bool = False
+    enable_cuda_graph: bool = False
 
     def __post_init__(self) -> None:
         check_int("ctas_per_sm", self.ctas_per_sm, 1, 32)
@@ -140,6 +171,7 @@ class FlashInferTensorCorePolicy(PolicyBase):
         if self.fixed_split_size is not None:
             check_int("fixed_split_size", self.fixed_split_size, 1, MAX_KV_LEN_TOKENS)
         check_bool("disable_split_kv", self.disable_split_kv)
+        check_bool("enable_cuda_graph", self.enable_cuda_graph)
 
     def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
         kv_lens = as_kv_lens(kv_lens)
@@ -160,16 +192,29 @@ class FlashInferTensorCorePolicy(PolicyBase):
                 max(max_pages, 1),
                 lambda c: tiles_q * int(cdiv(pages, c).sum()) <= max_batch_if_split,
             )
-            split = chunk_pages < max_pages
+            split = chunk_pages < max_pages or self.enable_cuda_graph
         chunk_tokens = chunk_pages * page if split else kv_lens
         items = int(cdiv(pages, chunk_pages).sum()) if split else kv_lens.shape[0]
+        work = tiles_q * items
+        padded = work
+        if self.enable_cuda_graph:
+            batch = kv_lens.shape[0]
+            padded = max(max_batch_if_split, int(cdiv(batch * group, tile_q)) + batch - 1)
+            if work > padded:
+                raise ValueError(
+                    f"fixed_split_size: {work} work items exceed FlashInfer's CUDA-graph padded "
+                    f"batch of {padded}; FlashInfer refuses this (disable the CUDA graph or use a "
+                    "larger fixed_split_size)"
+                )
         notes = plain_notes(
             max_batch_if_split=max_batch_if_split,
             cta_tile_q=tile_q,
             split_kv=split,
             chunk_pages=chunk_pages if split else None,
-            new_batch_size=tiles_q * items,
-            launched_ctas=tiles_q * items * heads,
+            new_batch_size=work,
+            padded_batch_size=padded,
+            launched_ctas=padded * heads,
+            enable_cuda_graph=self.enable_cuda_graph,
         )
         return build_plan(
             kv_lens,
@@ -192,7 +237,10 @@ class TrtllmGenPolicy(PolicyBase):
     G query heads of a KV head for G <= 128).
     Rule (q_len = 1, max_L = the longest request of the batch):
       base = B * H_kv * ceil(G / q_heads_per_cta)                  (numCtasX * numCtasY * numCtasZ)
-      splits = min(ceil(max_L / (2 * tile_kv_tokens)), max(1, S // base))   (numCtasPerSeqKv)
+      maxNumCtasPerSeqKv = ceil(max_L / tile_kv_tokens) in FlashInfer 0.5.x (v0.5.3,
+          0e68a2febc58df99429f652769c5c485ca67fc39), ceil(max_L / (2 * tile_kv_tokens)) from
+          0.6.0 (4230a48aedd21fc8823249147c4b8b363bb0dc36: "the factor of 2 ... reduction overhead")
+      splits = min(maxNumCtasPerSeqKv, max(1, S // base))            (numCtasPerSeqKv)
       chunk = ceil(ceil(max_L / tile_kv_tokens) / splits) * tile_kv_tokens  (seqLenPerCtaKv)
     The split count is the same for every request: the kernel launches base * splits CTAs and
     the CTAs past a shorter request's end exit at once. A Plan has no empty pieces, so a request
@@ -204,20 +252,28 @@ class TrtllmGenPolicy(PolicyBase):
     tile_kv_tokens: the kernel's tileSizeKv (mStepKv), 1..4096, default 128.
     q_heads_per_cta: the largest tileSizeQ, 1..1024, default 128.
     ctas_per_sm: CTAs one SM holds for these kernels, 1..32, default 1.
+    flashinfer_version: "0.5" (default, the pinned FlashInfer 0.5.3) or "0.6" (0.6.0 and later).
     """
 
     name: ClassVar[str] = "trtllm"
     tile_kv_tokens: int = 128
     q_heads_per_cta: int = 128
     ctas_per_sm: int = 1
+    flashinfer_version: str = "0.5"
 
     def __post_init__(self) -> None:
         check_int("tile_kv_tokens", self.tile_kv_tokens, 1, 4096)
         check_int("q_heads_per_cta", self.q_heads_per_cta, 1, 1024)
         check_int("ctas_per_sm", self.ctas_per_sm, 1, 32)
+        check_choice("flashinfer_version", self.flashinfer_version, TRTLLM_VERSIONS)
+
+    def max_ctas_per_seq_kv(self, max_len: int) -> int:
+        """maxNumCtasPerSeqKv of the FlashInfer version (see the class docstring)."""
+        factor = 1 if self.flashinfer_version == "0.5" else 2
+        return int(cdiv(max_len, factor * self.tile_kv_tokens))
 
     def _splits(self, max_len: int, base: int, sm_count: int) -> tuple[int, dict]:
-        max_ctas_per_seq_kv = cdiv(max_len, 2 * self.tile_kv_tokens)
+        max_ctas_per_seq_kv = self.max_ctas_per_seq_kv(max_len)
         splits = min(max_ctas_per_seq_kv, max(1, sm_count // base))
         return splits, {"max_ctas_per_seq_kv": max_ctas_per_seq_kv, "base_splits": splits}
 
@@ -252,7 +308,9 @@ class TrtllmOversubPolicy(TrtllmGenPolicy):
       desired = ceil(max_L / min_tokens_per_cta)
       if splits < desired and desired > min_desired_splits:
           splits = max(splits, min(desired, max_waves * S // base,
-                                   ceil(max_L / tile_kv_tokens), max_splits))
+                                   maxNumCtasPerSeqKv, max_splits))
+    (maxNumCtasPerSeqKv of the FlashInfer version, with 0.6's factor 2 when flashinfer_version
+    is "0.6": the PR keeps the launcher's cap so that every CTA has KV to read.)
     then chunk and pieces as in `trtllm`. The PR ships the rule behind environment variables
     (FLASHINFER_KV_OVERSUB_MIN_TOKENS_PER_CTA, FLASHINFER_KV_OVERSUB_MAX_WAVES,
     FLASHINFER_KV_OVERSUB_MAX_SPLITS), off by default (max waves 1); this policy is the rule
@@ -284,7 +342,7 @@ class TrtllmOversubPolicy(TrtllmGenPolicy):
             cap = min(
                 desired,
                 self.max_waves * sm_count // base,
-                cdiv(max_len, self.tile_kv_tokens),
+                self.max_ctas_per_seq_kv(max_len),
                 self.max_splits,
             )
             splits = max(splits, cap)
@@ -292,6 +350,8 @@ class TrtllmOversubPolicy(TrtllmGenPolicy):
 
 
 __all__ = [
+    "CUDA_CORE_GROUP_SIZES",
+    "TRTLLM_VERSIONS",
     "FlashInferCudaCorePolicy",
     "FlashInferTensorCorePolicy",
     "TrtllmGenPolicy",

@@ -136,11 +136,14 @@ def _open_backend(config: TuneConfig, worker: bool):
 
     if worker and config.backend == "simulator" and config.device_model:
         from kvtune.harness.backends import backend_class
-        from kvtune.harness.device import device_model
+        from kvtune.harness.device import sim_model
 
-        device = device_model(config.device_model)
-        return OpenedBackend(backend_class("simulator")(device), device, device.hbm_bytes_per_s,
-                             "datasheet bandwidth", f"simulated ({device.name})", {})
+        model = sim_model(config.device_model)  # a preset or a calibration file, its constants
+        device = model.device
+        backend = backend_class("simulator")(device, model.constants, kernel=model.kernel,
+                                             calibrated=model.calibrated)
+        return OpenedBackend(backend, device, device.hbm_bytes_per_s,
+                             "datasheet bandwidth", f"simulated ({device.name}): {model.label}", {})
     return open_backend(config.backend, device_model_name=config.device_model,
                         timer=config.timer, cold_l2=not config.warm_l2, stopping=config.stopping)
 

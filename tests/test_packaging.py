@@ -45,7 +45,9 @@ def test_wheel_holds_every_part_and_its_data(wheel):
                    "kvtune/workloads/suites.py", "kvtune/harness/backends/triton.py",
                    "kvtune/studies/tune.py", "kvtune/dashboard/app.py",
                    "kvtune/dashboard/views/runs.py", "kvtune/studies/schemas/tuned_heuristic.schema.json",
-                   "kvtune/workloads/data/trace_quantiles.json"):
+                   "kvtune/workloads/data/trace_quantiles.json",
+                   "kvtune/harness/calibrations/h200-triton.json", "kvtune/harness/calibration.py",
+                   "kvtune/cli/calibrate.py", "kvtune/cli/fidelity.py"):
         assert module in names, module
     assert any(n.startswith("kvtune/studies/presets/") and n.endswith(".toml") for n in names)
     # Every source package of the tree is in the wheel (a new folder must be listed in pyproject).

@@ -213,8 +213,26 @@ def _hybrid(shape: AttentionShape) -> Suite:
                  "and steps of the chunked-prefill simulator with speculative decoding")
 
 
+def _calibrate(shape: AttentionShape) -> Suite:
+    """Batches chosen to tell the simulator's constants apart (harness/calibration.py): the
+    streaming rate (uniform, 262,144 tokens, 1..256 requests), the per-CTA cap (one long request:
+    skew80), fixed and launch costs (small totals), wave tails (2x40, 96/192 requests), and
+    production-like mixes. With the calibrate policy set (benchmarks/calibrate_gpu.sh) it also
+    varies splits, CTAs per SM and schedules."""
+    t = THRESHOLD_TOTAL_TOKENS
+    cases = [Case("uniform", {"total_tokens": t}, b, shape) for b in (1, 4, 16, 64, 256)]
+    cases += [Case("skew80", {"total_tokens": t}, b, shape) for b in (8, 32, 48, 128)]
+    cases += [Case("uniform", {"total_tokens": 16_384}, b, shape) for b in (1, 8, 64)]
+    cases += [Case("2x40", {"total_tokens": t}, b, shape) for b in (16, 96)]
+    cases += [Case("uniform", {"total_tokens": 65_536}, b, shape) for b in (32, 192)]
+    cases += [Case("prod-mix", {}, b, shape, 0) for b in (16, 64, 256)]
+    return Suite("calibrate", tuple(cases),
+                 "batches that identify the simulator's constants: uniform 1..256 requests, "
+                 "skew80, small totals, 2x40 and prod-mix (kvtune calibrate)")
+
+
 _SUITES = {"threshold": _threshold, "prod-mix": _prod_mix, "traces": _traces, "smoke": _smoke,
-           "hybrid": _hybrid}
+           "hybrid": _hybrid, "calibrate": _calibrate}
 
 
 def suite_names() -> list[str]:

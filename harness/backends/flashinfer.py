@@ -82,7 +82,8 @@ class FlashInferBackend:
     split_rule = "fixed-chunk"
 
     def __init__(self, device: DeviceSpec | None = None, timer: str = "auto", cold_l2: bool = True,
-                 *, stopping=None, warmup=None, path: str = "auto", telemetry: bool = True) -> None:
+                 *, stopping=None, warmup=None, path: str = "auto", telemetry: bool = True,
+                 cuda_graph: bool = False) -> None:
         import torch
 
         from kvtune.harness.stopping import StoppingRule, WarmupRule
@@ -106,6 +107,7 @@ class FlashInferBackend:
         self.stopping = stopping if stopping is not None else StoppingRule()
         self.warmup = warmup if warmup is not None else WarmupRule()
         self.path = path
+        self.cuda_graph = bool(cuda_graph)
         self.telemetry = bool(telemetry)
         self.fixed_split_params = fip.fixed_split_params(device)
         self.version = getattr(flashinfer, "__version__", "unknown")
@@ -152,7 +154,7 @@ class FlashInferBackend:
                 message=f"FlashInfer did not run the plan: {run.disagreement}"))
         out = torch.full_like(inputs.q, float("nan"))
         try:
-            wrapper = self._wrapper(run.setting.path)
+            wrapper = self._wrapper(run.setting, inputs)
             wrapper.run(inputs.q, (inputs.cache.k_pages, inputs.cache.v_pages), out=out,
                         **kv_scales(inputs.cache))
             torch.cuda.synchronize()
@@ -234,7 +236,7 @@ class FlashInferBackend:
         if run is not None and run.plan is plan and run.batch_key == key:
             self._plan_wrapper(run, inputs)
             return run
-        setting = fip.choose_setting(plan, batch.shape, self.device, self.path)
+        setting = fip.choose_setting(plan, batch.shape, self.device, self.path, self.cuda_graph)
         need, allocate = fip.workspace_bytes(setting, batch.shape, self.device)
         run = _PlanRun(plan=plan, batch_key=key, setting=setting, workspace_bytes=need)
         self._ensure_workspace(allocate)
@@ -260,19 +262,32 @@ class FlashInferBackend:
         # FlashInfer asks for a zeroed float workspace on first use.
         self._workspace = torch.zeros(want, dtype=torch.uint8, device="cuda")
 
-    def _wrapper(self, path: str):
-        wrapper = self._wrappers.get(path)
+    def _wrapper(self, setting: fip.FlashInferSetting, inputs: _BatchInputs):
+        """The wrapper of the setting's path; under CUDA-graph mode one per batch (FlashInfer's
+        use_cuda_graph wrappers hold page-table buffers of a fixed batch size)."""
+        import torch
+
+        key = _wrapper_key(setting, inputs)
+        wrapper = self._wrappers.get(key)
         if wrapper is None:
+            extra = {}
+            if setting.cuda_graph:
+                extra = {"use_cuda_graph": True,
+                         "paged_kv_indptr_buffer": torch.empty_like(inputs.kv_indptr),
+                         "paged_kv_indices_buffer": torch.empty_like(inputs.kv_indices),
+                         "paged_kv_last_page_len_buffer": torch.empty_like(inputs.kv_last_page_len)}
             wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-                self._workspace, KV_LAYOUT, use_tensor_cores=(path == "tensor-core"))
-            self._wrappers[path] = wrapper
+                self._workspace, KV_LAYOUT, use_tensor_cores=(setting.path == "tensor-core"),
+                **extra)
+            self._wrappers[key] = wrapper
         return wrapper
 
     def _plan_wrapper(self, run: _PlanRun, inputs: _BatchInputs):
         """The path's wrapper, planned for `run` (plan() only when it holds something else)."""
         setting = run.setting
-        wrapper = self._wrapper(setting.path)
-        held = self._planned.get(setting.path)
+        wrapper = self._wrapper(setting, inputs)
+        key = _wrapper_key(setting, inputs)
+        held = self._planned.get(key)
         if held is not None and held[0] is run and held[1] is self._workspace:
             return wrapper
         shape = inputs.cache.shape
@@ -281,7 +296,7 @@ class FlashInferBackend:
                      shape.num_qo_heads, shape.num_kv_heads, shape.head_dim, shape.page_size,
                      q_data_type=dtype, kv_data_type=inputs.cache.kv_dtype,
                      **setting.plan_kwargs())
-        self._planned[setting.path] = (run, self._workspace)
+        self._planned[key] = (run, self._workspace)
         run.decision, run.readback_error = _read_decision(wrapper, setting.path)
         run.disagreement = (fip.disagreement(setting, run.decision, shape.page_size)
                             if run.decision is not None else None)
@@ -328,6 +343,11 @@ def _is_hybrid(plan) -> bool:
     from kvtune.kernels.hybrid_plan import HybridPlan
 
     return isinstance(plan, HybridPlan)
+
+
+def _wrapper_key(setting: fip.FlashInferSetting, inputs: "_BatchInputs") -> tuple:
+    """Eager wrappers are shared per path; CUDA-graph ones belong to one batch."""
+    return (setting.path, inputs.key) if setting.cuda_graph else (setting.path,)
 
 
 class _BatchInputs:

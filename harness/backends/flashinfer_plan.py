@@ -25,7 +25,7 @@ when the buffer is too small. `workspace_bytes` sizes it from the plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -169,7 +169,13 @@ def own_planner_path(plan: Plan, shape: AttentionShape, device: DeviceSpec) -> s
     path = planner_signature(plan)
     if path is None:
         return None
-    default = DEFAULT_PLANNER_POLICIES[path]().plan(plan.kv_lens, shape, device)
+    # Default parameters, in the plan's CUDA-graph mode (a policy parameter of both planners).
+    graph = bool(plan.notes.get("enable_cuda_graph", False))
+    try:
+        default = DEFAULT_PLANNER_POLICIES[path](enable_cuda_graph=graph).plan(
+            plan.kv_lens, shape, device)
+    except ValueError:  # e.g. a group size the CUDA-core planner refuses on this shape
+        return None
     return path if same_pieces(plan, default) else None
 
 
@@ -181,6 +187,8 @@ class FlashInferSetting:
     passed: the library decides), "fixed-split" (fixed_split_size=fixed_split_pages) or
     "no-split" (disable_split_kv=True). chunk_pages: the chunk of kvtune's plan (None: no request
     split). items: the pieces of kvtune's plan (what FlashInfer's padded batch should count).
+    cuda_graph: the wrapper is made with use_cuda_graph=True (fixed page-table buffers; FlashInfer
+    then keeps split-KV on and pads the grid to padded_items pieces, per query tile).
     """
 
     path: str
@@ -188,6 +196,8 @@ class FlashInferSetting:
     chunk_pages: int | None
     items: int
     fixed_split_pages: int | None = None
+    cuda_graph: bool = False
+    padded_items: int | None = None
 
     @property
     def use_tensor_cores(self) -> bool:
@@ -207,11 +217,34 @@ class FlashInferSetting:
             "fi_planner": self.planner,
             "fi_fixed_split_pages": self.fixed_split_pages,
             "fi_disable_split_kv": self.planner == "no-split",
+            "fi_cuda_graph": self.cuda_graph,
+            "fi_padded_items": self.padded_items,
         }
 
 
 def choose_setting(plan: Plan, shape: AttentionShape, device: DeviceSpec,
-                   path: str = "auto") -> FlashInferSetting:
+                   path: str = "auto", cuda_graph: bool = False) -> FlashInferSetting:
+    """See _choose_setting; cuda_graph (the backend setting) or a plan made with
+    enable_cuda_graph runs it with use_cuda_graph=True and FlashInfer's padded grid."""
+    setting = _choose_setting(plan, shape, device, path)
+    graph = bool(cuda_graph or plan.notes.get("enable_cuda_graph", False))
+    if not graph:
+        return setting
+    if setting.path == "cuda-core":
+        occupancy = int(plan.notes.get("occupancy_ctas_per_sm", device.max_ctas_per_sm))
+        split = bool(plan.notes.get("split_kv", False))
+        batch = plan.batch_size
+        padded = occupancy * device.sm_count // shape.num_kv_heads if split else batch
+    else:
+        batch, group = plan.batch_size, shape.group_size
+        tile = fa2_cta_tile_q(group, shape.head_dim)
+        padded = max(TENSOR_CORE_CTAS_PER_SM * device.sm_count // shape.num_kv_heads,
+                     cdiv(batch * group, tile) + batch - 1)
+    return replace(setting, cuda_graph=True, padded_items=int(padded))
+
+
+def _choose_setting(plan: Plan, shape: AttentionShape, device: DeviceSpec,
+                    path: str = "auto") -> FlashInferSetting:
     """The FlashInfer call that runs `plan` exactly, for a backend restricted to `path`.
 
     auto: a plan identical to kvtune's model of a FlashInfer planner runs that planner on its own
@@ -316,7 +349,12 @@ def workspace_bytes(setting: FlashInferSetting, shape: AttentionShape,
     decide otherwise than kvtune's model, so the allocation also covers its largest choice.
     """
     split = setting.chunk_pages is not None
-    need = float_workspace_bytes(setting.path, setting.items if split else 0, shape)
+    pieces = setting.items
+    if setting.cuda_graph:
+        # FlashInfer sizes tmp for the padded batch; its own planner keeps split-KV on.
+        split = split or setting.planner == "flashinfer"
+        pieces = max(pieces, setting.padded_items or 0)
+    need = float_workspace_bytes(setting.path, pieces if split else 0, shape)
     if setting.planner != "flashinfer":
         return need, need
     bound = float_workspace_bytes(setting.path, own_planner_max_pieces(setting.path, shape, device),

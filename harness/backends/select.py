@@ -10,7 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtune.harness.backends import GPU_BACKENDS, Backend, BackendUnavailable, backend_class
-from kvtune.harness.device import cuda_available, device_model, live_device, model_for_gpu_name
+from kvtune.harness.device import (
+    check_sim_kernel,
+    cuda_available,
+    live_device,
+    model_for_gpu_name,
+    sim_model,
+)
 from kvtune.kernels.plan import DeviceSpec
 
 DEFAULT_DEVICE_MODEL = "h100"
@@ -34,12 +40,13 @@ class OpenedBackend:
 
 
 def check_choices(backend: str, device_model_name: str | None, timer: str,
-                  stopping: str | None = None) -> None:
+                  stopping: str | None = None, sim_kernel: str | None = None) -> None:
     """Validate the settings before anything is opened or written."""
     if backend != "auto":
         backend_class_name_ok(backend)
+    check_sim_kernel(sim_kernel)
     if device_model_name is not None:
-        device_model(device_model_name)
+        sim_model(device_model_name, sim_kernel)
     if timer not in TIMERS:
         raise ValueError(f"timer: {timer!r} unknown; allowed: {', '.join(TIMERS)}")
     parse_stopping(stopping)
@@ -51,8 +58,8 @@ def parse_stopping(text: str | None):
         return None
     from dataclasses import fields
 
-    from kvtune.kernels.specs import parse_assignments
     from kvtune.harness.stopping import StoppingRule
+    from kvtune.kernels.specs import parse_assignments
 
     given = parse_assignments([t for t in str(text).split(",") if t.strip()], "stopping")
     allowed = [f.name for f in fields(StoppingRule)]
@@ -89,17 +96,26 @@ def open_backend(
     timer: str = "auto",
     cold_l2: bool = True,
     stopping: str | None = None,
+    kernel: str | None = None,
+    cuda_graph: bool = False,
 ) -> OpenedBackend:
     """Open the backend `name` (auto, simulator, triton, flashinfer).
 
-    device_model_name: the simulator's model (default: the preset matching the GPU present,
-    else h100). timer/cold_l2: for GPU backends. Raises BackendUnavailable with one line when a
-    GPU backend cannot run here.
+    device_model_name: the simulator's model, a preset name or a calibration file (default: the
+    preset matching the GPU present, else h100). kernel: the kernel the simulator stands in for
+    (triton, flashinfer-tensor-core, flashinfer-cuda-core; default triton, or a calibration
+    file's own). timer/cold_l2: for GPU backends. cuda_graph: the flashinfer backend makes its
+    wrappers with use_cuda_graph=True (padded grid, split-KV always on; ValueError for another
+    backend). Raises BackendUnavailable with one line when a GPU backend cannot run here.
     """
     from kvtune.harness.environment import environment_record, measure_copy_bandwidth
 
-    check_choices(name, device_model_name, timer, stopping)
+    check_choices(name, device_model_name, timer, stopping, kernel)
     chosen, why = resolve_backend_name(name)
+    if cuda_graph and chosen != "flashinfer":
+        raise ValueError(f"cuda-graph: a FlashInfer backend setting; backend {chosen!r} has no "
+                         "CUDA-graph mode (use --backend flashinfer, or the policies' "
+                         "enable_cuda_graph parameter to model it)")
     cls = backend_class(chosen)
     if chosen in GPU_BACKENDS:
         if not cuda_available():
@@ -111,6 +127,8 @@ def open_backend(
         device = live_device(hbm_bytes_per_s=bandwidth)
         rule = parse_stopping(stopping)
         extra = {} if rule is None else {"stopping": rule}
+        if cuda_graph:
+            extra["cuda_graph"] = True
         backend = cls(device=device, timer=timer, cold_l2=cold_l2, **extra)
         from kvtune.harness.timing import resolve_timer
 
@@ -128,10 +146,15 @@ def open_backend(
         import torch
 
         preset = model_for_gpu_name(torch.cuda.get_device_properties(0).name)
-        device = preset or device_model(DEFAULT_DEVICE_MODEL)
-    else:
-        device = device_model(device_model_name or DEFAULT_DEVICE_MODEL)
-    backend = cls(device)
+        device_model_name = preset.name if preset else DEFAULT_DEVICE_MODEL
+    model = sim_model(device_model_name or DEFAULT_DEVICE_MODEL, kernel)
+    device = model.device
+    backend = cls(device, model.constants, kernel=model.kernel, calibrated=model.calibrated)
     env = environment_record(None, timer="simulated", cold_l2=None)
-    notice = f"simulated ({device.name}): {why}; numbers are a model, not a measurement"
-    return OpenedBackend(backend, device, device.hbm_bytes_per_s, "datasheet bandwidth", notice, env)
+    env["sim_model"] = {"label": model.label, "kernel": model.kernel,
+                        "calibrated": model.calibrated, "constants": model.constants.to_dict(),
+                        "source": model.source}
+    notice = (f"simulated ({device.name}): {model.label}; {why}; "
+              "numbers are a model, not a measurement")
+    ceiling_kind = "calibrated copy bandwidth" if model.calibrated else "datasheet bandwidth"
+    return OpenedBackend(backend, device, device.hbm_bytes_per_s, ceiling_kind, notice, env)

@@ -1,10 +1,14 @@
 """The simulator backend: predicts a plan's time with the model of harness/sim_model.py.
 
 Its numbers are a MODEL, never a measurement: every Measurement says timer="simulated", comes from
-the backend called "simulator", and names the device model it used.
+the backend called "simulator", and names the device model, the kernel it stands in for and
+whether its constants are calibrated (extra columns sim_model, sim_kernel, sim_calibrated, and
+sim_constants: the constants as JSON).
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 
@@ -19,9 +23,12 @@ class SimulatorBackend:
 
     name = "simulator"
 
-    def __init__(self, device: DeviceSpec, constants: SimConstants = DEFAULT_CONSTANTS) -> None:
+    def __init__(self, device: DeviceSpec, constants: SimConstants = DEFAULT_CONSTANTS,
+                 kernel: str = "triton", calibrated: bool = False) -> None:
         self.device = device
         self.constants = constants
+        self.kernel = kernel
+        self.calibrated = calibrated
 
     def unsupported_reason(self, plan: Plan) -> str | None:
         return None
@@ -56,11 +63,15 @@ class SimulatorBackend:
             bytes_moved=batch.min_bytes,
             achieved_bytes_per_s=batch.min_bytes / (t * 1e-6),
             checked=False,
-            message=f"simulated ({self.device.name})",
+            message=f"simulated ({self.device.name}, {self.kernel})",
             extra={
                 "sim_stage1_us": result.stage1_us,
                 "sim_merge_us": result.merge_us,
                 "sim_model": self.device.name,
+                "sim_kernel": self.kernel,
+                "sim_calibrated": self.calibrated,
+                # The constants themselves, so a stored row can be replayed exactly.
+                "sim_constants": json.dumps(self.constants.to_dict(), sort_keys=True),
             },
         )
 

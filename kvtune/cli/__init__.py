@@ -1,6 +1,7 @@
 """`kvtune`: the command line. Parses arguments, turns bad input into one line and exit 2.
 
-One module per subcommand (bench, plan, info, tune, export, dashboard): each turns flags into a
+One module per subcommand (bench, plan, info, tune, export, dashboard, traces, calibrate,
+fidelity): each turns flags into a
 plain settings object of a lower layer and calls it. This package is the only place that knows
 argparse; kvtune.cli.common holds what the subcommands share.
 """
@@ -11,7 +12,8 @@ import sys
 
 from kvtune.cli.common import EXIT_BAD_INPUT, CliError, Parser, command_line
 
-SUBCOMMANDS = ("bench", "plan", "info", "tune", "export", "dashboard", "traces")
+SUBCOMMANDS = ("bench", "plan", "info", "tune", "export", "dashboard", "traces", "calibrate",
+               "fidelity")
 
 
 def build_parser() -> Parser:

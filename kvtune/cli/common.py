@@ -79,10 +79,18 @@ def add_backend_arguments(p) -> None:
 
     p.add_argument("--backend", default="auto", help="auto, simulator, triton, flashinfer (default "
                    "auto: triton on a CUDA GPU, else the simulator)")
+    from kvtune.harness.device import SIM_KERNELS
+
     p.add_argument("--device-model", help="the simulator's device model: " + ", ".join(DEVICE_MODELS)
+                   + " or a calibration file from `kvtune calibrate` (.json)"
                    + f" (default: the preset of the GPU present, else {DEFAULT_DEVICE_MODEL})")
+    p.add_argument("--sim-kernel", help="the kernel the simulator stands in for: "
+                   + ", ".join(SIM_KERNELS) + " (default triton, or the calibration file's)")
     p.add_argument("--timer", default="auto", help="GPU timer: auto, cupti, events, graph (default auto)")
     p.add_argument("--warm-l2", action="store_true", help="time with a hot L2 (default: flushed before each run)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="flashinfer backend: wrappers with use_cuda_graph=True (padded grid, "
+                        "split-KV always on), as serving engines decode")
     p.add_argument("--stopping", metavar="KEY=VALUE,...",
                    help="GPU stopping rule (default nvbench's: min_samples=10,min_time_ms=50,"
                         "max_noise=0.005,timeout_s=5)")
@@ -105,8 +113,10 @@ def backend_settings(args):
     """--backend/--device-model/--timer/--warm-l2/--stopping -> BackendSettings."""
     from kvtune.harness.bench import BackendSettings
 
-    return BackendSettings(backend=args.backend, device_model=args.device_model, timer=args.timer,
-                           warm_l2=args.warm_l2, stopping=args.stopping)
+    return BackendSettings(backend=args.backend, device_model=args.device_model,
+                           sim_kernel=getattr(args, "sim_kernel", None), timer=args.timer,
+                           warm_l2=args.warm_l2, stopping=args.stopping,
+                           cuda_graph=bool(getattr(args, "cuda_graph", False)))
 
 
 def print_json(value) -> None:

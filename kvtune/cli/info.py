@@ -49,8 +49,12 @@ def collect_info() -> dict:
     timers.update({t: "available" if gpu else "needs a CUDA GPU" for t in ("events", "graph")})
     env = environment_record(None)
     versions = {k.removesuffix("_version"): v for k, v in env.items() if k.endswith("_version") and v}
+    from kvtune.harness.device import SIM_KERNELS, shipped_calibration
+
+    calibrated = {m: [k for k in SIM_KERNELS if shipped_calibration(m, k)] for m in DEVICE_MODELS}
     return {"device": device, "backends": backends, "timers": timers,
-            "device_models": list(DEVICE_MODELS), "policies": policies.names(),
+            "device_models": list(DEVICE_MODELS), "calibrated_models": calibrated,
+            "policies": policies.names(),
             "suites": suite_names(), "distributions": describe_distributions(),
             "versions": versions}
 
@@ -71,7 +75,9 @@ def run(args) -> int:
     print("timers:")
     for name, state in info["timers"].items():
         print(f"  {name}: {state}")
-    print("device models: " + ", ".join(info["device_models"]))
+    print("device models: " + ", ".join(
+        m + (f" (calibrated: {', '.join(k)})" if k else " (uncalibrated)")
+        for m, k in info["calibrated_models"].items()))
     print("policies: " + ", ".join(info["policies"]))
     print("suites: " + ", ".join(info["suites"]))
     print("distributions (parameters=default; `kvtune info --json` has units and ranges):")

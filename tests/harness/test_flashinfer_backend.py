@@ -112,9 +112,31 @@ def test_backend_path_restricts_the_kernel_variant():
 
 def test_cuda_core_group_sizes_outside_its_kernels_are_refused():
     shape = AttentionShape(num_qo_heads=48, num_kv_heads=8)  # G = 6
-    plan = policies.get("flashinfer-cuda-core").plan([4096, 70000], shape, H100)
-    with pytest.raises(fip.NotExpressible, match="G=6"):
-        fip.choose_setting(plan, shape, H100)
+    # The planner itself refuses (one line); a CUDA-core plan of another shape is not FlashInfer's
+    # own on this one, so it would run as a fixed split on the tensor-core path.
+    with pytest.raises(ValueError, match="group_size: 6"):
+        policies.get("flashinfer-cuda-core").plan([4096, 70000], shape, H100)
+    plan = policies.get("flashinfer-cuda-core").plan([4096, 70000], SHAPE, H100)
+    assert fip.own_planner_path(plan, shape, H100) is None
+
+
+def test_cuda_graph_setting_pads_and_sizes_the_workspace():
+    # A plan made with enable_cuda_graph (or the backend's cuda_graph setting) runs with
+    # use_cuda_graph wrappers: FlashInfer pads to max(2 * S // H_kv, ceil(B * G / 16) + B - 1)
+    # pieces on the tensor-core path and to occupancy * S // H_kv on the CUDA-core path.
+    kv = [1_000] * 40
+    graph = policies.get("flashinfer-tensor-core", enable_cuda_graph=True).plan(kv, SHAPE, H100)
+    setting = fip.choose_setting(graph, SHAPE, H100)
+    assert setting.planner == "flashinfer" and setting.cuda_graph and setting.padded_items == 49
+    need, _ = fip.workspace_bytes(setting, SHAPE, H100)
+    assert need == fip.float_workspace_bytes("tensor-core", 49, SHAPE)
+    eager = policies.get("flashinfer-tensor-core").plan(kv, SHAPE, H100)
+    assert not fip.choose_setting(eager, SHAPE, H100).cuda_graph
+    forced = fip.choose_setting(eager, SHAPE, H100, cuda_graph=True)
+    assert forced.cuda_graph and forced.to_extra()["fi_cuda_graph"] is True
+    cc = policies.get("flashinfer-cuda-core", enable_cuda_graph=True).plan([100, 50], SHAPE, H100)
+    cc_setting = fip.choose_setting(cc, SHAPE, H100)
+    assert cc_setting.path == "cuda-core" and cc_setting.padded_items == 132
 
 
 # -- what FlashInfer cannot express ------------------------------------------------------------

@@ -344,7 +344,9 @@ def test_constants_override():
     plan = build_plan(skew80(16), 4_096, num_kv_heads=8, page_size=16, ctas_per_sm=2)
     base = simulate(plan, SHAPE, H200)
     slower_launch = simulate(plan, SHAPE, H200, SimConstants(launch_us=10.0))
-    assert slower_launch.time_us == pytest.approx(base.time_us + 2 * 7.0)  # two launches
+    assert slower_launch.time_us == pytest.approx(base.time_us + 7.0)  # the first launch
+    slower_merge = simulate(plan, SHAPE, H200, SimConstants(merge_launch_us=10.0))
+    assert slower_merge.time_us == pytest.approx(base.time_us + 7.0)  # the merge launch
     half_bw = simulate(plan, SHAPE, H200, SimConstants(hbm_efficiency=0.435))
     assert half_bw.time_us > 1.8 * base.time_us - 20
     plan_long = build_plan(skew80(64), 1 << 20, num_kv_heads=8, page_size=16, ctas_per_sm=2)

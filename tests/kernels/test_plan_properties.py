@@ -9,6 +9,7 @@ devices are the datasheet presets plus random ones. Hypothesis is derandomized: 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,10 @@ def test_flashinfer_cuda_core(kv_lens, shape, device, occupancy, graph):
     policy = policies.get(
         "flashinfer-cuda-core", occupancy_ctas_per_sm=occupancy, enable_cuda_graph=graph
     )
+    if shape.group_size not in (1, 2, 3, 4, 8):  # FlashInfer's CUDA-core kernels: no others
+        with pytest.raises(ValueError, match="group_size"):
+            policy.plan(kv_lens, shape, device)
+        return
     plan = policy.plan(kv_lens, shape, device)
     check_common(plan, kv_lens, shape)
     max_grid = (occupancy or device.max_ctas_per_sm) * device.sm_count
@@ -163,8 +168,12 @@ def test_fa3(kv_lens, shape, device, num_splits):
         assert (plan.splits == 1).all()
     assert plan.schedule == "persistent-heavy-first"
     assert plan.grid_size == min(device.sm_count, plan.num_tasks)
-    # Pieces are whole 128-token n-blocks (pages divide 128 here).
-    assert (full_chunks(plan) % 128 == 0).all()
+    # Pieces are whole kBlockN-token n-blocks (tile_size.h: 128, or 80 for head_dim 256 on
+    # Hopper), rounded up to the page.
+    block_n, page = plan.notes["block_n_tokens"], shape.page_size
+    for chunk in full_chunks(plan):
+        k = -(-int(chunk) // block_n)
+        assert any(-(-(kk * block_n) // page) * page == chunk for kk in (k - 1, k)), chunk
 
 
 @PROPERTY_SETTINGS

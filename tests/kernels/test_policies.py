@@ -191,8 +191,8 @@ def test_fa3_no_dynamic_split_above_992_requests():
     policy = policies.get("fa3")
     plan = policy.plan([1 << 20] + [1] * 991, SHAPE, SM132)
     assert plan.splits[0] == 14 and pieces(plan, 0)[0] == (0, 75_008)
-    # B = 993: no prepare kernel; the cap is computed with B: 993 * 8 >= 0.8 * 132, one KV head
-    # (1 MiTok * 256 * 2 B = 512 MiB) is above 50 MiB but 1 m-block < 2 * 132 -> 1 split.
+    # B = 993: the prepare kernel runs 2 CTAs and sets every request to 1 split
+    # (flash_prepare_scheduler.cu; tests/kernels/test_upstream_pins.py).
     plan = policy.plan([1 << 20] + [1] * 992, SHAPE, SM132)
     assert plan.splits.tolist() == [1] * 993 and plan.notes["dynamic_split"] is False
 
@@ -217,14 +217,14 @@ def test_fa3_heuristic_small_cases():
 
 
 def test_trtllm_small_batch_and_oversubscription():
-    # B = 4, [65536, 4096 x 3]: base = 4 * 8 = 32 CTAs; 132 // 32 = 4; ceil(65536 / 256) = 256
-    # -> 4 splits; chunk = ceil(512 / 4) * 128 = 16,384 -> [4, 1, 1, 1]; launched 32 * 4 = 128.
+    # B = 4, [65536, 4096 x 3]: base = 4 * 8 = 32 CTAs; 132 // 32 = 4; ceil(65536 / 128) = 512
+    # (FlashInfer 0.5.x) -> 4 splits; chunk = ceil(512 / 4) * 128 = 16,384 -> [4, 1, 1, 1]; launched 32 * 4 = 128.
     batch = [65_536, 4_096, 4_096, 4_096]
     plan = policies.get("trtllm").plan(batch, SHAPE, SM132)
     assert plan.splits.tolist() == [4, 1, 1, 1] and plan.notes["launched_ctas"] == 128
     assert pieces(plan, 0)[0] == (0, 16_384) and plan.ctas_per_sm == 1
     # Oversub: desired = 65536 / 2048 = 32 > 4 and > 4 splits -> min(32, 16 * 132 // 32 = 66,
-    # 512, 32) = 32 splits; chunk = ceil(512 / 32) * 128 = 2,048 -> [32, 2, 2, 2].
+    # maxNumCtasPerSeqKv 512, 32) = 32 splits; chunk = ceil(512 / 32) * 128 = 2,048 -> [32, 2, 2, 2].
     plan = policies.get("trtllm-oversub").plan(batch, SHAPE, SM132)
     assert plan.splits.tolist() == [32, 2, 2, 2] and plan.notes["launched_ctas"] == 32 * 32
 
@@ -242,7 +242,7 @@ def test_trtllm_prod_mix_like_batch():
 
 
 def test_trtllm_oversub_needs_more_than_min_desired_splits():
-    # 4 x 8192: base 32, 132 // 32 = 4, ceil(8192/256) = 32 -> 4 splits, chunk ceil(64/4)*128 =
+    # 4 x 8192: base 32, 132 // 32 = 4, ceil(8192/128) = 64 -> 4 splits, chunk ceil(64/4)*128 =
     # 2,048. Oversub: desired = 4, not > 4 -> unchanged.
     for name in ("trtllm", "trtllm-oversub"):
         plan = policies.get(name).plan([8_192] * 4, SHAPE, SM132)

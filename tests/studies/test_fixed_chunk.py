@@ -188,7 +188,10 @@ def test_the_exported_table_times_exactly_like_the_winning_trials(run):
     run_dir, path, cases, _ = run
     result = load_tuning_result(run_dir)
     policy = export.load_heuristic(path)
-    runner = sim_runner(backend=OneChunkBackend(H200))
+    # The study opened the backend with the h200 simulator model (its shipped calibration).
+    from kvtune.harness.device import sim_model
+
+    runner = sim_runner(backend=OneChunkBackend(H200, sim_model("h200").constants))
     # A deferred bucket ships FlashInfer's own planner; its evidence is the tuned rule's.
     evidence = {c.case_id: c.tuned_us for b in result.buckets for c in b.cases if not b.deferred}
     for case in cases:

@@ -1,0 +1,335 @@
+"""How well a simulator model stands in for a GPU: re-run the GPU's cases on the simulator.
+
+Rows of GPU bench runs (results/<run>/measurements.parquet plus the manifest) are turned back into
+what ran: the batch (the stored kv_lens, or the case rebuilt from its recipe), the attention shape,
+the policy with its parameters. Each is planned for the run's GPU (its SM count; the occupancy of
+the simulator model, which matters for FlashInfer's CUDA-core planner) and simulated. Then, per
+batch (case), the simulator's ranking of the policies is compared with the GPU's:
+
+- Spearman rank correlation (scipy.stats.spearmanr) of simulated vs measured latency;
+- top-1 agreement: the simulator's fastest policy is the GPU's fastest (within `tie_share`);
+- regret: measured latency of the simulator's pick over the GPU's best, minus 1;
+- latency error: simulated / measured - 1, summarised by batch size.
+
+Which kernel a row measured: backend triton -> "triton"; backend flashinfer -> "flashinfer-" +
+fi_path (tensor-core or cuda-core, as the backend records it); backend simulator -> its
+sim_kernel column (rows made by the simulator, used by tests). Rows whose status is not ok, or
+without a positive latency, are dropped; telemetry and other extra columns are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from kvtune.kernels.plan import AttentionShape, DeviceSpec
+
+# Targets of issue 14 on rows not used for fitting.
+TARGET_MEDIAN_SPEARMAN = 0.9
+TARGET_REGRET_GEOMEAN = 0.03
+TARGET_REGRET_WORST = 0.10
+TARGET_MEDIAN_ABS_ERROR = 0.10
+# Two policies whose GPU latencies differ by less than this share count as tied for top-1.
+DEFAULT_TIE_SHARE = 0.005
+
+
+def row_kernel(row) -> str | None:
+    """The kernel a measurement row ran (see the module docstring); None when unknown."""
+    backend = row.get("backend")
+    if backend == "triton":
+        return "triton"
+    if backend == "flashinfer":
+        path = row.get("fi_path")
+        return f"flashinfer-{path}" if isinstance(path, str) and path else None
+    if backend == "simulator":
+        kernel = row.get("sim_kernel")
+        return kernel if isinstance(kernel, str) and kernel else "triton"
+    return None
+
+
+@dataclass
+class GpuRows:
+    """Usable rows of one or more runs, with what each needs to be replayed.
+
+    frame: one row per measurement (ok, latency > 0), columns of the store plus `kernel`,
+        `run_dir`. devices: run_id -> the DeviceSpec the run planned for (live=False).
+    copy_bandwidth: run_id -> the run's ceiling in bytes/s (the measured copy bandwidth on a GPU).
+    manifests: run_id -> manifest. dropped: rows not usable, by reason.
+    """
+
+    frame: pd.DataFrame
+    devices: dict
+    copy_bandwidth: dict
+    manifests: dict
+    dropped: dict = field(default_factory=dict)
+
+    def for_kernel(self, kernel: str) -> pd.DataFrame:
+        return self.frame[self.frame["kernel"] == kernel]
+
+    def kernels(self) -> list[str]:
+        return sorted(k for k in self.frame["kernel"].dropna().unique())
+
+
+def expand_run_dirs(run_dirs) -> list[Path]:
+    """Run folders: each given folder that holds manifest.json, or the run folders directly
+    inside a results folder. ValueError names a folder that is neither."""
+    out = []
+    for d in run_dirs:
+        path = Path(d)
+        if (path / "manifest.json").is_file():
+            out.append(path)
+            continue
+        inner = sorted(p for p in path.iterdir() if (p / "manifest.json").is_file()) \
+            if path.is_dir() else []
+        if not inner:
+            raise ValueError(f"from: {str(path)!r} is not a run folder (no manifest.json) "
+                             "nor a results folder holding runs")
+        out.extend(inner)
+    return out
+
+
+def load_rows(run_dirs) -> GpuRows:
+    """Rows of the runs under `run_dirs` (run folders holding manifest.json and
+    measurements.parquet, or results folders holding such runs). ValueError with one line when a
+    folder is not a run or no row is usable."""
+    from kvtune.harness.store import load_manifest, load_measurements
+
+    frames, devices, bandwidth, manifests = [], {}, {}, {}
+    dropped: dict[str, int] = {}
+    for path in expand_run_dirs(run_dirs):
+        man = load_manifest(path)
+        rows = load_measurements(path)
+        if rows.empty:
+            dropped["runs without rows"] = dropped.get("runs without rows", 0) + 1
+            continue
+        run_id = str(man.get("run_id", path.name))
+        dev = dict(man.get("device") or {})
+        dev.pop("live", None)
+        try:
+            devices[run_id] = DeviceSpec(**dev, live=False)
+        except TypeError as exc:
+            raise ValueError(f"from: run {str(path)!r} manifest device unreadable: {exc}") from None
+        ceiling = man.get("ceiling_bytes_per_s")
+        bandwidth[run_id] = float(ceiling) if ceiling else devices[run_id].hbm_bytes_per_s
+        manifests[run_id] = man
+        rows = rows.copy()
+        rows["run_id"] = run_id
+        rows["run_dir"] = str(path)
+        ok = rows.get("status", pd.Series("ok", index=rows.index)) == "ok"
+        lat = pd.to_numeric(rows.get("latency_us"), errors="coerce")
+        good = ok & lat.gt(0) & np.isfinite(lat)
+        if (~ok).any():
+            dropped["status not ok"] = dropped.get("status not ok", 0) + int((~ok).sum())
+        if (ok & ~good).any():
+            dropped["no latency"] = dropped.get("no latency", 0) + int((ok & ~good).sum())
+        rows = rows[good]
+        kernels = [row_kernel(r) for r in rows.to_dict("records")]
+        rows = rows.assign(kernel=kernels)
+        unknown = rows["kernel"].isna()
+        if unknown.any():
+            dropped["unknown kernel"] = dropped.get("unknown kernel", 0) + int(unknown.sum())
+        frames.append(rows[~unknown])
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if frame.empty:
+        raise ValueError("from: no usable rows (status ok with a latency) in "
+                         + ", ".join(str(d) for d in run_dirs))
+    return GpuRows(frame, devices, bandwidth, manifests, dropped)
+
+
+def row_shape(row) -> AttentionShape:
+    return AttentionShape(num_qo_heads=int(row["num_qo_heads"]), num_kv_heads=int(row["num_kv_heads"]),
+                          head_dim=int(row["head_dim"]), page_size=int(row["page_size"]),
+                          dtype=str(row["dtype"]))
+
+
+def row_kv_lens(row, shape: AttentionShape) -> np.ndarray:
+    """The batch's kv_lens: the stored list, else the case rebuilt from its recipe."""
+    stored = row.get("kv_lens")
+    if stored is not None and not (isinstance(stored, float) and math.isnan(stored)):
+        return np.asarray(stored, dtype=np.int64)
+    from kvtune.workloads.suites import Case
+
+    params = json.loads(row["dist_params"]) if isinstance(row.get("dist_params"), str) else {}
+    case = Case(str(row["distribution"]), params, int(row["batch_size"]), shape, int(row["seed"]))
+    return case.kv_lens()
+
+
+def row_policy(row):
+    from kvtune.kernels.policies import get
+
+    params = json.loads(row["policy_params"]) if isinstance(row.get("policy_params"), str) else {}
+    return get(str(row["policy"]), **params)
+
+
+@dataclass
+class Replay:
+    """The plans of some rows, ready to simulate: plans[i], shapes[i] for frame row i (None when
+    the policy no longer plans that batch; such rows are dropped from the comparison)."""
+
+    frame: pd.DataFrame
+    plans: list
+    shapes: list
+
+
+def replay(frame: pd.DataFrame, devices: dict, max_ctas_per_sm: int | None = None) -> Replay:
+    """Plan every row for its run's device. max_ctas_per_sm: the occupancy to plan with (the
+    simulator model's, e.g. FlashInfer's CUDA-core occupancy from a calibration); None keeps the
+    run's."""
+    plans, shapes, cache = [], [], {}
+    for row in frame.to_dict("records"):
+        dev = devices[row["run_id"]]
+        if max_ctas_per_sm is not None and max_ctas_per_sm != dev.max_ctas_per_sm:
+            dev = DeviceSpec(dev.name, dev.sm_count, dev.l2_bytes, dev.hbm_bytes_per_s,
+                             max_ctas_per_sm, live=False)
+        key = (row["run_id"], row["case_id"], row["policy"], row.get("policy_params"),
+               row["num_qo_heads"], row["num_kv_heads"], row["head_dim"], row["page_size"],
+               row["dtype"], dev.max_ctas_per_sm)
+        if key not in cache:
+            shape = row_shape(row)
+            try:
+                plan = row_policy(row).plan(row_kv_lens(row, shape), shape, dev)
+            except ValueError:
+                plan = None
+            cache[key] = (plan, shape)
+        plan, shape = cache[key]
+        plans.append(plan)
+        shapes.append(shape)
+    return Replay(frame.reset_index(drop=True), plans, shapes)
+
+
+def simulate_replay(rep: Replay, device: DeviceSpec, constants) -> np.ndarray:
+    """Predicted latency (us) of every replayed row on `device` with `constants`; NaN where the
+    row has no plan."""
+    from kvtune.harness.sim_model import simulate
+
+    out = np.full(len(rep.plans), np.nan)
+    for i, (plan, shape) in enumerate(zip(rep.plans, rep.shapes)):
+        if plan is not None:
+            out[i] = simulate(plan, shape, device, constants).time_us
+    return out
+
+
+@dataclass
+class FidelityReport:
+    """per_case: one row per batch (case_id, batch_size, policies, spearman, top1, regret).
+    by_batch: per batch size, median signed and absolute latency error and cases.
+    summary: the headline numbers (see summarize)."""
+
+    per_case: pd.DataFrame
+    by_batch: pd.DataFrame
+    summary: dict
+
+
+def compare(frame: pd.DataFrame, gpu_col: str = "latency_us", sim_col: str = "sim_us",
+            tie_share: float = DEFAULT_TIE_SHARE) -> FidelityReport:
+    """Per-batch ranking agreement and latency error of `sim_col` against `gpu_col`.
+
+    frame: rows with case_id (plus run_id, shape columns when present), batch_size, policy and
+    both latencies. A case is one batch of one run and shape; cases with fewer than 2 policies
+    count for the latency error only.
+    """
+    from scipy.stats import spearmanr
+
+    data = frame[np.isfinite(frame[sim_col]) & np.isfinite(frame[gpu_col])].copy()
+    data["rel_error"] = data[sim_col] / data[gpu_col] - 1.0
+    keys = [k for k in ("run_id", "case_id", "num_qo_heads", "num_kv_heads", "head_dim",
+                        "page_size", "dtype") if k in data.columns]
+    cases = []
+    for key, group in data.groupby(keys, sort=False):
+        # One latency per policy configuration (a repeated row keeps the first).
+        group = group.drop_duplicates(subset=[c for c in ("policy", "policy_params") if c in group])
+        if len(group) < 2:
+            continue
+        gpu = group[gpu_col].to_numpy(float)
+        sim = group[sim_col].to_numpy(float)
+        rho = spearmanr(sim, gpu).statistic if np.ptp(gpu) > 0 and np.ptp(sim) > 0 else np.nan
+        pick = int(np.argmin(sim))
+        best = float(gpu.min())
+        regret = float(gpu[pick] / best - 1.0)
+        key = key if isinstance(key, tuple) else (key,)
+        cases.append({**dict(zip(keys, key)), "batch_size": int(group["batch_size"].iloc[0]),
+                      "policies": len(group), "spearman": float(rho),
+                      "top1": bool(regret <= tie_share), "regret": regret,
+                      "sim_pick": str(group["policy"].iloc[pick]),
+                      "gpu_pick": str(group["policy"].iloc[int(np.argmin(gpu))])})
+    per_case = pd.DataFrame(cases)
+    by_batch = (data.groupby("batch_size")["rel_error"]
+                .agg(median_error="median", median_abs_error=lambda e: float(np.median(np.abs(e))),
+                     rows="size").reset_index())
+    return FidelityReport(per_case, by_batch, summarize(per_case, data["rel_error"].to_numpy()))
+
+
+def summarize(per_case: pd.DataFrame, rel_error: np.ndarray) -> dict:
+    """Headline numbers: cases, median and min per-batch Spearman, top-1 share, regret geomean
+    (exp(mean(log(1 + regret))) - 1) and worst, median |latency error|, rows, and whether each
+    target of issue 14 is met."""
+    rho = per_case["spearman"].dropna().to_numpy() if not per_case.empty else np.array([])
+    regret = per_case["regret"].to_numpy() if not per_case.empty else np.array([])
+    out = {
+        "cases": len(per_case),
+        "rows": len(rel_error),
+        "median_spearman": float(np.median(rho)) if rho.size else float("nan"),
+        "min_spearman": float(rho.min()) if rho.size else float("nan"),
+        "top1_share": float(per_case["top1"].mean()) if len(per_case) else float("nan"),
+        "regret_geomean": float(np.expm1(np.mean(np.log1p(regret)))) if regret.size else float("nan"),
+        "regret_worst": float(regret.max()) if regret.size else float("nan"),
+        "median_abs_error": float(np.median(np.abs(rel_error))) if len(rel_error) else float("nan"),
+        "median_error": float(np.median(rel_error)) if len(rel_error) else float("nan"),
+    }
+    out["targets_met"] = {
+        "median_spearman>=0.9": bool(out["median_spearman"] >= TARGET_MEDIAN_SPEARMAN),
+        "regret_geomean<=3%": bool(out["regret_geomean"] <= TARGET_REGRET_GEOMEAN),
+        "regret_worst<=10%": bool(out["regret_worst"] <= TARGET_REGRET_WORST),
+        "median_abs_error<=10%": bool(out["median_abs_error"] <= TARGET_MEDIAN_ABS_ERROR),
+    }
+    return out
+
+
+def fidelity(rows: GpuRows, kernel: str, model) -> tuple[FidelityReport, pd.DataFrame]:
+    """Replay the rows of `kernel` on the simulator model `model` (a device.SimModel) and compare.
+    Returns the report and the frame with sim_us added. ValueError when no row ran `kernel`."""
+    frame = rows.for_kernel(kernel)
+    if frame.empty:
+        raise ValueError(f"sim-kernel: no row of kernel {kernel!r} in the runs; found: "
+                         + (", ".join(rows.kernels()) or "none"))
+    rep = replay(frame, rows.devices, model.device.max_ctas_per_sm)
+    sim = simulate_replay(rep, model.device, model.constants)
+    out = rep.frame.assign(sim_us=sim)
+    return compare(out), out
+
+
+def format_report(report: FidelityReport, title: str) -> str:
+    """The fidelity table as markdown: the summary line, then latency error by batch size."""
+    s = report.summary
+    lines = [f"### {title}", "",
+             "| cases | median Spearman (min) | top-1 | regret geomean / worst | median abs error |",
+             "|---|---|---|---|---|",
+             (f"| {s['cases']} | {s['median_spearman']:.2f} ({s['min_spearman']:.2f}) | "
+              f"{s['top1_share']:.0%} | {s['regret_geomean']:.1%} / {s['regret_worst']:.1%} | "
+              f"{s['median_abs_error']:.1%} |"), "",
+             "| batch size | median error | median abs error | rows |", "|---|---|---|---|"]
+    for r in report.by_batch.itertuples():
+        lines.append(f"| {r.batch_size} | {r.median_error:+.1%} | {r.median_abs_error:.1%} | {r.rows} |")
+    met = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in s["targets_met"].items())
+    lines += ["", f"targets: {met}"]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DEFAULT_TIE_SHARE",
+    "FidelityReport",
+    "GpuRows",
+    "Replay",
+    "compare",
+    "fidelity",
+    "format_report",
+    "load_rows",
+    "replay",
+    "row_kernel",
+    "simulate_replay",
+    "summarize",
+]

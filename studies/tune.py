@@ -26,9 +26,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from kvtune.studies.config import TuneConfig
+from kvtune.harness.redact import redact_tree
+from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
 from kvtune.studies.finalists import choose, measure_finalists, top_configs
-from kvtune.studies.records import RowRecorder, merge_parts, remove_parts
+from kvtune.studies.records import RowRecorder, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
     RESULT_ATTR,
@@ -46,6 +47,8 @@ from kvtune.studies.storage import (
     describe_storage,
     existing_studies,
     open_storage,
+    remove_if_unused,
+    storage_file,
 )
 from kvtune.studies.study import (
     best_so_far,
@@ -69,13 +72,19 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
     """Run the tuning described by `config`; returns the run folder. ValueError for bad input."""
     import optuna
 
-    from kvtune.harness.store import MEASUREMENTS, RunWriter
+    from kvtune.harness.store import RunWriter, check_output_dir, mark_killed_runs
 
     silence_optuna()
+    check_output_dir(config.out)
     ctx = prepare(config)
+    url = config.storage or (None if config.journal else default_storage_url(config.out))
+    # A storage file this run creates is removed again if the run fails before any study is in it.
+    new_file = storage_file(url, config.journal)
+    new_file = new_file if new_file is not None and not new_file.exists() else None
+    storage = None
     try:
-        storage = open_storage(config.storage or (None if config.journal else default_storage_url(config.out)),
-                               config.journal, heartbeat_s=config.heartbeat_s)
+        storage = open_storage(url, config.journal, heartbeat_s=config.heartbeat_s)
+        mark_killed_runs(config.out)  # a killed earlier run: its parts merged, status "killed"
         names = [ctx.study_name(b) for b, _ in ctx.buckets]
         existing = existing_studies(storage, names)
         shown = describe_storage(config.storage or default_storage_url(config.out), config.journal)
@@ -91,17 +100,22 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
         stderr_line(f"kvtune tune: {ctx.opened.notice}")
         writer = RunWriter.create(config.out, _manifest(ctx, command, shown), kind="tune")
         ctx.runner.run_id = writer.run_id
-        recorder = RowRecorder(writer.root / MEASUREMENTS)
+        recorder = RowRecorder(writer.root)
         try:
             result, extra = _run(ctx, storage, writer, recorder, shown, gpus)
         except BaseException as exc:
-            rows = merge_parts(writer.root, recorder.rows)
-            if rows:
-                writer.write_rows(rows)
-            remove_parts(writer.root)
+            recorder.flush()
+            rows = merge_parts(writer.root)
             writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
                           rows=len(rows))
             raise
+    except BaseException:
+        if new_file is not None and storage is not None:
+            remove_if_unused(new_file, storage)
+        elif new_file is not None:
+            for extra in ("", "-wal", "-shm"):
+                Path(f"{new_file}{extra}").unlink(missing_ok=True)  # opened half-way, then failed
+        raise
     finally:
         ctx.opened.backend.close()
     summary = build_summary(result, extra)
@@ -111,6 +125,25 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
     return writer.root
 
 
+def stored_settings(config: TuneConfig) -> dict | None:
+    """The settings study `config.study` was created with (SETTINGS_ATTR of its first bucket
+    study in config's storage), or None when it does not exist yet or predates them. Opening the
+    storage creates nothing for an existing file; a missing SQLite file is not created."""
+    import optuna
+
+    silence_optuna()
+    url = config.storage or (None if config.journal else default_storage_url(config.out))
+    path = storage_file(url, config.journal)
+    if path is not None and not path.exists():
+        return None
+    storage = open_storage(url, config.journal, heartbeat_s=config.heartbeat_s)
+    prefix = f"{config.study}/"
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        if summary.study_name.startswith(prefix) and isinstance(summary.user_attrs.get(SETTINGS_ATTR), dict):
+            return dict(summary.user_attrs[SETTINGS_ATTR])
+    return None
+
+
 def _run(ctx, storage, writer, recorder, shown: str, gpus):
     from kvtune.harness.store import atomic_write_json
 
@@ -118,6 +151,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
     studies, baselines = {}, {}
     for bucket, cases in ctx.buckets:
         study = create_or_load(ctx, storage, bucket, parallel=config.workers > 1)
+        if SETTINGS_ATTR not in study.user_attrs:  # the defaults of a later --resume
+            study.set_user_attr(SETTINGS_ATTR, stored_settings_of(config))
         baselines[bucket.name] = seed_study(ctx, study, cases, recorder, warn=stderr_line)
         studies[bucket.name] = study
     recorder.flush()
@@ -129,7 +164,7 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
                 search(ctx, study, cases, baselines[bucket.name], recorder,
                        n_trials=remaining_trials(ctx, study),
                        timeout_s=deadline_share(deadline, len(ctx.buckets) - k),
-                       on_trial=bar.on_trial, on_fail=_fail_line(study))
+                       on_trial=_both(recorder.on_trial, bar.on_trial), on_fail=_fail_line(study))
     else:
         _run_workers(ctx, studies, deadline, writer, gpus)
     results, extra = [], {}
@@ -140,9 +175,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
             continue
         results.append(finished[0])
         extra[bucket.name] = finished[1]
-    rows = merge_parts(writer.root, recorder.rows)
-    writer.write_rows(rows)
-    remove_parts(writer.root)
+    recorder.flush()
+    rows = merge_parts(writer.root)
     if not results:
         raise ValueError("study: no bucket has a complete trial (every configuration failed); "
                          "see the failure lines above")
@@ -153,8 +187,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
         rule=split_rule(ctx.opened.backend))
     for b in results:
         study = studies[b.name]
-        study.set_user_attr(RESULT_ATTR, b.to_dict())
-        study.set_user_attr(RUN_ATTR, result.run_fields())
+        study.set_user_attr(RESULT_ATTR, redact_tree(b.to_dict()))
+        study.set_user_attr(RUN_ATTR, redact_tree(result.run_fields()))
     save_tuning_result(writer.root, result)
     atomic_write_json(writer.root / SUMMARY_FILE, build_summary(result, extra))
     failed = sum(1 for r in rows if r.get("status") != "ok")
@@ -238,6 +272,13 @@ class _Bar:
         self.bar.close()
 
 
+def _both(first, second):
+    def callback(study, trial) -> None:
+        first(study, trial)
+        second(study, trial)
+    return callback
+
+
 def _fail_line(study):
     def line(number: int, reason: str) -> None:
         stderr_line(f"{study.study_name} trial {number} failed: {reason}")
@@ -256,7 +297,8 @@ def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
     resolved = replace(config, backend=ctx.opened.backend.name,
                        device_model=None if ctx.opened.device.live else ctx.opened.device.name)
     payload = json.dumps({"config": resolved.to_dict(), "shares": shares, "deadline": deadline,
-                          "run_dir": str(writer.root), "run_id": writer.run_id})
+                          "run_dir": str(writer.root), "run_id": writer.run_id,
+                          "parent_pid": os.getpid()})
     procs = []
     for i in range(n):
         env = dict(os.environ)

@@ -86,12 +86,16 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 
 def run_tune_command(args: argparse.Namespace) -> int:
-    from kvtune.studies.config import load_preset, merge
-    from kvtune.studies.tune import run_tune
+    from kvtune.studies.config import load_preset, merge, resume_config
+    from kvtune.studies.tune import run_tune, stored_settings
 
     given = explicit_settings(args)
     preset = load_preset(given["preset"]) if given.get("preset") else None
     config = merge(given, preset)
+    if config.resume:  # the study's stored settings are the defaults; given flags must agree
+        stored = stored_settings(config)
+        if stored is not None:
+            config = resume_config(given, preset, stored)
     run_tune(config, command=args.command_line)
     return 0
 

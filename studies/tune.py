@@ -80,6 +80,7 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
     """Run the tuning described by `config`; returns the run folder. ValueError for bad input."""
     import optuna
 
+    from kvtune.harness.backends.select import check_cases_fit
     from kvtune.harness.store import RunWriter, check_output_dir, mark_killed_runs
 
     silence_optuna()
@@ -91,6 +92,7 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
     new_file = new_file if new_file is not None and not new_file.exists() else None
     storage = None
     try:
+        check_cases_fit(ctx.opened.backend, [c for _, cases in ctx.buckets for c in cases])
         storage = open_storage(url, config.journal, heartbeat_s=config.heartbeat_s)
         mark_killed_runs(config.out)  # a killed earlier run: its parts merged, status "killed"
         names = [ctx.study_name(b) for b, _ in ctx.buckets]
@@ -324,6 +326,10 @@ def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
     payload = json.dumps({"config": resolved.to_dict(), "shares": shares, "deadline": deadline,
                           "run_dir": str(writer.root), "run_id": writer.run_id,
                           "parent_pid": os.getpid()})
+    # The main process's batches (baselines) would sit beside worker 0's on the same GPU.
+    release = getattr(ctx.runner.backend, "release_memory", None)
+    if release is not None:
+        release()
     procs = []
     for i in range(n):
         env = dict(os.environ)
@@ -435,6 +441,7 @@ def _provenance(ctx, writer, shown_storage: str) -> dict:
         "versions": {k: v for k, v in env.items() if k.endswith("_version")},
         "git_commit": env.get("git_commit"),
         "git_dirty": env.get("git_dirty"),
+        "source_sha256": env.get("source_sha256"),
         "preset": config.preset,
     }
 

@@ -77,6 +77,9 @@ def main(argv=None) -> int:
         config = TuneConfig.from_dict(orders["config"])
         ctx = prepare(config, worker=True)
         ctx.runner.run_id = orders["run_id"]
+        from kvtune.harness.backends.select import check_cases_fit
+
+        check_cases_fit(ctx.opened.backend, [c for _, cases in ctx.buckets for c in cases])
         storage = open_storage(config.storage or (None if config.journal else default_storage_url(config.out)),
                                config.journal, heartbeat_s=config.heartbeat_s)
         for k, (bucket, cases) in enumerate(ctx.buckets):

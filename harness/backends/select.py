@@ -135,3 +135,14 @@ def open_backend(
     env = environment_record(None, timer="simulated", cold_l2=None)
     notice = f"simulated ({device.name}): {why}; numbers are a model, not a measurement"
     return OpenedBackend(backend, device, device.hbm_bytes_per_s, "datasheet bandwidth", notice, env)
+
+
+def check_cases_fit(backend, cases) -> None:
+    """Refuse, before anything is measured, a case whose batch cannot fit in the GPU memory the
+    backend could use: ValueError, one line naming the case, the GB needed and the GB free
+    (backends without a `check_fits`, such as the simulator, take any case)."""
+    check = getattr(backend, "check_fits", None)
+    if check is None:
+        return
+    for case in cases:
+        check(case.batch, f"case {case.case_id}")

@@ -68,6 +68,7 @@ def open_storage(url: str | None = None, journal: str | None = None, *,
             raise ValueError(f"journal: folder {path.parent} does not exist")
         if path.exists() and not path.is_file():
             raise ValueError(f"journal: {path} is not a regular file")
+        _check_journal_lines(path)
         try:
             storage = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
             storage.get_all_studies()  # replays the log: a corrupt file fails here, not mid-run
@@ -115,6 +116,30 @@ def open_storage(url: str | None = None, journal: str | None = None, *,
                 continue
             raise ValueError(f"storage: cannot open {shown}: {_one_line(exc, url)}") from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_journal_lines(path: Path) -> None:
+    """ValueError naming the line when a journal file holds a complete line that is not a JSON
+    object (Optuna would fail with a JSON or assertion error in the middle of a run). A last
+    line without its newline is another process writing, and is left to Optuna."""
+    import json
+
+    if not path.is_file():
+        return
+    try:
+        with open(path, "rb") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    ok = isinstance(json.loads(line), dict)
+                except (ValueError, RecursionError):
+                    ok = False
+                if not ok:
+                    raise ValueError(f"journal: {path} line {number} is not an Optuna journal "
+                                     "record (a JSON object); allowed: a file written by --journal")
+    except OSError as exc:
+        raise ValueError(f"journal: cannot read {path} ({exc.strerror})") from None
 
 
 def _creation_race(exc: BaseException) -> bool:

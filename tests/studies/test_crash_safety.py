@@ -110,10 +110,10 @@ def test_resume_processes_on_one_journal_evaluate_different_configurations(tmp_p
     journal = str(tmp_path / "j.log")
     base = [*FAST, "--study", "p", "--sampler", "random", "--journal", journal,
             "--out", str(tmp_path / "r"), "--resume"]
-    first = subprocess.run(kvtune_argv(*base, "--trials", "12"), env=env_with_repo(),
+    first = subprocess.run(kvtune_argv(*base, "--trials", "6"), env=env_with_repo(),
                            capture_output=True, text=True, timeout=240, check=False)
     assert first.returncode == 0, first.stderr
-    procs = [subprocess.Popen(kvtune_argv(*base, "--trials", "40"), env=env_with_repo(),
+    procs = [subprocess.Popen(kvtune_argv(*base, "--trials", "24"), env=env_with_repo(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     for p in procs:
@@ -122,7 +122,7 @@ def test_resume_processes_on_one_journal_evaluate_different_configurations(tmp_p
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.load_study(study_name="p/1-32", storage=open_storage(journal=journal))
-    later = [t for t in study.trials if t.number >= 12 and t.state.is_finished()
+    later = [t for t in study.trials if t.number >= 6 and t.state.is_finished()
              and "kvtune_start_point" not in t.user_attrs]
     by_pid = {}
     for t in later:

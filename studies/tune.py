@@ -1,9 +1,13 @@
 """A whole tuning run: every bucket's study searched, its finalists chosen, the result written.
 
 Order of work (nothing is written before every setting has been checked and the storage opened):
-1. validate the settings, draw the suite, open the backend and the storage; refuse an existing
-   study without --resume, or a resumed one created with other settings;
-2. create results/<run-id>/ (manifest kind "tune", status "running");
+1. validate the settings and the output folder, draw the suite, open the backend, refuse a batch
+   that cannot fit in the GPU's free memory, open the storage; refuse an existing study without
+   --resume, or a resumed one created with other settings (kvtune.cli.tune first makes the
+   study's stored settings, SETTINGS_ATTR, the defaults of a --resume); earlier runs whose
+   process is gone are marked "killed" with their rows merged (harness/store.py). A storage
+   file this run created is removed again when the run fails before a study is in it;
+2. create results/<run-id>/ (manifest kind "tune", status "running", this process's identity);
 3. per bucket: create or load `<study>/<bucket>`, measure the missing baselines, enqueue the
    start points;
 4. search: in this process (--workers 1), or in N worker processes sharing the storage
@@ -14,6 +18,10 @@ Order of work (nothing is written before every setting has been checked and the 
    records as `rule` for the tuned table;
 6. tuning.json, summary.json, the measurements and the manifest ("complete"); the results are
    also stored in each bucket's study (user attributes `kvtune_result`, `kvtune_run`).
+Rows are durable per trial: every process appends a part file after each trial
+(studies/records.py), merged into measurements.parquet at the end. Workers die with this process
+(studies/worker.py). With stdout not a terminal, a `progress:` line per tenth of --trials (or
+every PROGRESS_LINE_S seconds) says the bucket, trials done and best score.
 """
 
 from __future__ import annotations

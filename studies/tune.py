@@ -131,8 +131,8 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
         if new_file is not None and storage is not None:
             remove_if_unused(new_file, storage)
         elif new_file is not None:
-            for extra in ("", "-wal", "-shm"):
-                Path(f"{new_file}{extra}").unlink(missing_ok=True)  # opened half-way, then failed
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{new_file}{suffix}").unlink(missing_ok=True)  # opened half-way, then failed
         raise
     finally:
         ctx.opened.backend.close()

@@ -230,7 +230,7 @@ class TritonBackend:
             return cached
         need = batch_need_bytes(batch)
         budget = self._cache_budget_bytes()
-        while self._batches and self._used_bytes() + need > budget:
+        while self._batches and self._used_bytes() + batch_held_bytes(batch) > budget:
             self._batches.popitem(last=False)  # free before allocating the next
             self._launches.clear()  # a prepared launch may hold the evicted batch's tensors
             self._verified.clear()
@@ -323,18 +323,25 @@ class _BatchInputs:
         return one * max(1, len(self.copies or ())) + self.ref.numel() * self.ref.element_size()
 
 
-def batch_need_bytes(batch: DecodeBatch) -> int:
-    """Peak GPU bytes one batch takes here: its paged K/V cache (whole pages), the queries and
-    outputs, and while the float64 reference is computed its longest request's K and V in
-    float64 plus the scores; MEMORY_MARGIN_BYTES on top."""
+def batch_held_bytes(batch: DecodeBatch) -> int:
+    """GPU bytes a cached batch keeps: its paged K/V cache (whole pages), queries, an output and
+    the float64 reference (what the cache's cap counts for a batch about to be added)."""
     s = batch.shape
     lens = np.asarray(batch.kv_lens, dtype=np.int64)
     pages = int((-(-lens // s.page_size)).sum())
     cache = pages * s.page_size * s.num_kv_heads * s.kv_bytes_per_token_per_head
-    qo = 3 * batch.batch_size * s.num_qo_heads * s.head_dim * 8
+    return int(cache + 3 * batch.batch_size * s.num_qo_heads * s.head_dim * 8)
+
+
+def batch_need_bytes(batch: DecodeBatch) -> int:
+    """Peak GPU bytes one batch takes here: what it keeps (batch_held_bytes) plus, while the
+    float64 reference is computed, its longest request's K and V in float64 and the scores;
+    MEMORY_MARGIN_BYTES on top."""
+    s = batch.shape
+    lens = np.asarray(batch.kv_lens, dtype=np.int64)
     longest = int(lens.max()) if lens.size else 0
     reference = longest * s.num_kv_heads * s.head_dim * 8 * 2 + longest * s.num_qo_heads * 8 * 2
-    return int(cache + qo + reference + MEMORY_MARGIN_BYTES)
+    return int(batch_held_bytes(batch) + reference + MEMORY_MARGIN_BYTES)
 
 
 def check_fit(label: str, need_bytes: int, free_bytes: int) -> None:
@@ -399,4 +406,4 @@ def _default_device(torch_device: str) -> DeviceSpec:
 BACKEND = TritonBackend
 
 __all__ = ["BACKEND", "ERROR_BOUNDS", "NO_GPU_MESSAGE", "TritonBackend", "WallClockTimer",
-           "batch_need_bytes", "check_fit"]
+           "batch_held_bytes", "batch_need_bytes", "check_fit"]

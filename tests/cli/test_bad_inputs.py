@@ -71,7 +71,13 @@ def test_export_output_naming_a_folder_or_an_unwritable_place_is_refused(tmp_pat
     save_tuning_result(run, sample_result())
     one_line(capsys, ["export", "--run", run, "-o", tmp_path], "output:", "is a folder")
     one_line(capsys, ["export", "--run", run, "-o", "/proc/tuned.json"], "output:", "/proc")
-    assert main(["export", "--run", str(run), "-o", str(tmp_path / "ok.json")]) == 0
+    old = os.umask(0o022)
+    try:
+        assert main(["export", "--run", str(run), "-o", str(tmp_path / "ok.json")]) == 0
+    finally:
+        os.umask(old)
+    # Readable by a serving container (the user's umask), not mkstemp's 0600.
+    assert (tmp_path / "ok.json").stat().st_mode & 0o777 == 0o644
 
 
 # --------------------------------------------------------------------------- heuristic files

@@ -33,7 +33,7 @@ MEASUREMENTS = "measurements.parquet"
 RUN_STATUSES = ("running", "complete", "failed", "killed")
 PART_GLOB = "measurements.part-*.parquet"
 # Folders of kernel pseudo-filesystems: never a place for results.
-_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+_PSEUDO_ROOTS = ("/proc", "/sys")  # (/dev/shm is a real tmpfs: allowed)
 
 
 def new_run_id(kind: str = "bench", now: _dt.datetime | None = None) -> str:
@@ -63,7 +63,7 @@ def temp_file(path: Path) -> tuple[int, str]:
 
 def check_output_dir(path: str | os.PathLike, field: str = "out") -> Path:
     """ValueError (one line naming `field`) unless `path` is, or can become, a folder this
-    process can write in: not a file, not under /proc, /sys or /dev, not read-only. Creates
+    process can write in: not a file, not under /proc or /sys, not read-only. Creates
     nothing; returns the path."""
     path = Path(path)
     resolved = path.resolve()

@@ -36,9 +36,15 @@ TOO_LARGE = ["bench", "--distribution", "uniform", "--batch-sizes", "256",
 def run_cli(argv):
     from kvtune.cli import main
 
+    import traceback
+
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        code = main(argv)
+        try:
+            code = main(argv)
+        except Exception:  # noqa: BLE001 - a crash is a result of this benchmark too
+            traceback.print_exc()
+            code = 1
     return code, err.getvalue()
 
 

@@ -4,12 +4,26 @@ Not a test: it needs a CUDA GPU. One invocation does, in order,
   env      card, SMs, L2, versions, date;
   copy     the device-to-device copy bandwidth (bytes read + written) that is the ceiling;
   check    compiled-kernel correctness over small random cases (every schedule, head_dim 64/128/256,
-           G 1..16, page sizes, bf16/fp16/fp32, both loop variants), batch invariance under
+           G 1..16, page sizes, bf16/fp16/fp32 and fp8 e4m3 KV, both loop variants), batch
+           invariance under
            fixed-split (torch.equal), and one batch whose K cache passes 2^31 elements;
   backend  harness.backends.triton end to end (verify, then measure) under each harness timer;
   configs  a sweep of stage-1 block sizes / warps / stages / register prefetch on a few batches;
   targets  the issue's table: default shape (32 q heads, 8 KV heads, head_dim 128, page 16,
-           bf16), 262,144 tokens, uniform and skew80 at batch 16/64/256 under several policies.
+           bf16), 262,144 tokens, uniform and skew80 at batch 16/64/256 under several policies;
+  shapes   the shape matrix (issue 16) against FlashInfer's tensor-core decode running the same
+           plan: named shapes (llama3-8b, llama3-70b-tp8, qwen2.5-7b, yi-6b, mha-32, g16, hd64,
+           hd256), KV bf16/fp16/fp8_e4m3, pages 1/16/64, uniform and skew80, batch 8/64/256,
+           262,144 tokens, plans fixed-2048 and balanced-2x (one chunk per batch giving about two
+           programs per SM, the shape of a tuned plan). Default: one factor at a time from
+           llama3-8b / bf16 / page 16 (13 variants, 156 cases); --full: the whole product.
+           Both backends verify against the float64 reference before timing (events, cold L2,
+           a short stopping rule). Per case: Triton us, FlashInfer us, their ratio, each one's
+           fraction of the copy bandwidth (fp8 counted at 1 byte per element), programs per SM;
+           written to shapes.md and shapes.csv;
+  shape-configs  every candidate of kernels.decode_config.CANDIDATES on the few-programs shapes
+           (llama3-70b-tp8, g16) and fp8, verified then timed, and per CONFIG_TABLE key the
+           candidate with the lowest summed time (the table entry the run suggests).
 Every timed configuration is verified against the float64 reference first. The config sweep
 times with a fixed number of CUDA-event pairs (--reps) around one decode (stage 1 + merge), L2
 flushed before each (harness.l2_cache.L2Flusher, outside the events); the targets table uses the
@@ -18,8 +32,10 @@ imports, else events; cold L2; nvbench's stopping rule), and records which timer
 
 Usage (from the repository root):
   PYTHONPATH=$PWD python benchmarks/bench_kernels.py
-      [--sections env,copy,check,backend,configs,targets] [--out DIR] [--reps 30] [--timer auto]
-Writes results.json and a markdown table to --out (default: $OUT or ./bench_out).
+      [--sections env,copy,check,backend,configs,targets,shapes,shape-configs] [--out DIR]
+      [--reps 30] [--timer auto] [--full] [--variants 0,3] [--total-tokens N]
+  python benchmarks/bench_kernels.py --dry-run --out DIR   # CPU: interpreter, tiny batch
+Writes results.json and markdown tables to --out (default: $OUT or ./bench_out).
 """
 
 from __future__ import annotations
@@ -38,8 +54,8 @@ import numpy as np
 import torch
 
 from kvtune.kernels.decode import KernelConfig, default_config, prepare_decode, run_decode
-from kvtune.kernels.paged import PagedKVCache, make_queries
-from kvtune.kernels.plan import AttentionShape, build_plan
+from kvtune.kernels.paged import KV_TORCH_DTYPES, PagedKVCache, make_queries
+from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
 from kvtune.workloads.distributions import fixed_total_kv_lens
 
@@ -114,8 +130,9 @@ def copy_bandwidth(timer: Timer, nbytes: int = 4 << 30) -> dict:
 # ------------------------------------------------------------------------------------ helpers
 
 def min_bytes(kv_lens, shape: AttentionShape) -> int:
-    kv = int(np.sum(kv_lens)) * shape.num_kv_heads * 2 * shape.head_dim * 2
-    return kv + 2 * len(kv_lens) * shape.num_qo_heads * shape.head_dim * 2
+    """K and V once (1 byte per element for fp8), q read and out written once."""
+    kv = int(np.sum(kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
+    return kv + 2 * len(kv_lens) * shape.num_qo_heads * shape.head_dim * DTYPE_BYTES[shape.dtype]
 
 
 def checked_run(launch, q, cache, ref, dtype) -> tuple[float, bool]:
@@ -157,7 +174,13 @@ def section_check(log) -> list[dict]:
     rng = np.random.default_rng(7)
     schedules = ["static", "static-heavy-first", "persistent-round-robin", "persistent-heavy-first"]
     cases = [
-        # (hq, hkv, d, page, dtype, prefetch)
+        # (hq, hkv, d, page, dtype, prefetch[, kv_dtype])
+        (8, 1, 128, 16, torch.bfloat16, False, "fp8_e4m3"),
+        (8, 1, 128, 16, torch.bfloat16, False),     # one KV head: page-ahead bn64-w4-s4
+        (16, 1, 64, 64, torch.float16, False),      # page-ahead at head_dim 64
+        (8, 1, 256, 1, torch.bfloat16, False),      # page-ahead at head_dim 256, page 1
+        (16, 8, 256, 64, torch.float16, True, "fp8_e4m3"),
+        (28, 4, 128, 1, torch.bfloat16, True, "fp8_e4m3"),
         (32, 8, 128, 16, torch.bfloat16, False),
         (32, 8, 128, 16, torch.float16, False),
         (8, 8, 128, 16, torch.bfloat16, False),    # G = 1
@@ -169,17 +192,21 @@ def section_check(log) -> list[dict]:
         (8, 8, 128, 2, torch.float16, True),
         (32, 8, 128, 16, torch.float32, False),
     ]
-    for i, (hq, hkv, d, page, dtype, prefetch) in enumerate(cases):
-        shape = AttentionShape(num_qo_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=page)
+    for i, (hq, hkv, d, page, dtype, prefetch, *kv_dtype) in enumerate(cases):
+        q_name = "fp16" if dtype == torch.float16 else "bf16"  # float32 runs on a bf16 shape
+        shape = AttentionShape(num_qo_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=page,
+                               dtype=q_name, kv_dtype=kv_dtype[0] if kv_dtype else None)
         kv = rng.integers(1, 3000, size=int(rng.integers(1, 12)))
         kv[0] = 1
         cache = PagedKVCache.from_lengths(kv, shape, device="cuda", dtype=dtype, seed=100 + i)
         cache.fill_unused_slots(float("nan"))
         q = make_queries(len(kv), shape, device="cuda", dtype=dtype, seed=100 + i)
         ref = decode_reference(q, cache)
-        base = default_config(d, dtype, page)
-        stages = 1 if prefetch else base.num_stages
-        cfg = KernelConfig(base.block_n, base.num_warps, stages, prefetch)
+        # The table's configuration for this shape (one KV head: a page-ahead variant), or the
+        # register-prefetch loop at the table's block size.
+        base = default_config(d, cache.kv_dtype, page, None, num_kv_heads=hkv)
+        cfg = (KernelConfig(base.block_n, base.num_warps, 1, prefetch=True) if prefetch
+               else base)
         for sched in schedules:
             for chunk in (page, 4 * page * 16, 1 << 20):
                 plan = build_plan(kv, chunk, num_kv_heads=hkv, page_size=page, schedule=sched,
@@ -190,17 +217,31 @@ def section_check(log) -> list[dict]:
                     _, ok2 = checked_run(launch, q, cache, ref, dtype)  # counter reset
                     ok = ok and ok2 and int(launch.counter.abs().sum()) == 0
                 rows.append({"case": i, "hq": hq, "hkv": hkv, "d": d, "page": page,
-                             "dtype": str(dtype), "prefetch": prefetch, "schedule": sched,
+                             "dtype": str(dtype), "kv_dtype": shape.kv_dtype,
+                             "config": cfg.label(), "schedule": sched,
                              "chunk": chunk, "rel_error": err, "ok": ok})
                 if not ok:
                     log(f"CHECK FAILED {rows[-1]}")
-    # Batch invariance: the first requests of two batches, fixed-split 2048 tokens.
-    shape = DEFAULT_SHAPE
+    for kv_dtype in ("bf16", "fp8_e4m3"):
+        rows += _batch_invariance(kv_dtype, rng, schedules, log)
+    rows += _int64_offsets(log)
+    torch.cuda.empty_cache()
+    return rows
+
+
+def _batch_invariance(kv_dtype: str, rng, schedules, log) -> list[dict]:
+    """The first requests of two batches, fixed-split 2048 tokens, must give the same bits (fp8:
+    both caches quantised with the same fixed scales, as a serving engine's layer keeps them)."""
+    from dataclasses import replace
+
+    rows = []
+    shape = replace(DEFAULT_SHAPE, kv_dtype=kv_dtype)
+    scales = {"k_scale": 0.011, "v_scale": 0.013} if kv_dtype == "fp8_e4m3" else {}
     kv_a = np.array([5000, 70, 12000, 2049, 1])
     kv_b = np.concatenate([kv_a, rng.integers(1, 20000, size=40)])
     outs = []
     for kv in (kv_a, kv_b):
-        cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=3)
+        cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=3, **scales)
         # same data for the shared requests: copy batch a's pages into batch b's table
         outs.append((cache, kv))
     cache_a, cache_b = outs[0][0], outs[1][0]
@@ -218,10 +259,16 @@ def section_check(log) -> list[dict]:
         o_b = run_decode(prepare_decode(plan_b, cache_b), q_b, cache_b)
         same = bool(torch.equal(o_a, o_b[: len(kv_a)]))
         res.append(same)
-        rows.append({"case": "batch-invariance", "schedule": sched, "ok": same})
+        rows.append({"case": "batch-invariance", "kv_dtype": kv_dtype, "schedule": sched,
+                     "ok": same})
         if not same:
-            log(f"BATCH INVARIANCE FAILED ({sched})")
+            log(f"BATCH INVARIANCE FAILED ({kv_dtype}, {sched})")
     del cache_a, cache_b
+    return rows
+
+
+def _int64_offsets(log) -> list[dict]:
+    rows = []
     # Past 2^31 elements: three 1M-token requests, 4 KV heads of 256 -> 3 x 2^30 elements per K.
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=4, head_dim=256, page_size=64)
     kv = np.array([1 << 20, 1 << 20, (1 << 20) - 5])
@@ -395,6 +442,284 @@ def section_backend(log) -> list[dict]:
     return rows
 
 
+# ------------------------------------------------------------------------------------ shapes
+
+# The shape matrix of issue 16: every listed shape, KV type and page size, each against
+# FlashInfer's tensor-core decode running the same plan. The default set varies one factor at a
+# time from llama3-8b / bf16 / page 16 (plus fp8 on the one-KV-head shape, where the per-program
+# rate matters most); --full runs the whole product.
+MATRIX_SHAPES = ("llama3-8b", "llama3-70b-tp8", "qwen2.5-7b", "yi-6b", "mha-32", "g16", "hd64",
+                 "hd256")
+MATRIX_KV = (("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "fp8_e4m3"))  # (dtype, kv_dtype)
+MATRIX_PAGES = (1, 16, 64)
+MATRIX_DISTS = ("uniform", "skew80")
+MATRIX_BATCHES = (8, 64, 256)
+MATRIX_PLANS = ("fixed-2048", "balanced-2x")
+BASE_VARIANT = ("llama3-8b", "bf16", "bf16", 16)
+
+
+def default_variants() -> list[tuple]:
+    """(shape name, dtype, kv_dtype, page size): the base, then one factor changed at a time."""
+    name, dtype, kv, page = BASE_VARIANT
+    out = [BASE_VARIANT]
+    out += [(s, dtype, kv, page) for s in MATRIX_SHAPES if s != name]
+    out += [(name, d, k, page) for d, k in MATRIX_KV if (d, k) != (dtype, kv)]
+    out += [(name, dtype, kv, p) for p in MATRIX_PAGES if p != page]
+    out.append(("llama3-70b-tp8", "bf16", "fp8_e4m3", 16))
+    return out
+
+
+def full_variants() -> list[tuple]:
+    return [(s, d, k, p) for s in MATRIX_SHAPES for d, k in MATRIX_KV for p in MATRIX_PAGES]
+
+
+def variant_label(v: tuple) -> str:
+    name, dtype, kv, page = v
+    kv_text = dtype if kv == dtype else f"{dtype}/{kv}"
+    return f"{name} {kv_text} p{page}"
+
+
+def variant_shape(v: tuple):
+    from kvtune.workloads.shapes import get_shape
+
+    name, dtype, kv, page = v
+    return get_shape(name, page_size=page, dtype=dtype, kv_dtype=kv)
+
+
+def balanced_chunk_tokens(kv_lens, shape, sm_count: int, programs_per_sm: int = 2) -> int:
+    """The 'tuned-like' plan's chunk: one chunk for the batch (FlashInfer runs it too) giving
+    about programs_per_sm programs per SM: total tokens x KV heads / (SMs x programs_per_sm),
+    rounded up to the page size."""
+    want = int(np.sum(kv_lens)) * shape.num_kv_heads / (sm_count * programs_per_sm)
+    return max(shape.page_size, int(math.ceil(want / shape.page_size)) * shape.page_size)
+
+
+def matrix_plan(plan_name: str, kv_lens, shape, device):
+    """(plan, chunk tokens) of fixed-2048, balanced-2x or fa3 (FA3's persistent one-program-per-SM
+    plan: Triton only, for the config sweep; chunk None)."""
+    if plan_name == "fa3":
+        return policy_plan("fa3", kv_lens, shape, device), None
+    chunk = 2048 if plan_name == "fixed-2048" else balanced_chunk_tokens(kv_lens, shape,
+                                                                          device.sm_count)
+    return policy_plan("fixed-split", kv_lens, shape, device, chunk_tokens=chunk), chunk
+
+
+def matrix_batch(dist: str, batch: int, shape, total_tokens: int, seed: int = 0):
+    from kvtune.workloads.batch import DecodeBatch
+
+    kv = fixed_total_kv_lens(batch, total_tokens, () if dist == "uniform" else (80,))
+    return DecodeBatch(kv, shape, seed=seed, distribution=dist, label=f"{dist} B={batch}")
+
+
+class MatrixRunner:
+    """The two backends of the shape matrix, one timer setting for both (events, cold L2, a short
+    stopping rule), and the copy ceiling; or, with dry_run, the Triton interpreter on the CPU
+    (wall clock, one run) and no FlashInfer."""
+
+    def __init__(self, dry_run: bool, ceiling: float, log):
+        from kvtune.harness.backends import BackendUnavailable
+        from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
+
+        self.dry_run, self.ceiling, self.log = dry_run, ceiling, log
+        self.flashinfer = None
+        self.flashinfer_reason = "dry run: FlashInfer needs a GPU"
+        if dry_run:
+            self.device = None
+            self.make_triton = lambda config=None: TritonBackend(
+                timer=WallClockTimer(reps=1), torch_device="cpu", config=config)
+        else:
+            from kvtune.harness.device import live_device
+            from kvtune.harness.stopping import StoppingRule
+
+            self.device = live_device(hbm_bytes_per_s=ceiling if math.isfinite(ceiling) else None)
+            self.stopping = StoppingRule(min_samples=10, min_time_ms=20.0, max_noise=0.01,
+                                         timeout_s=1.0)
+            self.make_triton = lambda config=None: TritonBackend(
+                self.device, timer="events", cold_l2=True, stopping=self.stopping, config=config)
+            try:
+                from kvtune.harness.backends.flashinfer import FlashInferBackend
+
+                self.flashinfer = FlashInferBackend(self.device, timer="events", cold_l2=True,
+                                                    stopping=self.stopping, path="tensor-core",
+                                                    telemetry=False)
+            except BackendUnavailable as exc:
+                self.flashinfer_reason = str(exc)
+                log(f"flashinfer unavailable: {exc}")
+        self.triton = self.make_triton()
+        if dry_run:
+            self.device = self.triton.device
+
+    def close(self):
+        self.triton.close()
+        if self.flashinfer is not None:
+            self.flashinfer.close()
+
+
+def _measure(backend, batch, plan):
+    """backend.measure, with an exception (a kernel that fails to build or plan) turned into a
+    failed Measurement, so one broken case does not end the section."""
+    from kvtune.harness.backends import Measurement
+
+    try:
+        return backend.measure(batch, plan)
+    except Exception as exc:  # noqa: BLE001 - recorded as the case's result
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return Measurement(status="error", message=f"{type(exc).__name__}: {first}"[:300])
+
+
+def _frac(meas, ceiling) -> float:
+    if meas.status != "ok" or not ceiling or not math.isfinite(ceiling):
+        return float("nan")
+    return meas.achieved_bytes_per_s / ceiling
+
+
+def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_tokens,
+                   log) -> list[dict]:
+    """Per variant x distribution x batch x plan: verify then time Triton and FlashInfer on the
+    same plan (both check their output against the float64 reference before any timing)."""
+    rows = []
+    for v in variants:
+        shape = variant_shape(v)
+        for dist in dists:
+            for batch_size in batches:
+                batch = matrix_batch(dist, batch_size, shape, total_tokens)
+                for plan_name in plans:
+                    plan, chunk = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
+                    cfg = default_config(shape.head_dim, KV_TORCH_DTYPES[shape.kv_dtype],
+                                         shape.page_size, plan.ctas_per_sm,
+                                         num_kv_heads=shape.num_kv_heads)
+                    row = {"variant": variant_label(v), "shape": v[0], "dtype": v[1],
+                           "kv_dtype": v[2], "page_size": v[3], "dist": dist,
+                           "batch": batch_size, "plan": plan_name, "chunk_tokens": chunk,
+                           "num_tasks": plan.num_tasks,
+                           "programs_per_sm": plan.num_tasks / runner.device.sm_count,
+                           "min_bytes": batch.min_bytes}
+                    tri = _measure(runner.triton, batch, plan)  # verifies first
+                    row.update({"triton_us": tri.latency_us, "triton_status": tri.status,
+                                "triton_rel_error": tri.rel_error,
+                                "triton_config": cfg.label(),
+                                "triton_frac_of_copy": _frac(tri, runner.ceiling),
+                                "triton_message": tri.message[:200]})
+                    if runner.flashinfer is not None:
+                        fi = _measure(runner.flashinfer, batch, plan)
+                        row.update({"flashinfer_us": fi.latency_us, "flashinfer_status": fi.status,
+                                    "flashinfer_rel_error": fi.rel_error,
+                                    "flashinfer_frac_of_copy": _frac(fi, runner.ceiling),
+                                    "flashinfer_message": fi.message[:200]})
+                    else:
+                        row.update({"flashinfer_us": float("nan"),
+                                    "flashinfer_status": "unavailable",
+                                    "flashinfer_message": runner.flashinfer_reason})
+                    row["speed_vs_flashinfer"] = row["flashinfer_us"] / row["triton_us"]
+                    rows.append(row)
+                    log(f"shapes {row['variant']:28s} {dist:8s} B={batch_size:4d} "
+                        f"{plan_name:11s} tasks {plan.num_tasks:6d} ({row['programs_per_sm']:5.2f}"
+                        f"/SM) triton {tri.status} {tri.latency_us:9.1f} us "
+                        f"frac {row['triton_frac_of_copy']:.3f} | flashinfer "
+                        f"{row['flashinfer_status']} {row['flashinfer_us']:9.1f} us | "
+                        f"x{row['speed_vs_flashinfer']:.3f}")
+                runner.triton.close()  # one batch on the device at a time
+    return rows
+
+
+# Where the config sweep times every CANDIDATES entry: few programs per SM (one KV head; G = 16
+# over 4 KV heads) and fp8 under fixed 2048 (uniform B=64: 128 / 512 programs) and balanced-2x
+# (skew80 B=256); the base shape as the control of the measured 16-bit entries, under fixed 2048
+# ("many") and FA3's one-program-per-SM persistent plan (Triton only). Each (variant, plan mode)
+# pair compiles every candidate once.
+SWEEP_CASES = (("uniform", 64, "fixed-2048"), ("skew80", 256, "balanced-2x"))
+SWEEP = ((("llama3-70b-tp8", "bf16", "bf16", 16), SWEEP_CASES),
+         (("g16", "bf16", "bf16", 16), SWEEP_CASES),
+         (("llama3-8b", "bf16", "bf16", 16), (("uniform", 64, "fixed-2048"), ("uniform", 64, "fa3"))),
+         (("llama3-8b", "bf16", "fp8_e4m3", 16), SWEEP_CASES),
+         (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), SWEEP_CASES))
+
+
+def section_shape_configs(runner: MatrixRunner, sweep, total_tokens, log) -> dict:
+    """Every candidate configuration (kernels.decode_config.CANDIDATES) per (variant, cases) of
+    `sweep`, each verified before it is timed; then, per CONFIG_TABLE key, the candidate with the
+    lowest summed time over that key's cases (the table entry the run suggests)."""
+    from kvtune.kernels.decode_config import CANDIDATES, CONFIG_TABLE, config_key, element_bytes
+    from kvtune.kernels.paged import KV_TORCH_DTYPES
+
+    rows = []
+    for v, cases in sweep:
+        shape = variant_shape(v)
+        elem = element_bytes(KV_TORCH_DTYPES[shape.kv_dtype])
+        for dist, batch_size, plan_name in cases:
+            batch = matrix_batch(dist, batch_size, shape, total_tokens)
+            backend = runner.make_triton()  # one cache and reference for all candidates
+            for cfg in CANDIDATES[(shape.head_dim, elem)]:
+                # A new plan object per candidate: the backend prepares (and verifies) each plan
+                # once, with the configuration it holds at that moment.
+                plan, _ = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
+                key = config_key(shape.head_dim, elem, shape.num_kv_heads, plan.ctas_per_sm)
+                backend.config = cfg
+                try:
+                    meas = backend.measure(batch, plan)
+                except Exception as exc:  # noqa: BLE001 - a config that fails to compile is a result
+                    meas = None
+                    status, us, msg = "error", float("nan"), repr(exc)[:200]
+                else:
+                    status, us, msg = meas.status, meas.latency_us, meas.message[:200]
+                row = {"variant": variant_label(v), "dist": dist, "batch": batch_size,
+                       "plan": plan_name, "num_tasks": plan.num_tasks, "key": list(key),
+                       "config": cfg.label(), "is_table_entry": cfg == CONFIG_TABLE[key],
+                       "status": status, "us": us, "message": msg,
+                       "frac_of_copy": _frac(meas, runner.ceiling) if meas else float("nan")}
+                rows.append(row)
+                log(f"config {row['variant']:28s} {dist:8s} B={batch_size:4d} {plan_name:11s} "
+                    f"{cfg.label():16s}{'*' if row['is_table_entry'] else ' '} {status:7s} "
+                    f"{us:9.1f} us frac {row['frac_of_copy']:.3f} {msg if status != 'ok' else ''}")
+            backend.close()
+    best = suggest_table(rows)
+    for key, choice in best.items():
+        log(f"suggested CONFIG_TABLE[{key}] = {choice['config']} (sum {choice['sum_us']:.1f} us; "
+            f"table entry {choice['table_config']}: {choice['table_sum_us']:.1f} us)")
+    return {"rows": rows, "suggested": best}
+
+
+def suggest_table(rows) -> dict:
+    """Per table key, the candidate that was ok on every case of the key with the lowest summed
+    time, next to the current entry's sum."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    out = {}
+    if frame.empty:
+        return out
+    frame["key_text"] = frame["key"].map(lambda k: str(tuple(k)))
+    for key, group in frame.groupby("key_text"):
+        cases = group.groupby(["variant", "dist", "batch", "plan"]).ngroups
+        ok = group[group["status"] == "ok"]
+        sums = ok.groupby("config")["us"].agg(["sum", "count"])
+        sums = sums[sums["count"] == cases]
+        table = group[group["is_table_entry"]]
+        table_cfg = table["config"].iloc[0] if len(table) else None
+        entry = {"table_config": table_cfg,
+                 "table_sum_us": float(sums["sum"].get(table_cfg, float("nan")))
+                 if table_cfg else float("nan")}
+        if len(sums):
+            entry.update({"config": sums["sum"].idxmin(), "sum_us": float(sums["sum"].min())})
+        else:
+            entry.update({"config": None, "sum_us": float("nan")})
+        out[key] = entry
+    return out
+
+
+def shapes_table(rows) -> str:
+    header = ("| variant | dist | B | plan | programs/SM | Triton us | FlashInfer us | FI/Triton "
+              "| Triton of copy | FI of copy | Triton config |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['variant']} | {r['dist']} | {r['batch']} | {r['plan']} | "
+            f"{r['programs_per_sm']:.2f} | {r['triton_us']:.1f} | {r['flashinfer_us']:.1f} | "
+            f"{r['speed_vs_flashinfer']:.3f} | {r.get('triton_frac_of_copy', float('nan')):.3f} | "
+            f"{r.get('flashinfer_frac_of_copy', float('nan')):.3f} | {r['triton_config']} |")
+    return "\n".join(lines)
+
+
 def markdown_table(rows) -> str:
     header = ("| dist | B | policy | items | grid | launches | median us | p10-p90 us | TB/s "
               "| of copy | rel err |")
@@ -410,18 +735,59 @@ def markdown_table(rows) -> str:
     return "\n".join(lines)
 
 
+def parse_variants(text: str | None, full: bool) -> list[tuple]:
+    """--variants: comma-separated indices into the chosen variant list (default: all of it)."""
+    variants = full_variants() if full else default_variants()
+    if not text:
+        return variants
+    out = []
+    for part in text.split(","):
+        if not part.strip().isdigit() or not 0 <= int(part) < len(variants):
+            raise ValueError(f"variants: {part!r} not allowed; allowed: indices 0..{len(variants) - 1}"
+                             f" of: " + "; ".join(f"{i} {variant_label(v)}"
+                                                  for i, v in enumerate(variants)))
+        out.append(variants[int(part)])
+    return out
+
+
+DRY_RUN_VARIANTS = "1,12"  # llama3-70b-tp8 bf16 p16 and llama3-70b-tp8 bf16/fp8 p16: one KV head
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", default="env,copy,check,backend,configs,targets")
+    ap.add_argument("--sections", default="env,copy,check,backend,configs,targets",
+                    help="comma-separated: env, copy, check, backend, configs, targets, shapes, "
+                         "shape-configs")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     ap.add_argument("--reps", type=int, default=30, help="timed runs per config in the sweep")
     ap.add_argument("--timer", default="auto", help="kvtune.harness.timing timer for the targets table")
+    ap.add_argument("--full", action="store_true",
+                    help="shapes: the whole product (8 shapes x 3 KV types x 3 page sizes) instead "
+                         "of the one-factor-at-a-time set")
+    ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
+                    "(see the error message of a bad index for the list)")
+    ap.add_argument("--total-tokens", type=int, default=None,
+                    help=f"shapes: tokens per batch (default {TOTAL_TOKENS}; dry run 96)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="CPU only: the shapes and shape-configs sections on a tiny batch in "
+                         "Triton's interpreter, FlashInfer skipped; checks the script, not speed")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench_kernels: no CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
-        return 2
-    os.makedirs(args.out, exist_ok=True)
     sections = args.sections.split(",")
+    if args.dry_run:
+        sections = [s for s in sections if s in ("shapes", "shape-configs")] or ["shapes",
+                                                                                 "shape-configs"]
+    elif not torch.cuda.is_available():
+        print("bench_kernels: no CUDA GPU (torch.cuda.is_available() is False); "
+              "--dry-run runs the shapes sections on the CPU", file=sys.stderr)
+        return 2
+    try:
+        variants = parse_variants(args.variants if args.variants or not args.dry_run
+                                  else DRY_RUN_VARIANTS, args.full)
+    except ValueError as exc:
+        print(f"bench_kernels: error: {exc}", file=sys.stderr)
+        return 2
+    total_tokens = args.total_tokens or (96 if args.dry_run else TOTAL_TOKENS)
+    os.makedirs(args.out, exist_ok=True)
     log_path = os.path.join(args.out, "bench_log.txt")
 
     def log(msg):
@@ -429,26 +795,46 @@ def main(argv=None) -> int:
         with open(log_path, "a") as f:
             f.write(msg + "\n")
 
-    results = {"command": " ".join(sys.argv)}
+    results = {"command": " ".join(sys.argv), "dry_run": args.dry_run}
     t0 = time.time()
-    timer = Timer(args.reps)
-    results["env"] = section_env()
-    log(json.dumps(results["env"]))
     ceiling = float("nan")
-    if "copy" in sections:
-        results["copy"] = copy_bandwidth(timer)
-        ceiling = results["copy"]["bytes_per_s"]
-        log(f"copy: {ceiling / 1e12:.3f} TB/s (read+write) {results['copy']}")
+    timer = None
+    if not args.dry_run:
+        timer = Timer(args.reps)
+        results["env"] = section_env()
+        log(json.dumps(results["env"]))
+        if "copy" in sections or "shapes" in sections or "shape-configs" in sections:
+            results["copy"] = copy_bandwidth(timer)
+            ceiling = results["copy"]["bytes_per_s"]
+            log(f"copy: {ceiling / 1e12:.3f} TB/s (read+write) {results['copy']}")
 
     def save():
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(results, f, indent=1, default=str)
 
+    runner = None
+
+    def matrix_runner():
+        nonlocal runner
+        if runner is None:
+            runner = MatrixRunner(args.dry_run, ceiling, log)
+        return runner
+
+    batches = (2,) if args.dry_run else MATRIX_BATCHES
+    dists = ("skew80",) if args.dry_run else MATRIX_DISTS
+    if args.dry_run:
+        sweep = [(variants[0], (("skew80", 2, "balanced-2x"),))]
+    else:
+        sweep = [(v, SWEEP_CASES) for v in variants] if args.variants else list(SWEEP)
     project_timer = ProjectTimer(args.timer)
     for name, fn in (("check", lambda: section_check(log)),
                      ("backend", lambda: section_backend(log)),
                      ("configs", lambda: section_configs(timer, ceiling, log)),
-                     ("targets", lambda: section_targets(project_timer, ceiling, log))):
+                     ("targets", lambda: section_targets(project_timer, ceiling, log)),
+                     ("shapes", lambda: section_shapes(matrix_runner(), variants, dists, batches,
+                                                       MATRIX_PLANS, total_tokens, log)),
+                     ("shape-configs", lambda: section_shape_configs(
+                         matrix_runner(), sweep, total_tokens, log))):
         if name not in sections:
             continue
         ts = time.time()
@@ -459,6 +845,8 @@ def main(argv=None) -> int:
             log(traceback.format_exc())
         log(f"section {name}: {time.time() - ts:.1f} s")
         save()
+    if runner is not None:
+        runner.close()
     if "check" in results:
         bad = [r for r in results["check"] if not r["ok"]]
         log(f"check: {len(results['check']) - len(bad)}/{len(results['check'])} ok")
@@ -467,9 +855,21 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, "targets.md"), "w") as f:
             f.write(table + "\n")
         log(table)
+    if "shapes" in results:
+        import pandas as pd
+
+        table = shapes_table(results["shapes"])
+        with open(os.path.join(args.out, "shapes.md"), "w") as f:
+            f.write(table + "\n")
+        pd.DataFrame(results["shapes"]).to_csv(os.path.join(args.out, "shapes.csv"), index=False)
+        log(table)
+        bad = [r for r in results["shapes"] if r["triton_status"] != "ok"
+               or r["flashinfer_status"] not in ("ok", "unavailable")]
+        log(f"shapes: {len(results['shapes']) - len(bad)}/{len(results['shapes'])} cases ok")
     log(f"total {time.time() - t0:.1f} s")
     save()
-    return 0
+    failed = [k for k in results if k.endswith("_error")]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

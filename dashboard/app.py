@@ -30,6 +30,7 @@ navigation = st.navigation(
         st.Page("views/study.py", title="Study"),
         st.Page("views/timeline.py", title="SM timeline"),
         st.Page("views/export.py", title="Export"),
+        st.Page("views/hybrid.py", title="Hybrid batches"),
     ]
 )
 selection.sidebar()

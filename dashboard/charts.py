@@ -1,4 +1,6 @@
 """Plotly figure builders: pure functions from DataFrames (and Optuna studies) to figures.
+This module holds the latency chart and the policy summary; study_charts.py the Study and Export
+pages' figures, timeline_chart.py the SM timeline (all importable from here).
 
 Nothing here reads files or touches Streamlit, so every chart is unit-tested on its own: the
 traces a figure holds, its axes and its threshold rules are plain attributes of the Figure.
@@ -7,73 +9,43 @@ traces a figure holds, its axes and its threshold rules are plain attributes of 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from kvtune.dashboard.figure_parts import POLICY_COLORS, policy_color, vertical_rule
 from kvtune.dashboard.frames import METRICS
+from kvtune.dashboard.text import plain
 from kvtune.dashboard.thresholds import Threshold
 
-# One colour per policy, the same on every page. Baselines keep their colour in every run.
-POLICY_COLORS = {
-    "flashinfer-tensor-core": "#d62728",
-    "flashinfer-cuda-core": "#ff7f0e",
-    "fa3": "#1f77b4",
-    "trtllm": "#8c564b",
-    "trtllm-oversub": "#9467bd",
-    "sglang-triton": "#e377c2",
-    "vllm-triton": "#bcbd22",
-    "fixed-split": "#17becf",
-    "no-split": "#7f7f7f",
-    "parametric": "#2ca02c",
-    "tuned": "#2ca02c",
-    "oracle": "#000000",
-}
-_SPARE_COLORS = (
-    "#393b79",
-    "#637939",
-    "#8c6d31",
-    "#843c39",
-    "#7b4173",
-    "#3182bd",
-    "#e6550d",
-    "#31a354",
-    "#756bb1",
-    "#636363",
-    "#9c9ede",
-    "#cedb9c",
-    "#e7ba52",
-    "#e7969c",
+# The Study page's figures and the SM timeline's live in modules of their own; charts.<name>
+# stays their name.
+from kvtune.dashboard.study_charts import (
+    STUDY_FIGURES,
+    bucket_speedup_figure,
+    case_comparison_figure,
+    finalists_figure,
+    objective_names,
+    study_figures,
 )
+from kvtune.dashboard.timeline_chart import (
+    REQUEST_PALETTE,
+    TIMELINE_LEGEND_MAX_REQUESTS,
+    timeline_figure,
+)
+
 MAX_FACET_COLUMNS = 3
+FLOOR_COLOR = "#555555"
+# Threshold rules closer than this on the log batch axis (a ratio) are one cluster: their labels
+# are staggered (alternate sides of the rule, then down the facet) instead of printed on top of
+# each other.
+RULE_CLUSTER_RATIO = 1.12
+RULE_LABEL_POSITIONS = ("end", "middle", "start")
+RULE_LABEL_XANCHORS = ("right", "center", "left")
 FACET_HEIGHT_PX = 380
-TIMELINE_LEGEND_MAX_REQUESTS = 12  # above this, requests get cycled colours and no legend
-# Requests: ten distinct hues, then the spare colours (the timeline cycles through them).
-REQUEST_PALETTE = (
-    "#d62728",
-    "#1f77b4",
-    "#2ca02c",
-    "#ff7f0e",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#17becf",
-    "#bcbd22",
-    "#7f7f7f",
-) + _SPARE_COLORS[:10]
-
-
-def policy_color(name: str) -> str:
-    """The colour of policy `name` (a label like `fixed-split[chunk_tokens=4096]` or
-    `<run> · fa3` takes its policy's colour); unknown names get a stable spare colour."""
-    base = str(name).rsplit(" · ", 1)[-1]
-    base = base.split("[", 1)[0].split("#", 1)[0]
-    if base in POLICY_COLORS:
-        return POLICY_COLORS[base]
-    return _SPARE_COLORS[sum(map(ord, base)) % len(_SPARE_COLORS)]
 
 
 def _axis_names(index: int) -> tuple[str, str]:
@@ -90,14 +62,22 @@ def latency_figure(
     metric: str = "latency_us",
     distributions: Sequence[str] | None = None,
     title: str = "",
+    floor: pd.DataFrame | None = None,
+    run_styles: dict[str, dict] | None = None,
+    run_names: dict[str, str] | None = None,
 ) -> go.Figure:
-    """Latency (or bandwidth fraction) versus batch size: one line per `line` of `points`, one facet
-    per distribution, log batch-size axis (and log latency axis), and a labelled vertical rule per
-    threshold inside the batch sizes drawn.
+    """Latency (or bandwidth fraction, or latency over a baseline's) versus batch size: one line
+    per `line` of `points`, one facet per distribution, log batch-size axis (and log latency axis),
+    and a labelled vertical rule per threshold inside the batch sizes drawn (labels of rules that
+    nearly coincide staggered).
 
-    points: latency_points() output. thresholds: Threshold rules (drawn at batch_size - 0.5 on
-    every facet whose batch sizes span it). metric: "latency_us" or "bw_fraction".
-    distributions: facet order (default: as sorted in points). Hover: splits, CTAs, waves.
+    points: latency_points() output (with latency_ratio for that metric: compare.normalise).
+    thresholds: Threshold rules (drawn at batch_size - 0.5 on every facet whose batch sizes span
+    it). metric: a key of frames.METRICS. distributions: facet order (default: as sorted in points).
+    floor: compare.floor_points(), drawn as a grey dotted line per run on the latency view; the
+    bandwidth view draws its rule at 1.0 (the ceiling), the normalised view at 1.0 (the baseline).
+    run_styles: {run id: {"dash", "symbol"}} (compare.run_styles) to tell runs and devices apart;
+    run_names: {run id: name} for the legend's groups. Hover: splits, CTAs, waves.
     """
     if metric not in METRICS:
         raise ValueError(f"metric: {metric!r} not allowed; allowed: {', '.join(METRICS)}")
@@ -114,28 +94,74 @@ def latency_figure(
     fig = make_subplots(
         rows=rows,
         cols=cols,
-        subplot_titles=dists or None,
+        subplot_titles=[plain(d) for d in dists] or None,
         horizontal_spacing=0.06,
         vertical_spacing=0.12 if rows > 1 else 0.1,
     )
     shown: set[str] = set()
+    styles = run_styles or {}
     for k, dist in enumerate(dists, start=1):
         row, col = (k - 1) // cols + 1, (k - 1) % cols + 1
         sub = points[points["distribution"] == dist]
         for line, part in sub.groupby("line", sort=True):
             part = part.sort_values("batch_size")
+            run_id = str(part["run_id"].iloc[0]) if "run_id" in part else ""
+            group = (run_names or {}).get(run_id) if run_names else None
             fig.add_trace(
-                _latency_trace(line, part, metric, showlegend=line not in shown), row=row, col=col
+                _latency_trace(
+                    line, part, metric, showlegend=line not in shown,
+                    style=styles.get(run_id), group=group,
+                ),
+                row=row,
+                col=col,
             )
             shown.add(line)
+        if metric == "latency_us" and floor is not None and not floor.empty:
+            for line, part in floor[floor["distribution"] == dist].groupby("line", sort=True):
+                part = part.sort_values("batch_size")
+                run_id = str(part["run_id"].iloc[0])
+                style = styles.get(run_id, {})
+                group = (run_names or {}).get(run_id)
+                fig.add_trace(
+                    go.Scatter(
+                        x=part["batch_size"].to_numpy(),
+                        y=part["floor_us"].to_numpy(dtype=float),
+                        mode="lines",
+                        name=plain(line.rsplit(" · ", 1)[-1]) if group else plain(line),
+                        legendgroup=plain(group) if group else plain(line),
+                        showlegend=line not in shown,
+                        line={"color": FLOOR_COLOR, "width": 1.5,
+                              "dash": "dot" if style.get("dash", "solid") == "solid" else style["dash"]},
+                        hovertemplate=(
+                            f"<b>{plain(line)}</b><br>B=%{{x}}<br>%{{y:,.1f}} us: the batch's "
+                            "bytes at the bandwidth ceiling<extra></extra>"
+                        ),
+                    ),
+                    row=row,
+                    col=col,
+                )
+                shown.add(line)
+        if metric in ("bw_fraction", "latency_ratio") and not sub.empty:
+            xref, yref = _axis_names(k)
+            text = "ceiling" if metric == "bw_fraction" else "baseline"
+            fig.add_shape(
+                type="line", xref=f"{xref} domain", yref=yref, x0=0, x1=1, y0=1.0, y1=1.0,
+                line={"color": FLOOR_COLOR, "width": 1.5, "dash": "dot"}, name=f"unit:{text}",
+                label={"text": text, "textposition": "end", "font": {"size": 10}},
+            )
         if not sub.empty:
             lo, hi = float(sub["batch_size"].min()), float(sub["batch_size"].max())
-            for rule in thresholds:
-                if lo < rule.rule_x < hi:
-                    _add_rule(fig, k, rule)
-    log_y = metric == "latency_us"
+            inside = sorted((r for r in thresholds if lo < r.rule_x < hi), key=lambda r: r.rule_x)
+            for rule, slot in zip(inside, stagger_slots([r.rule_x for r in inside])):
+                _add_rule(fig, k, rule, slot)
+    log_y = metric in ("latency_us", "latency_ratio")
     x_ticks = power_of_two_ticks(points["batch_size"]) if not points.empty else []
-    y_ticks = round_log_ticks(points["latency_us"]) if log_y and not points.empty else []
+    y_values = points[metric] if metric in points and not points.empty else []
+    if metric == "latency_us" and floor is not None and not floor.empty:
+        y_values = np.concatenate([np.asarray(y_values, dtype=float), floor["floor_us"].to_numpy(dtype=float)])
+    if metric == "latency_ratio" and len(y_values):
+        y_values = np.append(np.asarray(y_values, dtype=float), 1.0)
+    y_ticks = round_log_ticks(y_values) if log_y and len(y_values) else []
     for k in range(1, rows * cols + 1):
         xname, yname = _axis_names(k)
         xaxis = fig.layout[xname.replace("x", "xaxis", 1)]
@@ -154,17 +180,17 @@ def latency_figure(
         if not log_y:
             yaxis.update(rangemode="tozero")
     fig.update_layout(
-        title=title or None,
-        height=FACET_HEIGHT_PX * rows + 80,
+        title=plain(title) if title else None,
+        height=FACET_HEIGHT_PX * rows + 80 + (40 if run_names else 0),
         hovermode="closest",
         legend={
-            "title": "policy",
+            "title": "run · policy" if run_names else "policy",
             "orientation": "h",
             "yanchor": "bottom",
             "y": 1.04 + 0.02 * rows,
             "x": 0,
         },
-        margin={"t": 110, "l": 60, "r": 20, "b": 50},
+        margin={"t": 110 + (40 if run_names else 0), "l": 60, "r": 20, "b": 50},
     )
     if not dists:
         fig.add_annotation(
@@ -176,6 +202,21 @@ def latency_figure(
             y=0.5,
         )
     return fig
+
+
+def stagger_slots(xs: Sequence[float]) -> list[int]:
+    """A label slot per rule (xs sorted, batch-size units): 0 for a rule with no close neighbour;
+    inside a cluster of rules closer than RULE_CLUSTER_RATIO apart, 0, 1, 2, ... in order, so
+    coinciding rules get different sides and heights (_add_rule)."""
+    slots, previous, slot = [], None, 0
+    for x in xs:
+        if previous is not None and previous > 0 and x / previous < RULE_CLUSTER_RATIO:
+            slot += 1
+        else:
+            slot = 0
+        slots.append(slot)
+        previous = x
+    return slots
 
 
 def power_of_two_ticks(values) -> list[int]:
@@ -205,7 +246,14 @@ def round_log_ticks(values) -> list[float]:
     return [t for t in ticks if first <= t <= last]
 
 
-def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool) -> go.Scatter:
+def _latency_trace(
+    line: str,
+    part: pd.DataFrame,
+    metric: str,
+    showlegend: bool,
+    style: dict | None = None,
+    group: str | None = None,
+) -> go.Scatter:
     custom = np.column_stack(
         [
             part["max_splits"].to_numpy(dtype=float),
@@ -218,8 +266,14 @@ def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool)
             part["bw_fraction"].to_numpy(dtype=float),
         ]
     )
+    name = plain(line)
+    # Grouped by run (legendgrouptitle): the entry needs only the policy; the hover keeps all.
+    entry = plain(line.rsplit(" · ", 1)[-1]) if group else name
+    ratio = (
+        "<br>%{y:.3f}x the baseline's latency" if metric == "latency_ratio" else ""
+    )
     hover = (
-        f"<b>{line}</b><br>B=%{{x}}<br>latency %{{customdata[6]:,.1f}} us"
+        f"<b>{name}</b><br>B=%{{x}}<br>latency %{{customdata[6]:,.1f}} us{ratio}"
         "<br>bandwidth %{customdata[7]:.1%} of ceiling"
         "<br>splits: max %{customdata[0]:.0f}, %{customdata[1]:.0f} requests split"
         "<br>CTAs: %{customdata[2]:,.0f} launched, %{customdata[3]:,.0f} tasks"
@@ -239,41 +293,44 @@ def _latency_trace(line: str, part: pd.DataFrame, metric: str, showlegend: bool)
                 "width": 2,
             }
     color = policy_color(line)
+    style = style or {}
+    extra = {"legendgrouptitle": {"text": plain(group)}} if group else {}
     return go.Scatter(
         x=part["batch_size"].to_numpy(),
         y=y,
         mode="lines+markers",
-        name=line,
-        legendgroup=line,
+        name=entry,
+        legendgroup=plain(group) if group else name,
         showlegend=showlegend,
-        line={"color": color, "width": 2},
-        marker={"size": 6, "color": color},
+        line={"color": color, "width": 2, "dash": style.get("dash", "solid")},
+        marker={"size": 7, "color": color, "symbol": style.get("symbol", "circle")},
+        **extra,
         customdata=custom,
         hovertemplate=hover,
         error_y=error_y,
     )
 
 
-def _vertical_rule(fig: go.Figure, x: float, *, name: str, line: dict, label: dict | None = None,
-                   xref: str = "x", yref: str = "y") -> None:
-    """A line at `x` over the whole height of the plot (yref's domain), optionally labelled."""
-    extra = {"label": label} if label else {}
-    fig.add_shape(type="line", xref=xref, yref=f"{yref} domain", x0=x, x1=x, y0=0, y1=1,
-                  line=line, name=name, **extra)
-
-
-def _add_rule(fig: go.Figure, subplot: int, rule: Threshold) -> None:
+def _add_rule(fig: go.Figure, subplot: int, rule: Threshold, slot: int = 0) -> None:
+    """A threshold's dashed (regime) or dotted (bucket) rule; its label runs up the rule, on the
+    left side for even slots and the right for odd ones, at the top, middle or bottom for each
+    further pair (stagger_slots), so that rules at nearly the same batch size keep readable
+    labels."""
     xref, yref = _axis_names(subplot)
     color = policy_color(rule.policy)
-    _vertical_rule(
+    vertical_rule(
         fig, rule.rule_x, xref=xref, yref=yref,
         line={"color": color, "width": 1.5, "dash": "dash" if rule.kind == "regime" else "dot"},
         label={
-            "text": rule.label,
-            "textposition": "end",
+            "text": plain(rule.label),
+            "textposition": RULE_LABEL_POSITIONS[(slot // 2) % len(RULE_LABEL_POSITIONS)],
             "textangle": -90,
             "font": {"size": 10, "color": color},
-            "xanchor": "right",
+            # The text runs up the rule: xanchor says where along it the text starts (from the
+            # top for "end", centred, from the bottom for "start"); yanchor, across the turned
+            # text, which side of the rule it sits on (left: bottom, right: top).
+            "xanchor": RULE_LABEL_XANCHORS[(slot // 2) % len(RULE_LABEL_POSITIONS)],
+            "yanchor": "bottom" if slot % 2 == 0 else "top",
         },
         name=f"{rule.kind}:{rule.policy}:{rule.batch_size}",
     )
@@ -293,7 +350,7 @@ def policy_summary_figure(summary: pd.DataFrame, title: str = "") -> go.Figure:
         ordered = summary.sort_values("geomean_slowdown", ascending=False, kind="stable")
         fig.add_trace(
             go.Bar(
-                y=ordered["line"],
+                y=[plain(n) for n in ordered["line"]],
                 x=ordered["geomean_slowdown"],
                 orientation="h",
                 name="geomean slowdown",
@@ -320,287 +377,22 @@ def policy_summary_figure(summary: pd.DataFrame, title: str = "") -> go.Figure:
     return fig
 
 
-def timeline_figure(
-    timeline: pd.DataFrame,
-    *,
-    sm_count: int,
-    num_slots: int,
-    title: str = "",
-    stage1_us: float | None = None,
-    time_us: float | None = None,
-    x_max_us: float | None = None,
-    kv_lens: Sequence[int] | None = None,
-) -> go.Figure:
-    """The simulator's timeline as a Gantt chart: one row per CTA slot (SM m's slot s is row
-    m * (num_slots / sm_count) + s, so an SM's slots sit together), one bar per task from its
-    start to its end, coloured by request.
-
-    timeline: SimResult.to_frame() (task, request, split, kv_head, cta, sm, slot, start_us,
-    stream_start_us, end_us, bytes). stage1_us / time_us: end of the attention launch / of the
-    merge, drawn as rules. x_max_us: common time axis for side-by-side charts. kv_lens: per-request
-    tokens for the hover text and legend.
-    """
-    slots_per_sm = max(1, num_slots // max(sm_count, 1))
-    frame = timeline.copy()
-    frame["row"] = frame["sm"] * slots_per_sm + frame["slot"]
-    frame["duration_us"] = frame["end_us"] - frame["start_us"]
-    lens = np.asarray(kv_lens) if kv_lens is not None else None
-    frame["tokens"] = lens[frame["request"].to_numpy()] if lens is not None else -1
-    requests = np.sort(frame["request"].unique())
-    hover = (
-        "request %{customdata[0]} (%{customdata[5]:,} tokens)"
-        "<br>split %{customdata[1]}, KV head %{customdata[2]}"
-        "<br>SM %{customdata[3]}, slot %{customdata[4]}<br>%{base:,.1f} - %{customdata[6]:,.1f} us"
-        "<br>%{customdata[7]:,.2f} MB<extra></extra>"
-    )
-
-    def custom(part: pd.DataFrame) -> np.ndarray:
-        return np.column_stack(
-            [
-                part["request"],
-                part["split"],
-                part["kv_head"],
-                part["sm"],
-                part["slot"],
-                part["tokens"],
-                part["end_us"],
-                part["bytes"] / 1e6,
-            ]
-        )
-
-    fig = go.Figure()
-    if len(requests) <= TIMELINE_LEGEND_MAX_REQUESTS:
-        for req in requests:
-            part = frame[frame["request"] == req]
-            name = f"request {req}" + (f" ({int(lens[req]):,} tokens)" if lens is not None else "")
-            fig.add_trace(
-                go.Bar(
-                    y=part["row"],
-                    x=part["duration_us"],
-                    base=part["start_us"],
-                    orientation="h",
-                    name=name,
-                    marker={
-                        "color": REQUEST_PALETTE[int(req) % len(REQUEST_PALETTE)],
-                        "line": {"width": 0},
-                    },
-                    customdata=custom(part),
-                    hovertemplate=hover,
-                )
-            )
-    else:
-        # Too many requests for a legend: a cycle of distinct colours keeps neighbours apart.
-        palette = np.asarray(REQUEST_PALETTE)
-        fig.add_trace(
-            go.Bar(
-                y=frame["row"],
-                x=frame["duration_us"],
-                base=frame["start_us"],
-                orientation="h",
-                name="tasks",
-                marker={
-                    "color": palette[frame["request"].to_numpy() % len(palette)].tolist(),
-                    "line": {"width": 0},
-                },
-                customdata=custom(frame),
-                hovertemplate=hover,
-                showlegend=False,
-            )
-        )
-    if stage1_us is not None and time_us is not None and time_us > stage1_us + 1e-9:
-        # The merge launch follows the attention launch: mark where it starts, label the end.
-        _vertical_rule(fig, stage1_us, name="attention done",
-                       line={"color": "#444", "width": 1, "dash": "dot"})
-    if time_us is not None:
-        merge = (
-            f" (merge {time_us - stage1_us:,.0f} us)"
-            if stage1_us is not None and time_us > stage1_us + 1e-9
-            else ""
-        )
-        _vertical_rule(fig, time_us, name="end", line={"color": "#444", "width": 1, "dash": "dash"},
-                       label={"text": f"end {time_us:,.0f} us{merge}", "textposition": "end",
-                              "font": {"size": 10}})
-    x_max = x_max_us or (time_us or float(frame["end_us"].max() if not frame.empty else 1.0)) * 1.02
-    fig.update_layout(
-        title=title or None,
-        barmode="overlay",
-        bargap=0,
-        height=520,
-        xaxis={"title_text": "time since launch (us)", "range": [0, x_max]},
-        yaxis={
-            "title_text": f"CTA slot ({sm_count} SMs x {slots_per_sm})",
-            "range": [num_slots - 0.5, -0.5],
-        },
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-        margin={"t": 90, "l": 60, "r": 20, "b": 50},
-    )
-    return fig
-
-
-def finalists_figure(finalists: pd.DataFrame, title: str = "") -> go.Figure:
-    """The finalists' score (tuned / best baseline, lower is better) as points with p10..p90 bars;
-    the chosen one highlighted. finalists: frames.finalists_table()."""
-    fig = go.Figure()
-    if not finalists.empty:
-        chosen = finalists["chosen"].astype(bool).to_numpy()
-        labels = [
-            f"#{int(i)}" + (" (chosen)" if c else "") for i, c in zip(finalists["finalist"], chosen)
-        ]
-        text = [
-            f"min_tokens_per_cta={r.min_tokens_per_cta}, max_waves={r.max_waves}, "
-            f"max_splits={r.max_splits},"
-            f" ctas_per_sm={r.ctas_per_sm}, {r.schedule}, {r.ctas} CTAs"
-            for r in finalists.itertuples()
-        ]
-        fig.add_trace(
-            go.Scatter(
-                x=labels,
-                y=finalists["score_median"],
-                mode="markers",
-                name="finalists",
-                marker={"size": 11, "color": np.where(chosen, "#2ca02c", "#7f7f7f")},
-                error_y={
-                    "type": "data",
-                    "array": finalists["score_p90"] - finalists["score_median"],
-                    "arrayminus": finalists["score_median"] - finalists["score_p10"],
-                },
-                text=text,
-                hovertemplate="%{x}: median %{y:.4f} (p10..p90 bar)<br>%{text}<extra></extra>",
-            )
-        )
-    fig.add_hline(
-        y=1.0,
-        line={"color": "#d62728", "dash": "dash", "width": 1},
-        annotation_text="best baseline",
-        annotation_position="top left",
-    )
-    fig.update_layout(
-        title=title or None,
-        height=360,
-        yaxis_title="score (tuned / best baseline)",
-        xaxis_title="finalist",
-        margin={"t": 60, "l": 60, "r": 20, "b": 50},
-    )
-    return fig
-
-
-def bucket_speedup_figure(speedups: pd.DataFrame, title: str = "") -> go.Figure:
-    """Speedup of the tuned heuristic over each baseline, per bucket: grouped bars (geometric mean
-    over the bucket's cases, worst case in the hover), a rule at 1 (no gain).
-    speedups: frames.bucket_speedups()."""
-    fig = go.Figure()
-    for name, part in speedups.groupby("baseline", sort=True):
-        fig.add_trace(
-            go.Bar(
-                x=part["bucket"],
-                y=part["geomean_speedup"],
-                name=name,
-                marker_color=policy_color(name),
-                customdata=np.column_stack([part["worst_speedup"], part["cases"]]),
-                hovertemplate=(
-                    f"<b>tuned vs {name}</b><br>bucket %{{x}}<br>geomean %{{y:.3f}}x"
-                    "<br>worst case %{customdata[0]:.3f}x over %{customdata[1]:.0f} "
-                    "cases<extra></extra>"
-                ),
-            )
-        )
-    fig.add_hline(y=1.0, line={"color": "#444", "width": 1, "dash": "dot"})
-    fig.update_layout(
-        title=title or None,
-        barmode="group",
-        height=380,
-        xaxis_title="bucket (batch sizes)",
-        yaxis_title="speedup of tuned (baseline / tuned)",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-        margin={"t": 80, "l": 60, "r": 20, "b": 50},
-    )
-    return fig
-
-
-def case_comparison_figure(cases: pd.DataFrame, title: str = "") -> go.Figure:
-    """Tuned versus every baseline on each case of a bucket: grouped bars of latency (log axis),
-    one trace per policy. cases: frames.case_latencies_long()."""
-    fig = go.Figure()
-    for policy, part in cases.groupby("policy", sort=False):
-        fig.add_trace(
-            go.Bar(
-                x=part["case"],
-                y=part["latency_us"],
-                name=policy,
-                marker_color=policy_color(policy),
-                hovertemplate=f"<b>{policy}</b><br>%{{x}}<br>%{{y:,.1f}} us<extra></extra>",
-            )
-        )
-    fig.update_layout(
-        title=title or None,
-        barmode="group",
-        height=420,
-        yaxis_type="log",
-        yaxis_title="latency (us)",
-        xaxis_title="case",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-        margin={"t": 80, "l": 60, "r": 20, "b": 90},
-    )
-    return fig
-
-
-def _completed_trials(study) -> list:
-    import optuna
-
-    return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-
-
-def study_figures(
-    study, which: Iterable[str] = ("history", "importances", "parallel", "slice")
-) -> dict:
-    """Optuna's Plotly visualisations of one bucket's study: {name: Figure or the reason (str) it
-    cannot be drawn}. Importances use PED-ANOVA (fast, no extra dependency); they need two
-    completed trials whose parameters vary."""
-    import optuna.visualization as vis
-    from optuna.importance import PedAnovaImportanceEvaluator
-
-    out: dict = {}
-    done = _completed_trials(study)
-    builders = {
-        "history": lambda: vis.plot_optimization_history(study),
-        "importances": lambda: vis.plot_param_importances(
-            study, evaluator=PedAnovaImportanceEvaluator()
-        ),
-        "parallel": lambda: vis.plot_parallel_coordinate(study),
-        "slice": lambda: vis.plot_slice(study),
-    }
-    for name in which:
-        if name not in builders:
-            raise ValueError(f"which: {name!r} not allowed; allowed: {', '.join(builders)}")
-        if not done:
-            out[name] = "no completed trial yet"
-            continue
-        if name == "importances" and len(done) < 2:
-            out[name] = "parameter importances need at least two completed trials"
-            continue
-        try:
-            fig = builders[name]()
-        except Exception as exc:  # noqa: BLE001 - Optuna raises various errors on degenerate studies
-            out[name] = f"cannot draw: {' '.join(str(exc).split())}"
-            continue
-        fig.update_layout(
-            height=420 if name != "parallel" else 460, margin={"t": 60, "l": 60, "r": 20, "b": 50}
-        )
-        out[name] = fig
-    return out
-
-
 __all__ = [
     "POLICY_COLORS",
+    "REQUEST_PALETTE",
+    "STUDY_FIGURES",
+    "TIMELINE_LEGEND_MAX_REQUESTS",
     "bucket_speedup_figure",
     "case_comparison_figure",
     "finalists_figure",
     "latency_figure",
+    "objective_names",
     "policy_color",
     "policy_summary_figure",
     "power_of_two_ticks",
     "round_log_ticks",
     "rule_shapes",
+    "stagger_slots",
     "study_figures",
     "timeline_figure",
 ]

@@ -64,7 +64,8 @@ def config_from_env(environ=None) -> DashboardConfig:
 
 
 def results_signature(results_dir: str | os.PathLike) -> tuple:
-    """(folder name, manifest mtime_ns, manifest size) of every run: changes when any run does."""
+    """(folder name, (mtime_ns, size) of its manifest, measurements and tuning result) of every
+    run: changes when any run's files do."""
     root = Path(results_dir)
     if not root.is_dir():
         return ()
@@ -72,7 +73,9 @@ def results_signature(results_dir: str | os.PathLike) -> tuple:
     for sub in sorted(root.iterdir()):
         key = file_key(sub / MANIFEST)
         if key is not None:
-            out.append((sub.name, *key))
+            out.append(
+                (sub.name, key, file_key(sub / MEASUREMENTS), file_key(sub / TUNING_FILE))
+            )
     return tuple(out)
 
 
@@ -89,15 +92,41 @@ def file_key(path: str | os.PathLike) -> tuple[int, int] | None:
 def _list_runs(results_dir: str, signature: tuple) -> list[dict]:
     runs = list_runs(results_dir)
     for run in runs:
-        run["has_tuning"] = (Path(run["path"]) / TUNING_FILE).is_file()
-        run["has_measurements"] = (Path(run["path"]) / MEASUREMENTS).is_file()
+        path = Path(run["path"])
+        problems = []
+        run["has_measurements"] = (path / MEASUREMENTS).is_file()
+        if run["has_measurements"]:
+            error = parquet_problem(path / MEASUREMENTS)
+            if error:
+                problems.append(f"{MEASUREMENTS} cannot be read ({error})")
+        run["has_tuning"] = False
+        if (path / TUNING_FILE).is_file():
+            loaded = tuning_result(path)
+            run["has_tuning"] = loaded.ok
+            if not loaded.ok:
+                problems.append(f"{TUNING_FILE} is not a valid tuning result ({loaded.error})")
+        run["problems"] = problems
     return runs
 
 
 def runs(results_dir: str | os.PathLike) -> list[dict]:
-    """Manifests of every run, newest first, with `path`, `has_tuning`, `has_measurements` added.
+    """Manifests of every run, newest first, with `path`, `has_tuning` (a valid tuning.json),
+    `has_measurements` and `problems` (one line per file that cannot be read: a parquet whose
+    footer or schema is broken, a tuning.json that is not a tuning result) added.
     An unreadable manifest gives status "corrupt" and its error (harness.store.list_runs)."""
     return _list_runs(str(results_dir), results_signature(results_dir))
+
+
+def parquet_problem(path: str | os.PathLike) -> str | None:
+    """Why a Parquet file cannot be read (its footer and schema; cheap: no data pages), or None.
+    A half-written file of a run still going may show up here until it is complete."""
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path).schema.to_arrow_schema()
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is one message on the page
+        return one_line(exc)
+    return None
 
 
 @dataclass(frozen=True)

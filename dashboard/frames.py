@@ -12,11 +12,14 @@ import zlib
 import numpy as np
 import pandas as pd
 
+from kvtune.harness.redact import redact_url
+
 # Columns of one point of the latency chart, aggregated over the cases (seeds) of a batch size.
 HOVER_COLUMNS = ("max_splits", "split_requests", "grid_size", "num_tasks", "waves")
 METRICS = {
     "latency_us": "latency (us)",
     "bw_fraction": "achieved bandwidth / ceiling",
+    "latency_ratio": "latency / baseline's latency",
 }
 MAX_LABEL_CHARS = 48
 
@@ -36,6 +39,8 @@ def shape_text(shape: dict) -> str:
         return (
             f"{shape['num_qo_heads']} q / {shape['num_kv_heads']} KV heads, "
             f"head_dim {shape['head_dim']}, page {shape['page_size']}, {shape['dtype']}"
+            + (f", KV {shape['kv_dtype']}" if shape.get("kv_dtype") not in (None, shape["dtype"])
+               else "")
         )
     except (KeyError, TypeError):
         return str(shape)
@@ -58,7 +63,10 @@ def runs_table(manifests: list[dict]) -> pd.DataFrame:
         rows.append(
             {
                 "run": m.get("run_id", "?"),
-                "status": m.get("status", "?"),
+                # A file that cannot be read is part of the status: "complete, 108 rows" would
+                # promise rows no page can show.
+                "status": str(m.get("status", "?"))
+                + (" · files unreadable" if m.get("problems") else ""),
                 "kind": m.get("kind", "?"),
                 "device": device_text(m),
                 "backend": m.get("backend", "?"),
@@ -68,8 +76,10 @@ def runs_table(manifests: list[dict]) -> pd.DataFrame:
                 "suite": m.get("suite", ""),
                 "rows": m.get("rows"),
                 "tuning": bool(m.get("has_tuning")),
-                "command": m.get("command", ""),
-                "error": m.get("error") or "",
+                "command": redact_url(m.get("command") or ""),
+                "error": "; ".join(
+                    [str(m.get("error"))] * bool(m.get("error")) + list(m.get("problems") or ())
+                ),
             }
         )
     columns = [
@@ -194,40 +204,94 @@ def _measured_with(row_params: dict, params, rule: str) -> bool:
             and row_params.get("schedule", "static") == "static")
 
 
-def ok_rows_with_lines(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
-    """The rows whose status is ok, with `policy_label` (policy_labels) and `line` (the legend
-    name: the label, prefixed with `<run id> · ` when by_run) added."""
+# A tuning run measures hundreds of configurations (Optuna's trials, the finalists, the oracle's
+# per-request split counts). They are not series of their own: per case, the fastest trial
+# configuration is the `best trial` series and the fastest oracle configuration the `oracle`
+# series; the configuration the study chose is `tuned` (mark_tuned).
+BEST_TRIAL = "best trial"
+ORACLE = "oracle"
+GROUPED_SERIES = (BEST_TRIAL, ORACLE)
+_PHASE_SERIES = {"trial": BEST_TRIAL, "finalist": BEST_TRIAL, "oracle": ORACLE}
+
+
+def series_of(frame: pd.DataFrame) -> pd.Series:
+    """Per row, the grouped series it belongs to (`best trial`, `oracle`) or None for a named
+    policy. A row's phase (studies/records.py) decides: oracle-phase rows are the oracle's
+    configurations (its seeds included), trial and finalist rows that are not the chosen
+    configuration (`tuned`) are trials. Bench runs have no phase: every row is named."""
+    if "phase" not in frame:
+        return pd.Series(None, index=frame.index, dtype=object)
+    series = frame["phase"].map(_PHASE_SERIES).astype(object)
+    chosen = (frame["policy"] == "tuned") & (series == BEST_TRIAL)
+    return series.where(~chosen & series.notna(), None)
+
+
+def ok_rows_with_lines(
+    frame: pd.DataFrame, by_run: bool = False, run_names: dict[str, str] | None = None
+) -> pd.DataFrame:
+    """The rows whose status is ok, with `policy_label` (policy_labels, or the grouped series
+    `best trial` / `oracle`), `grouped` (whether the label is such a series) and `line` (the legend
+    name: the label, prefixed with `<run name> · ` when by_run; run_names maps run ids to names,
+    compare.run_labels, and defaults to the run id) added.
+
+    A grouped series keeps one row per (run, case): its fastest configuration."""
     if frame.empty or "status" not in frame:
         return frame.iloc[0:0].assign(
-            policy_label=pd.Series(dtype=object), line=pd.Series(dtype=object)
+            policy_label=pd.Series(dtype=object),
+            grouped=pd.Series(dtype=bool),
+            line=pd.Series(dtype=object),
         )
     ok = frame[frame["status"] == "ok"].copy()
-    ok["policy_label"] = policy_labels(ok)
     if "run_id" not in ok:
         ok["run_id"] = ""
-    ok["line"] = (
-        (ok["run_id"].astype(str) + " · " + ok["policy_label"]) if by_run else ok["policy_label"]
-    )
+    series = series_of(ok)
+    grouped = series.notna()
+    if grouped.any() and "case_id" in ok:
+        part = ok[grouped].assign(_series=series[grouped])
+        fastest = part.groupby(["run_id", "case_id", "_series"], sort=False)["latency_us"].idxmin()
+        keep = ~grouped
+        keep[fastest.to_numpy()] = True
+        ok, series, grouped = ok[keep], series[keep], grouped[keep]
+    if not grouped.any():  # a bench run: every row is a named policy
+        labels = policy_labels(ok)
+    else:
+        labels = pd.Series(series, index=ok.index, dtype=object)
+        if (~grouped).any():
+            labels[~grouped] = policy_labels(ok[~grouped])
+    ok["policy_label"] = labels
+    ok["grouped"] = grouped.to_numpy()
+    if by_run:
+        names = ok["run_id"].astype(str)
+        if run_names:
+            names = names.map(lambda r: run_names.get(r, r))
+        ok["line"] = names + " · " + ok["policy_label"]
+    else:
+        ok["line"] = ok["policy_label"]
     return ok
 
 
 def line_policies(ok: pd.DataFrame) -> pd.DataFrame:
     """One row per (line, run_id, policy, policy_params) of ok_rows_with_lines() output: which
-    stored policy each legend line draws."""
+    stored policy each legend line draws (grouped series left out)."""
     cols = ["line", "run_id", "policy", "policy_params"]
     if ok.empty:
         return pd.DataFrame(columns=cols)
+    if "grouped" in ok:  # a grouped series is many configurations: no regime of its own
+        ok = ok[~ok["grouped"].astype(bool)]
     present = [c for c in cols if c in ok]
     return ok[present].drop_duplicates().reset_index(drop=True)
 
 
-def latency_points(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
+def latency_points(
+    frame: pd.DataFrame, by_run: bool = False, run_names: dict[str, str] | None = None
+) -> pd.DataFrame:
     """The latency chart's points: median over the cases (seeds) of every
     (distribution, policy label, batch size), from rows whose status is ok.
 
     Columns: line (legend name: the policy label, prefixed with the run when by_run),
     policy, distribution, batch_size, latency_us, bw_fraction, latency_p10_us, latency_p90_us
-    (p10/p90 over the cases, or the measurement's own p10/p90 for one case), cases, and the
+    (p10/p90 over the cases, or the measurement's own p10/p90 for one case), noise_p10_us and
+    noise_p90_us (the measurements' own p10/p90, median over the cases), cases, and the
     hover columns max_splits, split_requests, grid_size, num_tasks, waves (medians).
     """
     columns = [
@@ -240,10 +304,12 @@ def latency_points(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
         "bw_fraction",
         "latency_p10_us",
         "latency_p90_us",
+        "noise_p10_us",
+        "noise_p90_us",
         "cases",
         *HOVER_COLUMNS,
     ]
-    ok = ok_rows_with_lines(frame, by_run)
+    ok = ok_rows_with_lines(frame, by_run, run_names)
     if ok.empty:
         return pd.DataFrame(columns=columns)
     for col in ("bw_fraction", "p10_us", "p90_us", *HOVER_COLUMNS):
@@ -268,6 +334,7 @@ def latency_points(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
     single = out["cases"] == 1
     out["latency_p10_us"] = np.where(single, out["p10_us"], out["latency_lo"])
     out["latency_p90_us"] = np.where(single, out["p90_us"], out["latency_hi"])
+    out["noise_p10_us"], out["noise_p90_us"] = out["p10_us"], out["p90_us"]
     return (
         out[columns]
         .sort_values(["line", "distribution", "batch_size"], kind="stable")
@@ -275,7 +342,9 @@ def latency_points(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
     )
 
 
-def policy_summary(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
+def policy_summary(
+    frame: pd.DataFrame, by_run: bool = False, run_names: dict[str, str] | None = None
+) -> pd.DataFrame:
     """How each line (policy) fares against the best policy of every case it was measured on:
     slowdown = latency / the case's fastest latency (1 = best on that case).
 
@@ -283,7 +352,7 @@ def policy_summary(frame: pd.DataFrame, by_run: bool = False) -> pd.DataFrame:
     sorted best first. A case is (run, case_id); ok rows only.
     """
     columns = ["line", "cases", "geomean_slowdown", "worst_slowdown", "best_on"]
-    ok = ok_rows_with_lines(frame, by_run)
+    ok = ok_rows_with_lines(frame, by_run, run_names)
     if ok.empty or "case_id" not in ok:
         return pd.DataFrame(columns=columns)
     ok = ok[ok["latency_us"] > 0]
@@ -432,8 +501,11 @@ def case_latencies_long(bucket) -> pd.DataFrame:
 
 
 __all__ = [
+    "BEST_TRIAL",
+    "GROUPED_SERIES",
     "HOVER_COLUMNS",
     "METRICS",
+    "ORACLE",
     "bucket_speedups",
     "bucket_table",
     "case_latencies_long",
@@ -447,6 +519,7 @@ __all__ = [
     "policy_labels",
     "policy_summary",
     "runs_table",
+    "series_of",
     "shape_text",
     "status_counts",
 ]

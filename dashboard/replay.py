@@ -57,13 +57,18 @@ def shape_from_row(row: dict) -> AttentionShape:
     missing = [f for f in SHAPE_FIELDS if row.get(f) is None]
     if missing:
         raise ValueError(f"shape: the row lacks {', '.join(missing)}")
-    return AttentionShape(
-        **{f: (str(row[f]) if f == "dtype" else int(row[f])) for f in SHAPE_FIELDS}
-    )
+    fields = {f: (str(row[f]) if f == "dtype" else int(row[f])) for f in SHAPE_FIELDS}
+    # Rows written before fp8 caches have no kv_dtype: their cache was of the query type.
+    kv_dtype = row.get("kv_dtype")
+    if isinstance(kv_dtype, str) and kv_dtype:
+        fields["kv_dtype"] = kv_dtype
+    return AttentionShape(**fields)
 
 
 def policy_from_row(row: dict):
-    """The registry policy of a row, rebuilt from its name and JSON parameters."""
+    """The registry policy of a row, rebuilt from its name and JSON parameters; an oracle
+    configuration (`oracle-splits`: one split count per request, studies/oracle.py) is rebuilt
+    from its stored split counts."""
     from kvtune.kernels import policies
 
     try:
@@ -72,6 +77,17 @@ def policy_from_row(row: dict):
         raise ValueError(f"policy_params: not valid JSON ({exc})") from None
     if not isinstance(params, dict):
         raise ValueError("policy_params: not a JSON object")  # noqa: TRY004
+    from kvtune.studies.oracle import ExplicitSplitPolicy
+
+    if str(row["policy"]) == ExplicitSplitPolicy.name:
+        try:
+            return ExplicitSplitPolicy(
+                splits=tuple(int(s) for s in params["splits"]),
+                schedule=str(params.get("schedule", "static")),
+                ctas_per_sm=int(params.get("ctas_per_sm", 1)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"policy_params: not an oracle configuration ({exc})") from None
     return policies.get(str(row["policy"]), **params)
 
 

@@ -92,6 +92,20 @@ def study_names(storage: str | None) -> Loaded:
     return Loaded(error=error) if error else Loaded(names)
 
 
+def trial_counts(storage: str | None) -> tuple:
+    """((study name, trials), ...) of every study in the storage, read now (not cached): what the
+    auto-refresh polls. () without a storage; (error,) when it cannot be read."""
+    if not storage:
+        return ()
+    import optuna
+
+    try:
+        summaries = optuna.get_all_study_summaries(_storage(storage), include_best_trial=False)
+    except Exception as exc:  # noqa: BLE001
+        return (one_line(exc),)
+    return tuple(sorted((s.study_name, s.n_trials) for s in summaries))
+
+
 def group_studies(names: list[str]) -> dict[str, list[str]]:
     """kvtune names a bucket's study `<study>/<bucket>`: {study: [full names]} in name order.
     A name without '/' is its own group."""
@@ -174,5 +188,6 @@ __all__ = [
     "study_bucket_result",
     "study_names",
     "study_run_fields",
+    "trial_counts",
     "tuning_result_from_studies",
 ]

@@ -11,11 +11,16 @@ Order of work (what is written when):
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from kvtune.kernels.policies import from_specs
+from kvtune.kernels.policies import from_spec
+from kvtune.kernels.policies import names as policy_names
+from kvtune.kernels.specs import split_policy_specs, tuned_path
 from kvtune.workloads.selection import CaseSettings, resolve_shape, resolve_suite
 
 DEFAULT_POLICIES = "flashinfer-tensor-core,fa3,trtllm-oversub,no-split"
@@ -39,13 +44,64 @@ class BackendSettings:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """A bench run: which cases, which policies (comma-separated specs), how, and where to."""
+    """A bench run: which cases, which policies (comma-separated specs, `tuned:path=FILE` among
+    them), which tuned heuristic files besides (`heuristics`, paths), how, and where to.
+
+    load_heuristic(path, shape) -> Policy reads a heuristic file (kvtune.studies.export's
+    load_heuristic, which the CLI passes: the harness does not import the studies layer);
+    needed when any heuristic is given.
+    """
 
     cases: CaseSettings = field(default_factory=CaseSettings)
     policies: str = DEFAULT_POLICIES
     measure: BackendSettings = field(default_factory=BackendSettings)
     out: str = DEFAULT_RESULTS_DIR
     progress: bool = True
+    heuristics: tuple = ()
+    load_heuristic: Callable | None = None
+
+
+def file_sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def resolve_series(policies: str, heuristics=(), shape=None, load_heuristic=None) -> list:
+    """The run's series in the order typed: every spec of `policies`, then every heuristic file.
+
+    A spec's series label is the spec as typed (`fixed-split:chunk_tokens=4096`); a heuristic's
+    is `tuned:<file stem>` (with `~<sha256 prefix>` when two files share a stem) and its rows
+    carry `heuristic_path` and `heuristic_sha256`. ValueError for an unknown policy, a bad
+    file, or a spec given twice."""
+    from kvtune.harness.runner import Series
+
+    known = set(policy_names())
+    specs = split_policy_specs(policies, lambda name: name.lower() in known)
+    specs += [f"tuned:path={h}" for h in heuristics]
+    if not specs:
+        raise ValueError("policies: empty; give at least one policy name or --heuristic FILE")
+    out, labels = [], set()
+    for spec in specs:
+        path = tuned_path(spec)
+        if path is None:
+            item = Series(spec, from_spec(spec))
+        else:
+            if load_heuristic is None:
+                raise ValueError("policies: tuned:path=FILE needs a heuristic loader (kvtune bench)")
+            policy = load_heuristic(path, shape)
+            sha = file_sha256(path)
+            label = f"tuned:{Path(path).stem}"
+            if sha in labels:
+                raise ValueError(f"policies: heuristic {path} given twice (same sha256); allowed: "
+                                 "each file once")
+            labels.add(sha)
+            if label in labels:
+                label = f"{label}~{sha[:8]}"
+            item = Series(label, policy, {"heuristic_path": str(path), "heuristic_sha256": sha})
+        if item.label in labels:
+            raise ValueError(f"policies: {item.label!r} given twice; allowed: each series once")
+        labels.add(item.label)
+        out.append(item)
+    return out
 
 
 @dataclass
@@ -75,7 +131,7 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     m = settings.measure
     shape = resolve_shape(settings.cases)
     suite = resolve_suite(settings.cases, shape)
-    policies = from_specs(settings.policies)
+    policies = resolve_series(settings.policies, settings.heuristics, shape, settings.load_heuristic)
     check_choices(m.backend, m.device_model, m.timer, m.stopping)
     check_output_dir(settings.out)
     cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
@@ -93,7 +149,8 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
         "suite": suite.name,
         "suite_description": suite.description,
         "cases": [c.to_dict() for c in suite.cases],
-        "policies": [{"name": p.name, "params": p.params()} for p in policies],
+        "policies": [{"name": s.policy.name, "params": s.policy.params(), "series": s.label,
+                      **s.columns} for s in policies],
         "backend": opened.backend.name,
         "device": opened.device.to_dict(),
         "simulated": not opened.device.live,
@@ -133,5 +190,13 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     return outcome
 
 
-__all__ = ["BackendSettings", "BenchOutcome", "BenchSettings", "DEFAULT_POLICIES",
-           "DEFAULT_RESULTS_DIR", "run_bench"]
+__all__ = [
+    "DEFAULT_POLICIES",
+    "DEFAULT_RESULTS_DIR",
+    "BackendSettings",
+    "BenchOutcome",
+    "BenchSettings",
+    "file_sha256",
+    "resolve_series",
+    "run_bench",
+]

@@ -12,15 +12,39 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-
 from kvtune.harness.backends import Backend, Measurement
 from kvtune.harness.store import json_default
+from kvtune.kernels.hybrid_plan import HybridPlan
 from kvtune.kernels.plan import DeviceSpec, Plan, Policy
-from kvtune.workloads.batch import DecodeBatch
+from kvtune.workloads.batch import AttentionBatch, DecodeBatch
 
 # Per-request arrays are stored for batches up to this size (the dashboard's timeline and
 # hover text use them); larger batches keep only the summary columns, to keep files small.
 MAX_STORED_REQUESTS = 4096
+
+
+# Hybrid plans add their knobs; AttentionBatch rows add prefill_tokens, num_prefills,
+# num_decodes, max_q_len, q_tokens (and q_lens up to MAX_STORED_REQUESTS requests).
+HYBRID_PLAN_COLUMNS = ("sm_policy", "prefill_split_cap_waves", "prefill_block_m", "prefill_tasks",
+                       "decode_tasks", "decode_schedule")
+
+
+def plan_case(policy: Policy, batch, device: DeviceSpec):
+    """(plan, batch) of `batch` under `policy`.
+
+    A hybrid policy (one with plan_hybrid) plans an AttentionBatch, or a DecodeBatch turned into
+    one (q_len 1); a decode policy plans a DecodeBatch, or an AttentionBatch whose q_lens are all
+    1. ValueError for a decode policy on a batch with longer queries.
+    """
+    if hasattr(policy, "plan_hybrid"):
+        if not isinstance(batch, AttentionBatch):
+            batch = AttentionBatch.decode(batch)
+        return policy.plan_hybrid(batch.q_lens, batch.kv_lens, batch.shape, device), batch
+    if isinstance(batch, AttentionBatch) and batch.max_q_len > 1:
+        raise ValueError(f"policy {policy.name} plans decode batches (q_len 1) only; this batch "
+                         f"has q_len up to {batch.max_q_len}: use hybrid-serial, hybrid-streams, "
+                         "hybrid-fused, pod or hybrid-parametric")
+    return policy.plan(batch.kv_lens, batch.shape, device), batch
 
 
 @dataclass
@@ -28,7 +52,23 @@ class CaseRun:
     """What the runner needs of a case: a batch and an identifier."""
 
     case_id: str
-    batch: DecodeBatch
+    batch: DecodeBatch | AttentionBatch
+
+
+@dataclass(frozen=True)
+class Series:
+    """A policy as one series of a run: `label` is what the rows' `series` column holds (the
+    policy spec as the user typed it, or `tuned:<file stem>`); `columns` are added to its rows
+    (a heuristic's `heuristic_path` and `heuristic_sha256`)."""
+
+    label: str
+    policy: Policy
+    columns: dict = field(default_factory=dict)
+
+
+def as_series(item) -> Series:
+    """A Series as is; a bare Policy becomes the series named after the policy."""
+    return item if isinstance(item, Series) else Series(item.name, item)
 
 
 @dataclass
@@ -47,14 +87,25 @@ class Runner:
     on_row: Callable[[dict], None] | None = None
     extra_columns: dict = field(default_factory=dict)
 
-    def measure_one(self, case: CaseRun, policy: Policy) -> tuple[dict, Plan | None]:
-        """Plan `case` with `policy`, gate and measure it; returns the row and the plan."""
+    def measure_one(self, case: CaseRun, policy, series: str | None = None) -> tuple[dict, Plan | None]:
+        """Plan `case` with `policy` (a Policy or a Series), gate and measure it; returns the row
+        and the plan. series: the row's `series` label (default: the Series' label, else the
+        policy's name)."""
+        item = as_series(policy)
+        policy, label = item.policy, series or item.label
+        row, plan = self._measure(case, policy)
+        row["series"] = label
+        row.update(item.columns)
+        return row, plan
+
+    def _measure(self, case: CaseRun, policy: Policy) -> tuple[dict, Plan | None]:
         from kvtune.harness.gate import gate_and_measure
 
         batch = case.batch
         t0 = time.perf_counter()
         try:
-            plan = policy.plan(batch.kv_lens, batch.shape, self.device)
+            plan, batch = plan_case(policy, batch, self.device)
+            case = CaseRun(case.case_id, batch)
         except ValueError as exc:
             meas = Measurement(status="failed", message=f"plan: {exc}")
             return self._row(case, policy, None, meas, 0.0), None
@@ -62,8 +113,9 @@ class Runner:
         meas = gate_and_measure(self.backend, batch, plan)
         return self._row(case, policy, plan, meas, plan_us), plan
 
-    def run(self, cases: Iterable[CaseRun], policies: Sequence[Policy], progress=None) -> list[dict]:
-        """Measure every case with every policy, in case order then policy order."""
+    def run(self, cases: Iterable[CaseRun], policies: Sequence, progress=None) -> list[dict]:
+        """Measure every case with every policy (Policy or Series), in case order then policy
+        order."""
         rows = []
         for case in cases:
             for policy in policies:
@@ -107,5 +159,12 @@ class Runner:
             if batch.batch_size <= MAX_STORED_REQUESTS:
                 row["kv_lens"] = batch.kv_lens.tolist()
                 row["splits"] = plan.splits.tolist()
+            if isinstance(plan, HybridPlan):
+                hs = plan.summary()
+                row.update({k: hs[k] for k in HYBRID_PLAN_COLUMNS})
+        if isinstance(batch, AttentionBatch):
+            row.update(batch.summary())
+            if batch.batch_size <= MAX_STORED_REQUESTS:
+                row["q_lens"] = batch.q_lens.tolist()
         row.update(self.extra_columns)
         return row

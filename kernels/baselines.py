@@ -14,7 +14,6 @@ from typing import ClassVar
 import numpy as np
 
 from kvtune.kernels.plan import (
-    DTYPE_BYTES,
     MAX_KV_LEN_TOKENS,
     SCHEDULES,
     AttentionShape,
@@ -22,6 +21,7 @@ from kvtune.kernels.plan import (
     Plan,
     as_kv_lens,
     build_plan,
+    kv_element_bytes,
 )
 from kvtune.kernels.policy_common import (
     MIB,
@@ -143,7 +143,7 @@ class FA3Policy(PolicyBase):
                 sms,
                 cdiv(max_len, self.block_n_tokens),
                 m_blocks,
-                max_len * 2 * shape.head_dim * DTYPE_BYTES[shape.dtype],
+                max_len * 2 * shape.head_dim * kv_element_bytes(shape),
                 self.max_splits,
                 fill_ratio=self.fill_ratio,
                 efficiency_ratio=self.efficiency_ratio,

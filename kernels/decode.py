@@ -18,13 +18,21 @@ Stage 2 (`kernels/merge.py`) combines the partials of split requests; it is not 
 request is split.
 
 Batch invariance: a request's result depends only on its own kv range cuts (the plan), its own
-data and the compile-time configuration, which is chosen from the shape (head_dim, dtype, G) and
-the occupancy the policy assumes (plan.ctas_per_sm), never from kv_lens or the batch size;
+data and the compile-time configuration, which is chosen from the shape (head_dim, KV element
+size, KV head count) and the occupancy the policy assumes (plan.ctas_per_sm), never from kv_lens
+or the batch size;
 runtime sizes are excluded from Triton's integer specialisation so another batch never selects
 another compiled variant. Block sizes are tuned for G <= 16; larger groups run with the query
 tile padded to the next power of two.
 
 Block sizes, warps and stages come from kernels/decode_config.py.
+
+FP8 caches (e4m3 pages, per-tensor k_scale / v_scale): the kernel loads one byte per element and
+widens it to the query type in registers (exact: every e4m3 value is a bf16 and an fp16 value),
+so the products see the same operands as on a 16-bit cache. The scales never touch the tiles:
+k_scale is folded into the score scale (sm_scale x k_scale x log2 e, in float32) and v_scale
+multiplies the float32 output once at the end, which is exactly softmax(q (s_k K8)^T) (s_v V8)
+up to float32 rounding. The online softmax stays in float32.
 
 Without a CUDA GPU the kernels are built for Triton's interpreter (TRITON_INTERPRET=1) and run on
 CPU tensors; that is for tests, and it is slow.
@@ -70,20 +78,21 @@ def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, st
 
 @triton.jit
 def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
-                         DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+                         DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                         P_DTYPE: tl.constexpr):
     """Fold one block of keys/values into the running max, sum and output (base-2 domain)."""
-    if UPCAST_DOT:
-        k = k.to(tl.float32)
+    # fp8 pages widen to the query type here (exact); 16-bit pages are already of that type.
+    k = k.to(q.dtype)
+    v = v.to(q.dtype)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
     s = tl.where(valid[None, :], s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(s - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    p_in = p.to(v.dtype)  # the rounding a bf16/fp16 matrix product sees
+    p_in = p.to(P_DTYPE)  # the rounding a bf16/fp16 matrix product sees
     if UPCAST_DOT:
         p_in = p_in.to(tl.float32)
-        v = v.to(tl.float32)
     acc = acc * alpha[:, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
     return m_new, l_i, acc
 
@@ -92,13 +101,14 @@ def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
 def _attend_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     page_indptr_ptr, page_indices_ptr, items_ptr, counter_ptr,
-    num_items, num_tasks, num_programs, qk_scale_log2,
+    num_items, num_tasks, num_programs, qk_scale_log2, v_scale,
     stride_q_b, stride_q_h, stride_o_b, stride_o_h,
     stride_kv_page, stride_kv_tok, stride_part_row,
     NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-    MODE: tl.constexpr, PREFETCH: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
+    MODE: tl.constexpr, PREFETCH: tl.constexpr, PAGE_AHEAD: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
@@ -160,9 +170,29 @@ def _attend_kernel(
                 page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
                                     mask=valid_after, other=0)
                 m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
-                                                     DOT_PRECISION, UPCAST_DOT)
+                                                     DOT_PRECISION, UPCAST_DOT, P_DTYPE)
                 k, v, valid = k_next, v_next, valid_next
                 tok_next, valid_next = tok_after, valid_after
+        elif PAGE_AHEAD:
+            # Page ids one block ahead (loop-carried), K/V through plain loads: the K/V addresses
+            # of a step no longer wait on a load of the same step, which lets Triton's
+            # pipeliner keep num_stages - 1 K/V tiles in flight in shared memory (with the page
+            # id loaded in the same step it keeps one; docs/KERNEL_NOTES.md).
+            tok = kv_lo + offs_n
+            page_cur = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=tok < kv_hi,
+                               other=0)
+            for n0 in range(kv_lo, kv_hi, BLOCK_N):
+                tok = n0 + offs_n
+                valid = tok < kv_hi
+                row = page_cur.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                kv_offs = row[:, None] + kv_head_off + offs_d[None, :]
+                k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                tok_next = tok + BLOCK_N
+                page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
+                                   mask=tok_next < kv_hi, other=0)
+                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                                                     DOT_PRECISION, UPCAST_DOT, P_DTYPE)
         else:
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
@@ -172,9 +202,12 @@ def _attend_kernel(
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
-                                                     DOT_PRECISION, UPCAST_DOT)
+                                                     DOT_PRECISION, UPCAST_DOT, P_DTYPE)
 
-        o = acc / l_i[:, None]
+        if KV_FP8:
+            o = acc * (v_scale / l_i)[:, None]
+        else:
+            o = acc / l_i[:, None]
         if part_row < 0:
             o_offs = (req.to(tl.int64) * stride_o_b + qo_heads[:, None] * stride_o_h
                       + offs_d[None, :])
@@ -203,6 +236,8 @@ def _attend_kernel(
 # Triton's interpreter multiplies bf16 dot operands as their raw uint16 storage (seen with triton
 # 3.9); there the kernel widens the (already rounded) operands to float32, which is exact.
 INTERPRETED = type(_attend_kernel).__name__ == "InterpretedFunction"
+# The type the softmax weights are rounded to before the P.V product: the query type.
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,13 +272,14 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
-    config: overrides default_config(head_dim, dtype, page_size, plan.ctas_per_sm).
+    config: overrides default_config(head_dim, KV page dtype, page_size, plan.ctas_per_sm,
+    num_kv_heads=...).
     """
     _check_plan(plan, cache)
     shape = cache.shape
     device = cache.device
-    config = config or default_config(shape.head_dim, cache.dtype, shape.page_size,
-                                      plan.ctas_per_sm)
+    config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
+                                      plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads)
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
@@ -298,17 +334,20 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     upcast = INTERPRETED and q.dtype == torch.bfloat16
     # float32 inputs (the precise tests) must not go through tf32 products.
     precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
+    # fp8 pages: k_scale joins the score scale, v_scale multiplies the output (module docstring).
+    k_scale = cache.k_scale if cache.is_fp8 else 1.0
     _attend_kernel[launch.grid](
         q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
         cache.page_indptr, cache.page_indices, launch.items, launch.counter,
         launch.plan.num_items, launch.plan.num_tasks, launch.grid[0] if launch.mode else 1,
-        scale * LOG2_E,
+        scale * k_scale * LOG2_E, cache.v_scale,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         cache.k_pages.stride(0), cache.k_pages.stride(1),
         shape.num_qo_heads * shape.head_dim,
         NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
         HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
-        MODE=launch.mode, PREFETCH=cfg.prefetch, DOT_PRECISION=precision, UPCAST_DOT=upcast,
+        MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
+        P_DTYPE=_TL_DTYPES[q.dtype], KV_FP8=cache.is_fp8,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if launch.merge_requests.shape[0] > 0:
@@ -344,7 +383,8 @@ def _check_queries(q: torch.Tensor, cache: PagedKVCache) -> None:
     if tuple(q.shape) != want:
         raise ValueError(f"q: shape {tuple(q.shape)} != {want} (batch, num_qo_heads, head_dim)")
     if q.dtype != cache.dtype:
-        raise ValueError(f"q.dtype: {q.dtype} != cache dtype {cache.dtype}")
+        raise ValueError(f"q.dtype: {q.dtype} != the cache's query dtype {cache.dtype}; allowed: "
+                         f"{cache.dtype} (fp8 queries are not supported)")
     if q.stride(2) != 1:
         raise ValueError("q: the head_dim axis must be contiguous")
     if q.device != cache.device:

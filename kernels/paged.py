@@ -10,10 +10,16 @@ table 4096 x 1M entries.
 With `shuffle_pages` the pages of the pool are handed out in a random order, so a kernel that
 assumed a request's pages were adjacent in memory would read the wrong tokens; every request
 with two or more pages is guaranteed non-contiguous.
+
+FP8 caches (shape.kv_dtype "fp8_e4m3") hold e4m3 pages (torch.float8_e4m3fn) and one float
+scale per tensor, `k_scale` and `v_scale`, as vLLM and FlashInfer store them: the value of an
+element is `float(page element) * scale`. `request_kv` returns those dequantised values, which is
+what the reference computes on.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +29,8 @@ from kvtune.kernels.plan import AttentionShape, as_kv_lens
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 SUPPORTED_TORCH_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+KV_TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8_e4m3": torch.float8_e4m3fn}
+FP8_E4M3_MAX = 448.0  # largest finite torch.float8_e4m3fn value
 
 
 def resolve_dtype(dtype, shape: AttentionShape) -> torch.dtype:
@@ -46,6 +54,10 @@ class PagedKVCache:
 
     kv_lens: [B] int64 tokens per request (host copy). kv_lens_dev: the same, int32, on `device`.
     page_indptr: [B + 1] int32 on `device`. page_indices: [total pages] int32 on `device`.
+    query_dtype: the torch dtype of the queries and output that go with this cache; for a 16-bit
+        or float32 cache it is the pages' own dtype (None means that).
+    k_scale, v_scale: per-tensor dequantisation scales of fp8 pages (finite, > 0); exactly 1.0
+        for any other cache.
     """
 
     shape: AttentionShape
@@ -56,6 +68,34 @@ class PagedKVCache:
     page_indices: torch.Tensor
     kv_lens_dev: torch.Tensor
     seed: int
+    query_dtype: torch.dtype | None = None
+    k_scale: float = 1.0
+    v_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.k_pages.dtype != self.v_pages.dtype:
+            raise ValueError(f"v_pages: dtype {self.v_pages.dtype} != k_pages' {self.k_pages.dtype}")
+        fp8 = self.k_pages.dtype == torch.float8_e4m3fn
+        if not fp8 and self.k_pages.dtype not in SUPPORTED_TORCH_DTYPES:
+            raise ValueError(f"k_pages: dtype {self.k_pages.dtype} not allowed; allowed: bfloat16, "
+                             "float16, float32, float8_e4m3fn")
+        if self.query_dtype is None:
+            if fp8:
+                raise ValueError("query_dtype: an fp8 cache needs the query dtype (bf16, fp16, fp32)")
+            object.__setattr__(self, "query_dtype", self.k_pages.dtype)
+        if self.query_dtype not in SUPPORTED_TORCH_DTYPES:
+            raise ValueError(f"query_dtype: {self.query_dtype} not allowed (fp8 queries are not "
+                             "supported); allowed: torch.bfloat16, torch.float16, torch.float32")
+        if not fp8 and self.query_dtype != self.k_pages.dtype:
+            raise ValueError(f"query_dtype: {self.query_dtype} != page dtype {self.k_pages.dtype}; "
+                             "allowed: the same type, or any with fp8 pages")
+        for name in ("k_scale", "v_scale"):
+            value = getattr(self, name)
+            check_scale(name, value)
+            if not fp8 and value != 1.0:
+                raise ValueError(f"{name}: {value} for a {self.k_pages.dtype} cache; allowed: 1.0 "
+                                 "(scales belong to fp8 caches)")
+            object.__setattr__(self, name, float(value))
 
     @classmethod
     def from_lengths(
@@ -67,6 +107,8 @@ class PagedKVCache:
         dtype=None,
         seed: int = 0,
         shuffle_pages: bool = True,
+        k_scale: float | None = None,
+        v_scale: float | None = None,
     ) -> PagedKVCache:
         """A cache for requests of `kv_lens` tokens (1..1,048,576 each), filled with N(0, 1) values.
 
@@ -75,9 +117,22 @@ class PagedKVCache:
         torch.Generator on `device`, so the same seed gives the same cache on the same kind of
         device (CPU and CUDA generators draw different streams). The unused tail slots of each
         last page are filled too; `fill_unused_slots` overwrites them (tests use NaN there).
+
+        With shape.kv_dtype "fp8_e4m3" the pages are e4m3 and `dtype` is the query dtype. The
+        N(0, 1) values are drawn in float32 and stored as round(x / scale) in e4m3 with one
+        scale per tensor: by default amax(x) / 448 (the largest value lands on e4m3's largest),
+        or the given k_scale / v_scale (finite, > 0; values beyond 448 x scale saturate).
+        k_scale / v_scale are refused for a 16-bit cache.
         """
         kv_lens = as_kv_lens(kv_lens)
         torch_dtype = resolve_dtype(dtype, shape)
+        fp8 = shape.kv_is_fp8
+        for name, value in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if value is not None:
+                if not fp8:
+                    raise ValueError(f"{name}: given for a {shape.kv_dtype} cache; allowed: only "
+                                     "with kv_dtype fp8_e4m3")
+                check_scale(name, value)
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise ValueError(f"seed: {seed!r} is not an integer")  # noqa: TRY004 - project rule
         ps = shape.page_size
@@ -89,8 +144,13 @@ class PagedKVCache:
         gen = torch.Generator(device=device)
         gen.manual_seed(int(seed))
         page_shape = (num_pages, ps, shape.num_kv_heads, shape.head_dim)
-        k_pages = torch.randn(page_shape, generator=gen, device=device, dtype=torch_dtype)
-        v_pages = torch.randn(page_shape, generator=gen, device=device, dtype=torch_dtype)
+        draw_dtype = torch.float32 if fp8 else torch_dtype
+        k_pages = torch.randn(page_shape, generator=gen, device=device, dtype=draw_dtype)
+        v_pages = torch.randn(page_shape, generator=gen, device=device, dtype=draw_dtype)
+        scales = {}
+        if fp8:
+            k_pages, scales["k_scale"] = quantize_e4m3(k_pages, k_scale)
+            v_pages, scales["v_scale"] = quantize_e4m3(v_pages, v_scale)
 
         indptr = np.zeros(kv_lens.shape[0] + 1, dtype=np.int64)
         np.cumsum(pages_per_request, out=indptr[1:])
@@ -109,6 +169,8 @@ class PagedKVCache:
             page_indices=torch.from_numpy(indices.astype(np.int32)).to(device),
             kv_lens_dev=torch.from_numpy(kv_lens.astype(np.int32)).to(device),
             seed=int(seed),
+            query_dtype=torch_dtype,
+            **scales,
         )
 
     @property
@@ -125,7 +187,17 @@ class PagedKVCache:
 
     @property
     def dtype(self) -> torch.dtype:
+        """The query/output dtype this cache goes with (the pages' dtype unless they are fp8)."""
+        return self.query_dtype
+
+    @property
+    def kv_dtype(self) -> torch.dtype:
+        """The pages' own dtype (torch.float8_e4m3fn for an fp8 cache)."""
         return self.k_pages.dtype
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.k_pages.dtype == torch.float8_e4m3fn
 
     @property
     def device(self) -> torch.device:
@@ -147,13 +219,23 @@ class PagedKVCache:
         lo, hi = self.page_indptr[b].item(), self.page_indptr[b + 1].item()
         return self.page_indices[lo:hi].long()
 
-    def request_kv(self, b: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(k, v) of request `b`, each `[kv_len, num_kv_heads, head_dim]` (a gathered copy)."""
+    def request_kv(self, b: int, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(k, v) of request `b`, each `[kv_len, num_kv_heads, head_dim]` (a gathered copy).
+
+        An fp8 cache returns the dequantised values, page element x scale, in `dtype` (default
+        float32; float64 is exact). Other caches return the pages' values, converted to `dtype`
+        when one is given.
+        """
         pages = self.request_pages(b)
         n = int(self.kv_lens[b])
         h, d = self.shape.num_kv_heads, self.shape.head_dim
         k = self.k_pages.index_select(0, pages).reshape(-1, h, d)[:n]
         v = self.v_pages.index_select(0, pages).reshape(-1, h, d)[:n]
+        if self.is_fp8:
+            out = torch.float32 if dtype is None else dtype
+            return k.to(out) * self.k_scale, v.to(out) * self.v_scale
+        if dtype is not None:
+            k, v = k.to(dtype), v.to(dtype)
         return k, v
 
     def fill_unused_slots(self, value: float) -> None:
@@ -173,6 +255,27 @@ class PagedKVCache:
     def _check_request(self, b: int) -> None:
         if not 0 <= b < self.batch_size:
             raise ValueError(f"request: {b} out of range; allowed: 0..{self.batch_size - 1}")
+
+
+def check_scale(name: str, value) -> None:
+    """ValueError naming `name` unless value is a finite float > 0 (an fp8 dequantisation scale)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}: {value!r} is not a number; allowed: a finite float > 0")
+    if not math.isfinite(float(value)) or not float(value) > 0:
+        raise ValueError(f"{name}: {value} not allowed; allowed: a finite float > 0")
+
+
+def quantize_e4m3(x: torch.Tensor, scale: float | None = None) -> tuple[torch.Tensor, float]:
+    """(e4m3 tensor, scale) with x ~ e4m3 x scale: per-tensor scale amax(|x|) / 448 unless given.
+
+    Values beyond 448 x scale saturate to +-448 (torch's cast would give NaN for them).
+    """
+    if scale is None:
+        amax = float(x.abs().max()) if x.numel() else 0.0
+        scale = amax / FP8_E4M3_MAX if amax > 0 else 1.0
+    check_scale("scale", scale)
+    q = (x.float() / scale).clamp_(-FP8_E4M3_MAX, FP8_E4M3_MAX)
+    return q.to(torch.float8_e4m3fn), float(scale)
 
 
 def make_queries(batch_size: int, shape: AttentionShape, *, device="cpu", dtype=None,
@@ -212,4 +315,5 @@ def _break_contiguous_runs(perm: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["TORCH_DTYPES", "PagedKVCache", "make_queries", "resolve_dtype"]
+__all__ = ["FP8_E4M3_MAX", "KV_TORCH_DTYPES", "TORCH_DTYPES", "PagedKVCache", "check_scale",
+           "make_queries", "quantize_e4m3", "resolve_dtype"]

@@ -8,6 +8,15 @@ A tuned table plans each bucket with one of two rules (RULES), chosen for the wh
                This is all a backend with one chunk size per batch (FlashInfer's
                fixed_split_size) can run, so a study on such a backend tunes only the chunk.
 `rule_policy(rule, params)` is the Policy one bucket plans with.
+
+A bucket may also name its own rule family (FAMILIES), which then replaces the table's rule for
+that bucket:
+  fixed-chunk  as above;
+  parametric   as above;
+  adaptive     one chunk per batch, computed at plan time from the batch (AdaptiveChunkPolicy):
+               what FlashInfer's plan() can take per decode step as fixed_split_size;
+  defer        the engine's own planner (FlashInfer's tensor-core plan, fixed_split_size=None):
+               a bucket where no tuned rule beat it on held-out cases.
 """
 
 from __future__ import annotations
@@ -16,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-
 from kvtune.kernels.baselines import FixedSplitPolicy
 from kvtune.kernels.plan import (
     MAX_BATCH,
@@ -29,11 +37,93 @@ from kvtune.kernels.plan import (
     build_plan,
     split_by_count,
 )
-from kvtune.kernels.policy_common import cdiv, check_choice, check_int, plain_notes, smallest_fitting
+from kvtune.kernels.policy_common import (
+    cdiv,
+    check_choice,
+    check_int,
+    plain_notes,
+    smallest_fitting,
+)
 
 PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"
 RULES = (PARAMETRIC_RULE, FIXED_CHUNK_RULE)
+ADAPTIVE_FAMILY = "adaptive"
+DEFER_FAMILY = "defer"
+FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, DEFER_FAMILY)
+# The adaptive rule's default cap on the chunk when a bucket gives none (tokens).
+DEFAULT_MAX_CHUNK_TOKENS = 16384
+
+
+def engine_default_policy():
+    """The engine's own planner, what a deferred bucket plans with: FlashInfer's tensor-core
+    decode planner with fixed_split_size=None (the Triton backend runs the same plan)."""
+    from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
+
+    return FlashInferTensorCorePolicy()
+
+
+def adaptive_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: int,
+                          max_ctas_per_sm: int, params: SplitParams, max_chunk_tokens: int) -> int:
+    """The adaptive family's chunk (tokens, a multiple of page_size) for one batch.
+
+    Knobs: target waves w = params.max_waves, min chunk = params.min_tokens_per_cta, max chunk =
+    max_chunk_tokens, max splits = params.max_splits, occupancy = params.ctas_per_sm. With
+    T = total tokens, L = the longest request, slots = sm_count x min(ctas_per_sm, max_ctas_per_sm):
+      c0 = ceil(T x H_kv / (w x slots))   (about w waves of pieces over the batch)
+      c1 = ceil(L / max_splits)           (the longest request gets at most max_splits pieces)
+      c  = min(max_chunk, max(min_chunk, c0, c1)), rounded up to a whole page.
+    The max chunk wins over max_splits when both cannot hold.
+    """
+    kv = as_kv_lens(kv_lens)
+    ctas = min(params.ctas_per_sm, max_ctas_per_sm)
+    slots = sm_count * ctas
+    c0 = -(-int(kv.sum()) * num_kv_heads // (params.max_waves * slots))
+    c1 = -(-int(kv.max()) // params.max_splits)
+    chunk = min(max_chunk_tokens, max(params.min_tokens_per_cta, c0, c1))
+    return -(-chunk // page_size) * page_size
+
+
+@dataclass(frozen=True)
+class AdaptiveChunkPolicy:
+    """One chunk per batch, computed from the batch at plan time (adaptive_chunk_tokens), then
+    pieces of exactly that many tokens in request order (FixedSplitPolicy, static order).
+
+    split_params: the knobs (max_waves = target waves, min_tokens_per_cta = min chunk,
+    max_splits, ctas_per_sm; schedule ignored). max_chunk_tokens: the cap, tokens, 1..1,048,576.
+    """
+
+    split_params: SplitParams = field(default_factory=SplitParams)
+    max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS
+    name: ClassVar[str] = "adaptive-chunk"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.split_params, SplitParams):
+            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")  # noqa: TRY004
+        check_int("max_chunk_tokens", self.max_chunk_tokens, 1, 1 << 20)
+
+    def params(self) -> dict:
+        return {**self.split_params.to_dict(), "max_chunk_tokens": self.max_chunk_tokens}
+
+    @classmethod
+    def from_params(cls, **params) -> AdaptiveChunkPolicy:
+        max_chunk = params.pop("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS)
+        return cls(SplitParams(**params), max_chunk)
+
+    @classmethod
+    def default_params(cls) -> dict:
+        return cls().params()
+
+    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
+        kv_lens = as_kv_lens(kv_lens)
+        p = self.split_params
+        chunk = adaptive_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
+                                      device.sm_count, device.max_ctas_per_sm, p,
+                                      self.max_chunk_tokens)
+        plan = FixedSplitPolicy(chunk_tokens=chunk, schedule="static",
+                                ctas_per_sm=p.ctas_per_sm).plan(kv_lens, shape, device)
+        plan.notes.update(chunk_tokens=chunk, family=ADAPTIVE_FAMILY)
+        return plan
 
 
 @dataclass(frozen=True)
@@ -126,34 +216,61 @@ def rule_policy(rule: str, params: SplitParams):
     return ParametricPolicy(params)
 
 
+def family_policy(family: str, params: SplitParams, max_chunk_tokens: int | None = None):
+    """The Policy one bucket of rule family `family` (FAMILIES) plans with."""
+    check_choice("family", family, FAMILIES)
+    if family == DEFER_FAMILY:
+        return engine_default_policy()
+    if family == ADAPTIVE_FAMILY:
+        return AdaptiveChunkPolicy(params, max_chunk_tokens or DEFAULT_MAX_CHUNK_TOKENS)
+    return rule_policy(family, params)
+
+
 @dataclass(frozen=True)
 class Bucket:
-    """SplitParams for batch sizes min_batch..max_batch (inclusive), 1..MAX_BATCH."""
+    """SplitParams for batch sizes min_batch..max_batch (inclusive), 1..MAX_BATCH.
+
+    family: "" (the table's rule) or one of FAMILIES; max_chunk_tokens: the adaptive family's
+    cap (None: DEFAULT_MAX_CHUNK_TOKENS). A deferred bucket's params are kept but not used.
+    """
 
     min_batch: int
     max_batch: int
     params: SplitParams
+    family: str = ""
+    max_chunk_tokens: int | None = None
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "min_batch": self.min_batch,
             "max_batch": self.max_batch,
             "params": self.params.to_dict(),
         }
+        if self.family:
+            d["family"] = self.family
+        if self.max_chunk_tokens is not None:
+            d["max_chunk_tokens"] = self.max_chunk_tokens
+        return d
 
 
 def _as_bucket(index: int, entry) -> Bucket:
+    family, max_chunk = "", None
     if isinstance(entry, Bucket):
         lo, hi, params = entry.min_batch, entry.max_batch, entry.params
+        family, max_chunk = entry.family, entry.max_chunk_tokens
     elif isinstance(entry, dict):
-        unknown = set(entry) - {"min_batch", "max_batch", "params"}
+        unknown = set(entry) - {"min_batch", "max_batch", "params", "family", "max_chunk_tokens"}
         if unknown or "params" not in entry:
             raise ValueError(
-                f"buckets[{index}]: needs keys min_batch, max_batch, params; got {', '.join(sorted(entry))}"
+                f"buckets[{index}]: needs keys min_batch, max_batch, params (family, "
+                f"max_chunk_tokens optional); got {', '.join(sorted(entry))}"
             )
         lo, hi, params = entry.get("min_batch"), entry.get("max_batch"), entry["params"]
-    elif isinstance(entry, (tuple, list)) and len(entry) == 3:
-        lo, hi, params = entry
+        family, max_chunk = entry.get("family", ""), entry.get("max_chunk_tokens")
+    elif isinstance(entry, (tuple, list)) and len(entry) in (3, 4, 5):
+        lo, hi, params = entry[:3]
+        family = entry[3] if len(entry) > 3 else ""
+        max_chunk = entry[4] if len(entry) > 4 else None
     else:
         raise ValueError(f"buckets[{index}]: {entry!r} is not (min_batch, max_batch, SplitParams)")
     check_int(f"buckets[{index}].min_batch", lo, 1, MAX_BATCH)
@@ -164,7 +281,11 @@ def _as_bucket(index: int, entry) -> Bucket:
         raise ValueError(
             f"buckets[{index}].params: {params!r} is not a SplitParams or a dict of its fields"
         )
-    return Bucket(int(lo), int(hi), params)
+    if family:
+        check_choice(f"buckets[{index}].family", family, FAMILIES)
+    if max_chunk is not None:
+        check_int(f"buckets[{index}].max_chunk_tokens", max_chunk, 1, 1 << 20)
+    return Bucket(int(lo), int(hi), params, family or "", max_chunk)
 
 
 @dataclass(frozen=True)
@@ -225,20 +346,30 @@ class BucketedPolicy:
         kv_lens = as_kv_lens(kv_lens)
         index = self.select(kv_lens.shape[0])
         bucket = self.buckets[index]
-        plan = rule_policy(self.rule, bucket.params).plan(kv_lens, shape, device)
+        family = bucket.family or self.rule
+        plan = family_policy(family, bucket.params, bucket.max_chunk_tokens).plan(
+            kv_lens, shape, device)
         plan.notes.update(
             bucket=index, bucket_min_batch=bucket.min_batch, bucket_max_batch=bucket.max_batch,
-            rule=self.rule,
+            rule=self.rule, family=family,
         )
         return plan
 
 
 __all__ = [
+    "ADAPTIVE_FAMILY",
+    "DEFAULT_MAX_CHUNK_TOKENS",
+    "DEFER_FAMILY",
+    "FAMILIES",
     "FIXED_CHUNK_RULE",
     "PARAMETRIC_RULE",
     "RULES",
+    "AdaptiveChunkPolicy",
     "Bucket",
     "BucketedPolicy",
     "ParametricPolicy",
+    "adaptive_chunk_tokens",
+    "engine_default_policy",
+    "family_policy",
     "rule_policy",
 ]

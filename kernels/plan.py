@@ -16,6 +16,10 @@ from typing import Protocol
 import numpy as np
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2}
+# KV cache element types: the query/output types, or e4m3 pages with per-tensor float scales (the
+# form vLLM, SGLang, TensorRT-LLM and FlashInfer serve with).
+KV_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8_e4m3": 1}
+FP8_KV_DTYPES = ("fp8_e4m3",)
 SCHEDULES = (
     "static",
     "static-heavy-first",
@@ -35,7 +39,10 @@ class AttentionShape:
     num_kv_heads: KV heads, 1..1024.
     head_dim: 64, 128 or 256.
     page_size: tokens per KV page, a power of two from 1 to 128.
-    dtype: "bf16" or "fp16" (queries and KV cache).
+    dtype: "bf16" or "fp16": queries and output (and the KV cache unless kv_dtype says otherwise).
+    kv_dtype: element type of the K/V pages: "bf16", "fp16" or "fp8_e4m3" (one byte per element,
+        dequantised with a per-tensor scale); None (the default) means `dtype`. A 16-bit kv_dtype
+        must equal dtype (the kernels multiply q and K in one type).
     """
 
     num_qo_heads: int = 32
@@ -43,6 +50,7 @@ class AttentionShape:
     head_dim: int = 128
     page_size: int = 16
     dtype: str = "bf16"
+    kv_dtype: str | None = None
 
     def __post_init__(self) -> None:
         _check_int("num_kv_heads", self.num_kv_heads, 1, 1024)
@@ -58,7 +66,17 @@ class AttentionShape:
         if self.page_size & (self.page_size - 1):
             raise ValueError(f"page_size: {self.page_size} is not a power of two; allowed: 1..128")
         if self.dtype not in DTYPE_BYTES:
-            raise ValueError(f"dtype: {self.dtype!r} not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+            hint = " (fp8 is a KV cache type: give it as kv_dtype)" if self.dtype in FP8_KV_DTYPES else ""
+            raise ValueError(f"dtype: {self.dtype!r} not allowed for queries{hint}; allowed: "
+                             f"{', '.join(DTYPE_BYTES)}")
+        if self.kv_dtype is None:
+            object.__setattr__(self, "kv_dtype", self.dtype)
+        if self.kv_dtype not in KV_DTYPE_BYTES:
+            raise ValueError(f"kv_dtype: {self.kv_dtype!r} not allowed; allowed: "
+                             f"{', '.join(KV_DTYPE_BYTES)}")
+        if self.kv_dtype not in FP8_KV_DTYPES and self.kv_dtype != self.dtype:
+            raise ValueError(f"kv_dtype: {self.kv_dtype!r} with dtype {self.dtype!r}; allowed: "
+                             f"{self.dtype!r} or {', '.join(FP8_KV_DTYPES)}")
 
     @property
     def group_size(self) -> int:
@@ -66,9 +84,14 @@ class AttentionShape:
         return self.num_qo_heads // self.num_kv_heads
 
     @property
+    def kv_is_fp8(self) -> bool:
+        """True for e4m3 pages (per-tensor k_scale / v_scale)."""
+        return self.kv_dtype in FP8_KV_DTYPES
+
+    @property
     def kv_bytes_per_token_per_head(self) -> int:
-        """Bytes of K plus V for one token of one KV head."""
-        return 2 * self.head_dim * DTYPE_BYTES[self.dtype]
+        """Bytes of K plus V for one token of one KV head (1 byte per element for fp8)."""
+        return 2 * self.head_dim * kv_element_bytes(self)
 
     def to_dict(self) -> dict:
         return {
@@ -77,7 +100,17 @@ class AttentionShape:
             "head_dim": self.head_dim,
             "page_size": self.page_size,
             "dtype": self.dtype,
+            "kv_dtype": self.kv_dtype,
         }
+
+
+def kv_element_bytes(shape: AttentionShape) -> int:
+    """Bytes of one K or V element in the cache: 2 for bf16/fp16, 1 for fp8_e4m3.
+
+    The one place byte counts of the KV cache come from (floors, bandwidth fractions, the
+    simulator, the policies' cost models); the query and output stay in `shape.dtype`.
+    """
+    return KV_DTYPE_BYTES[shape.kv_dtype]
 
 
 @dataclass(frozen=True)
@@ -406,6 +439,10 @@ def _check_int(name: str, value, lo: int, hi: int) -> None:
 
 __all__ = [
     "AttentionShape",
+    "DTYPE_BYTES",
+    "KV_DTYPE_BYTES",
+    "FP8_KV_DTYPES",
+    "kv_element_bytes",
     "DeviceSpec",
     "SplitParams",
     "Plan",

@@ -62,3 +62,48 @@ def parse_int_list(text: str, field: str, lo: int | None = None, hi: int | None 
 
 
 __all__ = ["MAX_INT_DIGITS", "parse_assignments", "parse_int_list", "parse_value"]
+
+
+TUNED_PATH_PREFIX = "tuned:path="
+
+
+def split_policy_specs(text: str, is_policy_name=None) -> list[str]:
+    """'fa3,tuned:path=a,b.json,no-split' -> ['fa3', 'tuned:path=a,b.json', 'no-split'].
+
+    Specs are comma-separated, except that the path of a `tuned:path=FILE` entry may itself hold
+    ',' and ':': it runs up to the next ',' that starts another spec, i.e. is followed by
+    `tuned:` or by a word that `is_policy_name` accepts (alone or before ':'). Empty items are
+    dropped; spaces around a spec are removed (never inside a path)."""
+    is_policy_name = is_policy_name or (lambda name: False)
+
+    def starts_spec(rest: str) -> bool:
+        head = rest.strip()
+        return head.startswith("tuned:") or is_policy_name(head.split(":", 1)[0].strip())
+
+    parts = str(text).split(",")
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        item = parts[i]
+        i += 1
+        if item.strip().startswith(TUNED_PATH_PREFIX):
+            while i < len(parts) and not starts_spec(parts[i]):
+                item += "," + parts[i]
+                i += 1
+            out.append(item.strip())
+        elif item.strip():
+            out.append(item.strip())
+    return out
+
+
+def tuned_path(spec: str) -> str | None:
+    """The FILE of a `tuned:path=FILE` spec, or None for any other spec."""
+    spec = spec.strip()
+    if not spec.startswith(TUNED_PATH_PREFIX):
+        if spec.split(":", 1)[0].strip() == "tuned" and spec != "tuned":
+            raise ValueError(f"policies: {spec!r} not allowed; allowed: tuned:path=FILE")
+        return None
+    path = spec[len(TUNED_PATH_PREFIX):]
+    if not path:
+        raise ValueError("policies: tuned:path= needs a file, e.g. tuned:path=tuned.json")
+    return path

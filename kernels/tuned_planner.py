@@ -2,7 +2,7 @@
 
 This module is meant to be vendored: it imports only the Python standard library and numpy (no
 torch, no triton, nothing of kvtune), so a serving engine can copy this one file into its tree.
-To vendor it: copy `harness/tuned_planner.py` as is (keep this docstring: it says which kvtune
+To vendor it: copy `kernels/tuned_planner.py` as is (keep this docstring: it says which kvtune
 version and schema it follows), then
 
     import tuned_planner
@@ -27,6 +27,16 @@ last max_batch), and pages_b = ceil(L_b / P):
 counts, the other knobs are ignored):
   c = ceil(min_tokens_per_cta / P);  splits_b = ceil(pages_b / c);  piece_pages_b = min(c, pages_b)
 Request b is cut into splits_b contiguous pieces of piece_pages_b pages (the last may be shorter).
+
+Schema 1.2 lets a bucket name its own rule `family`, which replaces the file's rule there:
+"adaptive" (one chunk per batch, computed from the batch every call; knobs: max_waves = target
+waves, min_tokens_per_cta = min chunk, the bucket's max_chunk_tokens = max chunk, max_splits,
+ctas_per_sm), with T = sum_b L_b, L = max_b L_b, slots = S x min(ctas_per_sm, max_ctas_per_sm):
+  c0 = ceil(T x H_kv / (max_waves x slots));  c1 = ceil(L / max_splits)
+  c = ceil(min(max_chunk, max(min_chunk, c0, c1)) / P) pages; then as "fixed-chunk" with c.
+"defer": use the engine's own planner. plan_pieces then returns `deferred=True` and no splits,
+plan_splits returns None, and fixed_split_size returns None: FlashInfer's own planner (pass
+fixed_split_size=None / -1), vLLM's and SGLang's own num_kv_splits logic. See docs/EXPORT.md.
 
 Reading a file is defensive: files over MAX_FILE_BYTES, JSON nested deeper than
 MAX_NESTING_DEPTH, NaN or Infinity, duplicate keys, an unknown major schema version, wrong types,
@@ -54,6 +64,10 @@ SCHEDULES = ("static", "static-heavy-first", "persistent-round-robin", "persiste
 PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"
 RULES = (PARAMETRIC_RULE, FIXED_CHUNK_RULE)
+ADAPTIVE_FAMILY = "adaptive"
+DEFER_FAMILY = "defer"
+FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, DEFER_FAMILY)
+DEFAULT_MAX_CHUNK_TOKENS = 16384
 # Inclusive ranges of the integer knobs (kvtune's SplitParams).
 PARAM_RANGES = {
     "min_tokens_per_cta": (1, MAX_KV_LEN_TOKENS),
@@ -74,16 +88,20 @@ class TunedPieces(NamedTuple):
     splits: [B] int64, pieces per request (>= 1). piece_tokens: [B] int64, tokens per piece
     (a multiple of page_size; the last piece of a request may be shorter). bucket_index: which
     entry of `buckets` was used. params: that bucket's params. chunk_tokens: the common chunk c
-    in tokens (parametric: what the budget search settled on; fixed-chunk: the fixed chunk).
-    rule: the file's rule.
+    in tokens (parametric: what the budget search settled on; fixed-chunk: the fixed chunk;
+    adaptive: the chunk computed for this batch). rule: the file's rule. family: the rule this
+    bucket planned with (its `family`, else the file's rule). deferred: True for a "defer"
+    bucket: use the engine's own planner; splits, piece_tokens and chunk_tokens are then None.
     """
 
     splits: np.ndarray
     piece_tokens: np.ndarray
     bucket_index: int
     params: dict
-    chunk_tokens: int
+    chunk_tokens: int | None
     rule: str = PARAMETRIC_RULE
+    family: str = PARAMETRIC_RULE
+    deferred: bool = False
 
 
 class _NonFinite:
@@ -254,9 +272,15 @@ def check_buckets(buckets) -> list:
     for i, bucket in enumerate(buckets):
         where = f"buckets[{i}]"
         bucket = _object(where, bucket)
-        unknown = sorted(set(bucket) - {"min_batch", "max_batch", "params"})
+        allowed = ("min_batch", "max_batch", "params", "family", "max_chunk_tokens")
+        unknown = sorted(set(bucket) - set(allowed))
         if unknown:
-            raise ValueError(f"{where}.{unknown[0]}: unknown field; allowed: min_batch, max_batch, params")
+            raise ValueError(f"{where}.{unknown[0]}: unknown field; allowed: {', '.join(allowed)}")
+        if "family" in bucket and bucket["family"] not in FAMILIES:
+            raise ValueError(f"{where}.family: {bucket['family']!r} not allowed; allowed: "
+                             f"{', '.join(FAMILIES)}")
+        if "max_chunk_tokens" in bucket:
+            _int(f"{where}.max_chunk_tokens", bucket["max_chunk_tokens"], 1, MAX_KV_LEN_TOKENS)
         lo = _int(f"{where}.min_batch", _field(bucket, where, "min_batch"), 1, MAX_BATCH)
         hi = _int(f"{where}.max_batch", _field(bucket, where, "max_batch"), lo, MAX_BATCH)
         if lo <= previous_max:
@@ -355,18 +379,30 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     occupancy = doc["device"]["max_ctas_per_sm"] if max_ctas_per_sm is None else max_ctas_per_sm
     _int("max_ctas_per_sm", occupancy, 1, 32)
     index = select_bucket(doc, int(kv.shape[0]))
-    params = doc["buckets"][index]["params"]
+    bucket = doc["buckets"][index]
+    params = bucket["params"]
     heads = doc["shape"]["num_kv_heads"]
     page = doc["shape"]["page_size"]
     max_splits = params["max_splits"]
     pages = -(-kv // page)
     rule = document_rule(doc)
-    if rule == FIXED_CHUNK_RULE:
-        chunk = -(-params["min_tokens_per_cta"] // page)
+    family = bucket.get("family", rule)
+    if family == DEFER_FAMILY:
+        return TunedPieces(None, None, index, dict(params), None, rule, family, True)
+    if family in (FIXED_CHUNK_RULE, ADAPTIVE_FAMILY):
+        if family == ADAPTIVE_FAMILY:
+            slots = num_sms * min(params["ctas_per_sm"], occupancy)
+            c0 = -(-int(kv.sum()) * heads // (params["max_waves"] * slots))
+            c1 = -(-int(kv.max()) // max_splits)
+            tokens = min(bucket.get("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS),
+                         max(params["min_tokens_per_cta"], c0, c1))
+        else:
+            tokens = params["min_tokens_per_cta"]
+        chunk = -(-tokens // page)
         splits = -(-pages // chunk)
         piece_tokens = np.minimum(pages, chunk) * page
         return TunedPieces(splits.astype(np.int64), piece_tokens.astype(np.int64), index,
-                           dict(params), int(chunk * page), rule)
+                           dict(params), int(chunk * page), rule, family)
 
     ctas = min(params["ctas_per_sm"], occupancy)
     budget = max(params["max_waves"] * num_sms * ctas, int(kv.shape[0]) * heads)
@@ -383,15 +419,33 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     piece_pages = -(-pages // wanted)
     splits = -(-pages // piece_pages)  # equal pieces can need fewer than asked
     return TunedPieces(splits.astype(np.int64), (piece_pages * page).astype(np.int64), index,
-                       dict(params), int(low * page), rule)
+                       dict(params), int(low * page), rule, family)
 
 
-def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None) -> np.ndarray:
-    """Pieces per request ([B] int64, each >= 1) under the tuned heuristic; see plan_pieces."""
+def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None):
+    """Pieces per request ([B] int64, each >= 1) under the tuned heuristic; see plan_pieces.
+    None for a deferred bucket: use the engine's own planner."""
     return plan_pieces(heuristic, kv_lens, num_sms, max_ctas_per_sm=max_ctas_per_sm).splits
 
 
+def fixed_split_size(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None):
+    """FlashInfer's `fixed_split_size` (pages) for this batch, or None: use FlashInfer's own
+    planner (a deferred bucket; pass fixed_split_size=None, i.e. -1). ValueError for a bucket of
+    the "parametric" family, whose pieces one chunk per batch cannot express (use plan_pieces)."""
+    pieces = plan_pieces(heuristic, kv_lens, num_sms, max_ctas_per_sm=max_ctas_per_sm)
+    if pieces.deferred:
+        return None
+    if pieces.family == PARAMETRIC_RULE:
+        raise ValueError(f"family: bucket {pieces.bucket_index} is parametric; fixed_split_size "
+                         "needs fixed-chunk, adaptive or defer")
+    doc = _as_document(heuristic)
+    return pieces.chunk_tokens // doc["shape"]["page_size"]
+
+
 __all__ = [
+    "ADAPTIVE_FAMILY",
+    "DEFER_FAMILY",
+    "FAMILIES",
     "FIXED_CHUNK_RULE",
     "MAX_FILE_BYTES",
     "MAX_NESTING_DEPTH",
@@ -402,6 +456,7 @@ __all__ = [
     "check_document",
     "check_schema_version",
     "document_rule",
+    "fixed_split_size",
     "load_document",
     "parse_document",
     "plan_pieces",

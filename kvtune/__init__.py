@@ -11,6 +11,14 @@ docs/ARCHITECTURE.md gives the layers and the path of the data.
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+# Run from a source checkout (`python -m kvtune` in the repository root, which puts this folder
+# ahead of any installed copy): the subpackages are the folders beside this one, as the
+# package-dir mapping of pyproject.toml installs them. An installed kvtune has them inside.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "kernels" / "plan.py").is_file():
+    __path__.append(str(_CHECKOUT))  # noqa: F821 - the package's own __path__
 
 try:
     __version__ = version("kvtune")

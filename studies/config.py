@@ -15,7 +15,7 @@ from pathlib import Path
 from kvtune.workloads.selection import CaseSettings
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
-OBJECTIVES = ("mean", "mean,worst")
+OBJECTIVES = ("robust", "mean", "mean,worst")
 # The user attribute of every bucket study holding the settings it was created with: the
 # defaults of a later `--resume` (so `kvtune tune --study demo --resume --trials 80` works).
 SETTINGS_ATTR = "kvtune_settings"
@@ -24,7 +24,7 @@ PROCESS_FIELDS = ("study", "storage", "journal", "resume", "workers", "gpus", "t
                   "heartbeat_s", "no_progress")
 # Settings a resume may change: how many trials, how they are drawn and how the end is judged.
 RESUME_FREE_FIELDS = ("trials", "sampler", "seed", "pruner", "finalists", "finalist_rounds",
-                      "oracle", "preset")
+                      "oracle", "preset", "validate", "stress", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class TuneConfig:
     shape: str = "llama3-8b"
     page_size: int | None = None
     dtype: str | None = None
+    kv_dtype: str | None = None
     num_qo_heads: int | None = None
     num_kv_heads: int | None = None
     head_dim: int | None = None
@@ -49,10 +50,14 @@ class TuneConfig:
     warm_l2: bool = False
     stopping: str | None = None
     trials: int = 40
-    buckets: str | None = None
+    buckets: str | None = None  # "auto": searched (studies/buckets_auto.py)
+    max_buckets: int = 4
+    validate: tuple = ()  # specs (studies/validation.py); () = held-out seeds; ("none",) = off
+    stress: bool = True
+    adaptive: bool = True  # adaptive-family finalists (studies/finalists.py)
     sampler: str | None = None  # None: tpe, or nsga2 for the multi-objective mode
     seed: int = 0
-    objective: str = "mean"
+    objective: str = "robust"
     pruner: str = "median"
     baselines: str = "flashinfer-tensor-core,fa3,trtllm-oversub,fixed-split"
     space: dict = field(default_factory=dict)
@@ -75,7 +80,8 @@ class TuneConfig:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective: {self.objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
         for name, lo, hi in (("trials", 1, 100_000), ("workers", 1, 256), ("finalists", 1, 50),
-                             ("finalist_rounds", 1, 100), ("heartbeat_s", 1, 3600)):
+                             ("finalist_rounds", 1, 100), ("heartbeat_s", 1, 3600),
+                             ("max_buckets", 1, 16)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name.replace('_', '-')}: {value!r} out of range; allowed: {lo}..{hi}")
@@ -89,12 +95,17 @@ class TuneConfig:
         return CaseSettings(suite=self.suite, distribution=self.distribution,
                             batch_sizes=self.batch_sizes, params=tuple(self.param),
                             seeds=self.seeds, shape=self.shape, page_size=self.page_size,
-                            dtype=self.dtype, num_qo_heads=self.num_qo_heads,
+                            dtype=self.dtype, kv_dtype=self.kv_dtype,
+                            num_qo_heads=self.num_qo_heads,
                             num_kv_heads=self.num_kv_heads, head_dim=self.head_dim)
 
     @property
     def multi_objective(self) -> bool:
         return self.objective == "mean,worst"
+
+    @property
+    def robust(self) -> bool:
+        return self.objective == "robust"
 
     @property
     def sampler_name(self) -> str:
@@ -103,12 +114,14 @@ class TuneConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["param"] = list(self.param)
+        d["validate"] = list(self.validate)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> TuneConfig:
         d = dict(d)
         d["param"] = tuple(d.get("param") or ())
+        d["validate"] = tuple(d.get("validate") or ())
         return cls(**d)
 
 
@@ -125,8 +138,9 @@ def resume_config(explicit: dict, preset: dict | None, stored: dict) -> TuneConf
     agree with the stored value; ValueError naming the first difference otherwise."""
     known = {f.name for f in dataclasses.fields(TuneConfig)}
     base = {k: v for k, v in stored.items() if k in known and k not in PROCESS_FIELDS}
-    if "param" in base:
-        base["param"] = tuple(base["param"] or ())
+    for key in ("param", "validate"):  # JSON lists back to the tuples TuneConfig holds
+        if key in base:
+            base[key] = tuple(base[key] or ())
     given = dict(preset or {})
     space = dict(given.get("space") or {})
     space.update(explicit.get("space") or {})
@@ -182,7 +196,7 @@ def load_preset(name: str) -> dict:
         key = key.replace("-", "_")
         if key not in known:
             raise ValueError(f"preset {name}: key {key!r} unknown; allowed: {', '.join(sorted(known))}")
-        values[key] = tuple(value) if key == "param" else value
+        values[key] = tuple(value) if key in ("param", "validate") else value
     if "space" in values and not isinstance(values["space"], dict):
         raise ValueError(f"preset {name}: space must be a table of knob = values")
     return values

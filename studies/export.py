@@ -55,11 +55,14 @@ from kvtune.studies.result import (
     load_tuning_result,
 )
 
-# 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric").
-SCHEMA_VERSION = "1.1"
+# 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric"); 1.2 per-bucket
+# `family` and `max_chunk_tokens`, the evidence's `validation`, `allow_regression`.
+SCHEMA_VERSION = "1.2"
+# Validation slower than the engine default by more than this on any case refuses the export.
+REGRESSION_LIMIT = 1.02
 SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
 DEFAULT_STORAGE = "sqlite:///results/optuna.db"
-SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype")
+SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype", "kv_dtype")
 
 
 # --------------------------------------------------------------------------- credentials
@@ -251,7 +254,9 @@ def bucket_evidence(bucket: CoveredBucket) -> dict:
         spread = (f.score_p90 - f.score_p10) / f.score_median if f.score_median > 0 else None
         finalists.append({"params": f.params.to_dict(), "score_median": f.score_median,
                           "score_p10": f.score_p10, "score_p90": f.score_p90, "spread": spread,
-                          "ctas": f.ctas, "chosen": f.chosen})
+                          "ctas": f.ctas, "chosen": f.chosen,
+                          **({"family": f.family, "max_chunk_tokens": f.max_chunk_tokens}
+                             if f.family else {})})
     regret = None
     if regrets or r.regret_geomean is not None:
         regret = {"geomean": r.regret_geomean if r.regret_geomean is not None else _geomean(regrets),
@@ -266,7 +271,43 @@ def bucket_evidence(bucket: CoveredBucket) -> dict:
                                        if best else None),
         "cases": cases, "finalists": finalists, "regret": regret,
         "pareto_front": list(r.pareto_front), "notes": list(bucket.notes),
+        "family": r.family, "validation": r.validation,
+        "regression": regression(r),
     })
+
+
+def regression(r: BucketResult) -> dict | None:
+    """The cases where what the bucket ships is slower than the engine default by more than
+    REGRESSION_LIMIT on its validation cases, or None. A deferred bucket ships the default."""
+    v = r.validation
+    if r.deferred or not v:
+        return None
+    worse = [(c["case_id"], c["chosen_us"] / c["default_us"]) for c in v.get("case_list", [])
+             if c["chosen_us"] > REGRESSION_LIMIT * c["default_us"]]
+    if not worse:
+        return None
+    case, ratio = max(worse, key=lambda w: w[1])
+    return {"cases": len(worse), "worst_case": case, "worst_ratio": ratio,
+            "limit": REGRESSION_LIMIT, "source": v.get("source")}
+
+
+def check_regressions(result: TuningResult, allow: bool) -> list[str]:
+    """ValueError (one line naming the bucket and the numbers) for the first bucket whose
+    validation is slower than the engine default by more than 2% on some case, unless `allow`;
+    then the lines describing each such bucket."""
+    lines = []
+    for b in sorted(result.buckets, key=lambda b: b.min_batch):
+        reg = regression(b)
+        if reg is None:
+            continue
+        line = (f"bucket {b.name}: {reg['source']} case {reg['worst_case']} is "
+                f"{reg['worst_ratio']:.3f}x the engine default's latency ({reg['cases']} case(s) over "
+                f"{reg['limit']:.2f}x)")
+        if not allow:
+            raise ValueError(f"regression: {line}; re-tune with validation (the bucket then defers) "
+                             "or pass --allow-regression")
+        lines.append(line)
+    return lines
 
 
 def _pick(record: dict, *keys):
@@ -332,17 +373,21 @@ def kvtune_version() -> str:
 
 def build_heuristic(result: TuningResult, *, source: dict | None = None,
                     max_kv_len_tokens: int = DEFAULT_MAX_KV_LEN_TOKENS,
-                    now: _dt.datetime | None = None) -> dict:
+                    now: _dt.datetime | None = None, allow_regression: bool = False) -> dict:
     """The heuristic document (docs/EXPORT.md) of a finished tuning run; validated before return.
 
     max_kv_len_tokens: the longest request the engine targets are checked for, 1..1,048,576.
+    allow_regression: export a bucket whose validation is > 2% slower than the engine default on
+    some case (recorded in the file); without it that is a ValueError naming the bucket.
     """
     from kvtune.kernels.policy_common import check_int
 
     check_int("max-kv-len", max_kv_len_tokens, 1, MAX_KV_LEN_TOKENS)
     source = source or {"kind": "tuning-result"}
-    shape = AttentionShape(**{k: result.shape[k] for k in SHAPE_FIELDS})
+    # Results stored before kv_dtype existed have none: their cache was of the query type.
+    shape = AttentionShape(**{k: result.shape.get(k) for k in SHAPE_FIELDS})
     device, spec = device_section(result)
+    regressions = check_regressions(result, allow_regression)
     covered = cover_buckets(result.buckets)
     table = [(b.min_batch, b.max_batch, b.result.params) for b in covered]
     now = now or _dt.datetime.now(_dt.timezone.utc)
@@ -354,13 +399,43 @@ def build_heuristic(result: TuningResult, *, source: dict | None = None,
         "shape": shape.to_dict(),
         "kernel": result.kernel,
         "rule": result.rule,
-        "buckets": [{"min_batch": lo, "max_batch": hi, "params": p.to_dict()} for lo, hi, p in table],
+        "buckets": [_bucket_entry(b) for b in covered],
         "evidence": [bucket_evidence(b) for b in covered],
         "provenance": build_provenance(result, source),
         "targets": build_targets(table, shape, spec, max_kv_len_tokens, rule=result.rule),
     }
+    _family_targets(doc, covered)
+    if regressions:
+        doc["allow_regression"] = True
     validate_document(doc)
     return doc
+
+
+def _family_targets(doc: dict, covered) -> None:
+    """A deferred or adaptive bucket's FlashInfer target: its params are not what it plans."""
+    for i, b in enumerate(covered):
+        family = b.result.family
+        target = doc["targets"]["flashinfer"]["buckets"][i]
+        entry = {"min_batch": target["min_batch"], "max_batch": target["max_batch"],
+                 "workspace": target.get("workspace")}
+        if family == "defer":
+            target.clear()
+            target.update(entry, expressible=True, disable_split_kv=False, fixed_split_size_pages=None,
+                          note="deferred: FlashInfer's own planner (fixed_split_size=None / -1)")
+        elif family == "adaptive":
+            target.clear()
+            target.update(entry, expressible=True, disable_split_kv=False, fixed_split_size_pages=None,
+                          note="adaptive: fixed_split_size computed per batch at plan time "
+                               "(kernels/tuned_planner.py: fixed_split_size)")
+
+
+def _bucket_entry(b: CoveredBucket) -> dict:
+    entry = {"min_batch": b.min_batch, "max_batch": b.max_batch, "params": b.result.params.to_dict()}
+    if b.result.family:
+        entry["family"] = b.result.family
+    if b.result.max_chunk_tokens is not None:
+        entry["max_chunk_tokens"] = b.result.max_chunk_tokens
+    return entry
 
 
 def heuristic_text(doc: dict) -> str:
@@ -474,6 +549,11 @@ def check_shape(file_shape: dict, shape=None, dtype: str | None = None) -> None:
     asked = _as_shape_dict(shape) if shape is not None else {}
     if dtype is not None:
         asked["dtype"] = dtype
+    # The file says its KV type; a file without kv_dtype (before fp8) was tuned on a cache of
+    # its query type, and loading it for another KV type is refused like any other field.
+    file_shape = {**file_shape, "kv_dtype": file_shape.get("kv_dtype") or file_shape["dtype"]}
+    if "kv_dtype" in asked and asked["kv_dtype"] is None:
+        asked["kv_dtype"] = asked.get("dtype", file_shape["dtype"])
     for key in SHAPE_FIELDS:
         if key in asked and asked[key] != file_shape[key]:
             raise ValueError(f"shape.{key}: the heuristic was tuned for {file_shape[key]!r}, asked to plan "
@@ -547,11 +627,12 @@ def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuris
     """
     doc = validate_document(read_document(_regular_file(path, "heuristic")))
     check_shape(doc["shape"], shape, dtype)
-    if doc.get("rule") == FIXED_CHUNK_RULE:
-        for i, b in enumerate(doc["buckets"]):
+    for i, b in enumerate(doc["buckets"]):  # a bucket's own family replaces the table's rule
+        if (b.get("family") or doc.get("rule")) == FIXED_CHUNK_RULE:
             check_fixed_chunk(b["params"]["min_tokens_per_cta"], doc["shape"]["page_size"],
                               f"buckets[{i}].params.min_tokens_per_cta")
-    buckets = [(b["min_batch"], b["max_batch"], SplitParams(**b["params"])) for b in doc["buckets"]]
+    buckets = [(b["min_batch"], b["max_batch"], SplitParams(**b["params"]), b.get("family", ""),
+                b.get("max_chunk_tokens")) for b in doc["buckets"]]
     rule = doc.get("rule", PARAMETRIC_RULE)  # 1.0 files have no rule: they are parametric
     return TunedHeuristic(BucketedPolicy(tuple(buckets), rule=rule), AttentionShape(**doc["shape"]),
                           doc, os.fspath(path))

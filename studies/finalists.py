@@ -9,6 +9,11 @@ overlaps the fastest's (they are within the measurement noise of each other) and
 it launches fewer CTAs over the bucket's cases. Among all finalists within the noise of the
 fastest, the one with fewest CTAs wins (ties: the lower median score). With a deterministic
 backend (the simulator) the ranges are points, so only exact ties are decided by simplicity.
+
+Rule families: besides the search's configurations (the backend's rule), the finalists include a
+few `adaptive` candidates (adaptive_candidates: one chunk per batch computed from the batch,
+kernels.parametric.AdaptiveChunkPolicy), so each bucket picks its family on the same interleaved
+measurements; `defer` is decided afterwards on held-out cases (studies/validation.py).
 """
 
 from __future__ import annotations
@@ -16,14 +21,44 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from kvtune.kernels.plan import SplitParams
-from kvtune.studies.objective import geomean
+from kvtune.studies.objective import geomean, robust_score
 from kvtune.studies.result import Finalist
 from kvtune.studies.rules import trial_policy
 
 DEFAULT_FINALISTS = 5
 DEFAULT_ROUNDS = 3
+# The adaptive candidates: target waves x max splits, min chunk 512 tokens, max chunk 16384.
+ADAPTIVE_WAVES = (1, 2, 4)
+ADAPTIVE_MAX_SPLITS = 64
+ADAPTIVE_MIN_CHUNK_TOKENS = 512
+ADAPTIVE_MAX_CHUNK_TOKENS = 16384
+
+
+@dataclass(frozen=True)
+class FamilyCandidate:
+    """A finalist of another rule family than the backend's: `family` (kernels.parametric
+    FAMILIES) with its knobs `params` and, for adaptive, `max_chunk_tokens`."""
+
+    params: SplitParams
+    family: str
+    max_chunk_tokens: int | None = None
+
+    def policy(self):
+        from kvtune.kernels.parametric import family_policy
+
+        return family_policy(self.family, self.params, self.max_chunk_tokens)
+
+
+def adaptive_candidates(space) -> list[FamilyCandidate]:
+    """The adaptive finalists of a study's `space` (its occupancy and page size)."""
+    page = space.page_size
+    low = max(ADAPTIVE_MIN_CHUNK_TOKENS, page)
+    return [FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=w,
+                                        max_splits=ADAPTIVE_MAX_SPLITS,
+                                        ctas_per_sm=space.ctas_per_sm[0], schedule="static"),
+                            "adaptive", max(ADAPTIVE_MAX_CHUNK_TOKENS, low))
+            for w in ADAPTIVE_WAVES]
 
 
 @dataclass(frozen=True)
@@ -41,6 +76,8 @@ class FinalistStats:
     case_us: dict
     ctas: int
     failed: str | None = None
+    family: str = ""
+    max_chunk_tokens: int | None = None
 
     @property
     def median(self) -> float:
@@ -64,7 +101,8 @@ class FinalistStats:
         return (self.p90 - self.p10) / self.median if self.scores else float("nan")
 
     def to_finalist(self, chosen: bool) -> Finalist:
-        return Finalist(self.params, self.median, self.p10, self.p90, self.ctas, chosen)
+        return Finalist(self.params, self.median, self.p10, self.p90, self.ctas, chosen,
+                        self.family, self.max_chunk_tokens)
 
 
 def choose(stats: list[FinalistStats]) -> int:
@@ -102,15 +140,18 @@ def top_configs(trials, k: int = DEFAULT_FINALISTS, multi_objective: bool = Fals
     return out
 
 
-def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us: dict,
+def measure_finalists(runner, cases, candidates: list, baselines_us: dict,
                       recorder, *, study_name: str, bucket: str,
-                      rounds: int = DEFAULT_ROUNDS) -> list[FinalistStats]:
+                      rounds: int = DEFAULT_ROUNDS, robust: bool = False) -> list[FinalistStats]:
     """Measure `candidates` interleaved over `rounds` rounds (see the module docstring), each
-    planned with the backend's rule (studies/rules.py: trial_policy)."""
+    planned with the backend's rule (studies/rules.py: trial_policy), or a FamilyCandidate with
+    its family's rule. robust: a round's score is objective.robust_score of the ratios (the
+    default objective), else their geomean."""
     if rounds < 1:
         raise ValueError(f"finalist-rounds: {rounds} out of range; allowed: >= 1")
     n = len(candidates)
-    policies = [trial_policy(runner.backend, p) for p in candidates]
+    policies = [c.policy() if isinstance(c, FamilyCandidate) else trial_policy(runner.backend, c)
+                for c in candidates]
     lat = np.full((n, rounds, len(cases)), np.nan)
     ctas = [0] * n
     failed: list[str | None] = [None] * n
@@ -119,7 +160,7 @@ def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us
             for i, policy in enumerate(policies):
                 if failed[i]:
                     continue
-                row, plan = runner.measure_one(case, policy)
+                row, plan = runner.measure_one(case, policy, series=f"finalist:{i}")
                 recorder.add(row, phase="finalist", study=study_name, bucket=bucket,
                              round_index=r, candidate=i)
                 if row["status"] != "ok":
@@ -130,21 +171,27 @@ def measure_finalists(runner, cases, candidates: list[SplitParams], baselines_us
                     ctas[i] += int(plan.grid_size)
     best = np.array([min(baselines_us[case.case_id].values()) for case in cases])
     out = []
-    for i, params in enumerate(candidates):
+    for i, cand in enumerate(candidates):
+        family = cand.family if isinstance(cand, FamilyCandidate) else ""
+        max_chunk = cand.max_chunk_tokens if isinstance(cand, FamilyCandidate) else None
+        params = cand.params if isinstance(cand, FamilyCandidate) else cand
         if failed[i]:
-            out.append(FinalistStats(params, (), (), {}, ctas[i], failed[i]))
+            out.append(FinalistStats(params, (), (), {}, ctas[i], failed[i], family, max_chunk))
             continue
-        scores = tuple(geomean(lat[i, r] / best) for r in range(rounds))
+        score_of = robust_score if robust else geomean
+        scores = tuple(score_of(lat[i, r] / best) for r in range(rounds))
         totals = tuple(float(lat[i, r].sum()) for r in range(rounds))
         case_us = {case.case_id: float(np.median(lat[i, :, c])) for c, case in enumerate(cases)}
-        out.append(FinalistStats(params, scores, totals, case_us, ctas[i]))
+        out.append(FinalistStats(params, scores, totals, case_us, ctas[i], None, family, max_chunk))
     return out
 
 
 __all__ = [
     "DEFAULT_FINALISTS",
     "DEFAULT_ROUNDS",
+    "FamilyCandidate",
     "FinalistStats",
+    "adaptive_candidates",
     "choose",
     "measure_finalists",
     "top_configs",

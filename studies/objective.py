@@ -4,6 +4,10 @@ For the cases of one batch-size bucket, always measured in the same order:
     ratio_c = latency(config on c) / min over baseline policies p of latency(p on c)
     score   = geometric mean of ratio_c over the cases          (lower is better; < 1 beats them)
     worst   = max of ratio_c                                     (the multi-objective second axis)
+The default objective, "robust", scores geomean x max(1, worst / 1.02): a configuration whose
+worst case is more than 2% slower than the best baseline pays for it in proportion, so a knob
+such as max_splits is not tuned down just because most training batches never needed it (the
+training cases include a stress share, studies/validation.py). "mean" is the plain geomean.
 Baselines are measured once per case and kept in the study (user attribute `kvtune_baselines`,
 {case_id: {baseline: latency_us}}), so a resumed or parallel study never measures them again.
 After each case the running geometric mean is reported to Optuna, so a pruner can stop a
@@ -46,6 +50,15 @@ def geomean(values) -> float:
     return float(np.exp(np.log(arr).mean()))
 
 
+ROBUST_WORST_LIMIT = 1.02
+
+
+def robust_score(ratios) -> float:
+    """geomean(ratios) x max(1, max(ratios) / ROBUST_WORST_LIMIT) (see the module docstring)."""
+    ratios = list(ratios)
+    return geomean(ratios) * max(1.0, max(ratios) / ROBUST_WORST_LIMIT)
+
+
 def case_ratios(latency_us: dict[str, float], baselines_us: dict[str, dict[str, float]],
                 case_ids) -> list[float]:
     """latency / best baseline latency, per case id in `case_ids` order."""
@@ -72,7 +85,7 @@ def measure_baselines(runner, cases, baselines, recorder, *, study_name: str, bu
         for label, policy in baselines:
             if label in have:
                 continue
-            row, _ = runner.measure_one(case, policy)
+            row, _ = runner.measure_one(case, policy, series=label)
             recorder.add(row, phase="baseline", study=study_name, bucket=bucket)
             if row["status"] == "ok" and row["latency_us"] > 0:
                 have[label] = float(row["latency_us"])
@@ -108,6 +121,7 @@ class BucketObjective:
     bucket: str
     multi_objective: bool = False
     on_fail: object = None
+    robust: bool = False
     _sm_count: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -144,7 +158,7 @@ class BucketObjective:
         ctas = 0
         for step, case in enumerate(self.cases):
             try:
-                row, plan = self.runner.measure_one(case, policy)
+                row, plan = self.runner.measure_one(case, policy, series=f"trial:{trial.number}")
             except Exception as exc:  # noqa: BLE001
                 self._fail(trial, f"raised {type(exc).__name__} on {case.case_id}: {exc}")
             self.recorder.add(row, phase="trial", study=self.study_name, bucket=self.bucket,
@@ -155,7 +169,7 @@ class BucketObjective:
             ctas += int(plan.grid_size)
             ratios.append(latency[case.case_id] / min(self.baselines_us[case.case_id].values()))
             if not self.multi_objective:
-                trial.report(geomean(ratios), step)
+                trial.report(self._score(ratios), step)
                 if not is_start and trial.should_prune():
                     trial.set_user_attr(CASE_US_ATTR, latency)
                     raise optuna.TrialPruned(f"pruned after {step + 1} of {len(self.cases)} cases")
@@ -163,7 +177,10 @@ class BucketObjective:
         trial.set_user_attr(CTAS_ATTR, ctas)
         trial.set_user_attr(WORST_ATTR, max(ratios))
         mean = geomean(ratios)
-        return (mean, max(ratios)) if self.multi_objective else mean
+        return (mean, max(ratios)) if self.multi_objective else self._score(ratios)
+
+    def _score(self, ratios) -> float:
+        return robust_score(ratios) if self.robust else geomean(ratios)
 
     def _unsupported(self, policy) -> str | None:
         # Planning is cheap: ask the backend about every case before anything is measured.
@@ -196,5 +213,6 @@ __all__ = [
     "case_ratios",
     "geomean",
     "measure_baselines",
+    "robust_score",
     "score",
 ]

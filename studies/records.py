@@ -23,7 +23,7 @@ import pandas as pd
 from kvtune.harness.store import PART_GLOB, merge_run_parts, write_parquet_atomic
 
 FLUSH_EVERY_ROWS = 500  # a flush also happens at this many rows within one long trial
-PHASES = ("baseline", "trial", "finalist", "oracle")
+PHASES = ("baseline", "trial", "finalist", "oracle", "validation", "buckets")
 
 
 class RowRecorder:

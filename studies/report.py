@@ -6,8 +6,14 @@ summary.json (the issue's schema, derived from the TuningResult):
               speedup: {<baseline>: {geomean, worst}},   baseline latency / tuned latency
               finalists: [{params, median_us, spread, score_median, ctas, chosen}],
               cases: [{case, batch_size, tuned_us, <baseline>_us..., oracle_us}],
-              regret}]}                                   tuned / oracle geomean (null without --oracle)
+              regret,                                     tuned / oracle geomean (null without --oracle)
+              family,                                     "" (the table's rule) or "defer"
+              validation: {cases, score_geomean, worst,   held-out cases (studies/validation.py):
+                           speedup: {<baseline>: {geomean, worst}},  of what the bucket ships
+                           vs_default, tuned_vs_default, deferred, reason, noise, source, how,
+                           case_list}}}                    (null when no held-out case fell in it)
 speedup > 1 means tuned is faster; `worst` is the smallest speedup over the bucket's cases.
+Training numbers (score, worst, speedup) and validation numbers sit side by side per bucket.
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ def build_summary(result: TuningResult, finalist_extra: dict | None = None) -> d
         for i, f in enumerate(b.finalists):
             median_us, spread = extra[i] if i < len(extra) else (float("nan"), _spread(f))
             finalists.append({"params": f.params.to_dict(), "median_us": median_us, "spread": spread,
-                              "score_median": f.score_median, "ctas": f.ctas, "chosen": f.chosen})
+                              "score_median": f.score_median, "ctas": f.ctas, "chosen": f.chosen,
+                              "family": f.family})
         cases = []
         for c in b.cases:
             entry = {"case": c.case_id, "batch_size": c.batch_size, "tuned_us": c.tuned_us}
@@ -62,12 +69,13 @@ def build_summary(result: TuningResult, finalist_extra: dict | None = None) -> d
             "worst": b.worst, "n_trials": b.n_trials, "speedup": speedups(b),
             "finalists": finalists, "cases": cases, "regret": b.regret_geomean,
             "pareto_front": list(b.pareto_front),
+            "family": b.family, "max_chunk_tokens": b.max_chunk_tokens, "validation": b.validation,
         })
     prov = result.provenance
     return {"study": result.study, "storage": prov.get("storage"), "run_id": prov.get("run_id"),
             "simulated": result.simulated, "device": result.device.get("name"),
             "backend": result.backend, "kernel": result.kernel, "rule": result.rule,
-            "buckets": buckets}
+            "validation": prov.get("validation"), "buckets": buckets}
 
 
 def _spread(f) -> float:
@@ -79,6 +87,8 @@ def format_report(result: TuningResult, summary: dict) -> str:
     each baseline (geometric mean and worst case), the finalists' spread, the regret."""
     label = "simulated" if result.simulated else "measured"
     lines = [f"kvtune tune: study {result.study} ({label}, {result.backend}, {result.device.get('name')})"]
+    if result.provenance.get("validation"):
+        lines.append(f"validation: {result.provenance['validation']}")
     if result.rule != "parametric":
         lines.append(f"split rule: {result.rule} (the backend runs one chunk per batch: only "
                      "min_tokens_per_cta was searched, pieces of exactly that many tokens)")
@@ -89,6 +99,10 @@ def format_report(result: TuningResult, summary: dict) -> str:
                      f"{b.n_trials} trials; study {b.study_name})")
         lines.append(f"  tuned: min_tokens_per_cta={p.min_tokens_per_cta} max_waves={p.max_waves} "
                      f"max_splits={p.max_splits} ctas_per_sm={p.ctas_per_sm} schedule={p.schedule}")
+        if b.family:
+            extra = f", max_chunk_tokens={b.max_chunk_tokens}" if b.max_chunk_tokens else ""
+            ships = " (the engine's own planner ships)" if b.family == "defer" else ""
+            lines.append(f"  family: {b.family}{extra}{ships}")
         lines.append(f"  score (tuned / best baseline): geomean {b.score:.3f}, worst case {b.worst:.3f}")
         lines.append("  speedup of tuned over   geomean    worst")
         for base, sp in s["speedup"].items():
@@ -100,15 +114,34 @@ def format_report(result: TuningResult, summary: dict) -> str:
             lines.append(f"   {mark} {fp.min_tokens_per_cta:>5}/{fp.max_waves:>2}w/{fp.max_splits:>3}s/"
                          f"{fp.ctas_per_sm}c/{fp.schedule:<22} {f.score_median:.4f} "
                          f"[{f.score_p10:.4f}..{f.score_p90:.4f}] spread {fs['spread']:.2%} "
-                         f"ctas {f.ctas}")
+                         f"ctas {f.ctas}" + (f" {f.family}" if f.family else ""))
         if b.regret_geomean is not None:
             regrets = [c.tuned_us / c.oracle_us for c in b.cases if c.oracle_us]
             lines.append(f"  regret (tuned / oracle): geomean {b.regret_geomean:.3f}, worst "
                          f"{max(regrets):.3f}")
+        lines.extend(_validation_lines(b))
         if b.pareto_front:
             lines.append("  Pareto front (geomean, worst): " + ", ".join(
                 f"({e['geomean']:.3f}, {e['worst']:.3f}) #{e['trial']}" for e in b.pareto_front))
     return "\n".join(lines)
+
+
+def _validation_lines(b: BucketResult) -> list[str]:
+    v = b.validation
+    if not v:
+        return ["  validation: none (no held-out case in this bucket)"]
+    where = "training cases (--validate none)" if v.get("source") == "training" else "held-out cases"
+    out = [(f"  validation on {v['cases']} {where}: score geomean {v['score_geomean']:.3f}, worst "
+            f"{v['worst']:.3f} (training: {b.score:.3f}, {b.worst:.3f})")]
+    tv, vs = v.get("tuned_vs_default") or {}, v.get("vs_default") or {}
+    if tv:
+        out.append(f"  tuned vs the engine default: x{tv['geomean']:.3f} geomean, worst "
+                   f"x{tv['worst']:.3f} (noise {v['noise']:.2%})")
+    ship = "the engine's own planner (defer)" if v.get("deferred") else "the tuned rule"
+    out.append(f"  ships {ship}: {v.get('reason', '')}; vs default x{vs.get('geomean', float('nan')):.3f}")
+    for base, sp in v.get("speedup", {}).items():
+        out.append(f"    {base:<22} {sp['geomean']:7.3f}x {sp['worst']:7.3f}x  (validation)")
+    return out
 
 
 def regret_geomean(cases) -> float | None:

@@ -66,16 +66,23 @@ class Finalist:
     score_p90: float
     ctas: int
     chosen: bool = False
+    family: str = ""  # "" = the run's rule; "adaptive" for an adaptive candidate
+    max_chunk_tokens: int | None = None
 
     def to_dict(self) -> dict:
-        return {"params": self.params.to_dict(), "score_median": self.score_median,
-                "score_p10": self.score_p10, "score_p90": self.score_p90, "ctas": self.ctas,
-                "chosen": self.chosen}
+        d = {"params": self.params.to_dict(), "score_median": self.score_median,
+             "score_p10": self.score_p10, "score_p90": self.score_p90, "ctas": self.ctas,
+             "chosen": self.chosen}
+        if self.family:
+            d["family"] = self.family
+            d["max_chunk_tokens"] = self.max_chunk_tokens
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Finalist":
         return cls(SplitParams(**d["params"]), float(d["score_median"]), float(d["score_p10"]),
-                   float(d["score_p90"]), int(d["ctas"]), bool(d.get("chosen", False)))
+                   float(d["score_p90"]), int(d["ctas"]), bool(d.get("chosen", False)),
+                   d.get("family") or "", d.get("max_chunk_tokens"))
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,13 @@ class BucketResult:
     finalists: tuple[Finalist, ...] = ()
     regret_geomean: float | None = None
     pareto_front: tuple[dict, ...] = ()
+    family: str = ""
+    validation: dict | None = None
+    max_chunk_tokens: int | None = None
+
+    @property
+    def deferred(self) -> bool:
+        return self.family == "defer"
 
     def to_dict(self) -> dict:
         return {
@@ -113,6 +127,9 @@ class BucketResult:
             "finalists": [f.to_dict() for f in self.finalists],
             "regret_geomean": self.regret_geomean,
             "pareto_front": list(self.pareto_front),
+            "family": self.family,
+            "validation": self.validation,
+            "max_chunk_tokens": self.max_chunk_tokens,
         }
 
     @classmethod
@@ -125,6 +142,9 @@ class BucketResult:
             finalists=tuple(Finalist.from_dict(f) for f in d.get("finalists", [])),
             regret_geomean=d.get("regret_geomean"),
             pareto_front=tuple(d.get("pareto_front", [])),
+            family=d.get("family") or "",
+            validation=d.get("validation"),
+            max_chunk_tokens=d.get("max_chunk_tokens"),
         )
 
 
@@ -191,13 +211,13 @@ class TuningResult:
 
     def tuned_params(self) -> dict:
         """The params of the tuned table: kernels.policies.get("tuned", **tuned_params())."""
-        return {"buckets": [{"min_batch": lo, "max_batch": hi, "params": p.to_dict()}
-                            for lo, hi, p in self.bucket_table()],
-                "rule": self.rule}
+        return {"buckets": [b.to_dict() for b in self.tuned_policy().buckets], "rule": self.rule}
 
     def tuned_policy(self) -> BucketedPolicy:
         """The tuned table as a Policy: the bucket table planned with the result's rule."""
-        return BucketedPolicy(tuple(self.bucket_table()), rule=self.rule)
+        return BucketedPolicy(tuple((b.min_batch, b.max_batch, b.params, b.family, b.max_chunk_tokens)
+                                    for b in sorted(self.buckets, key=lambda b: b.min_batch)),
+                              rule=self.rule)
 
 
 def save_tuning_result(run_dir: str | Path, result: TuningResult) -> Path:
@@ -251,7 +271,7 @@ def check_tuning_dict(d, where: str = "tuning result") -> None:
         params = b.get("params")
         if not isinstance(params, dict):
             raise ValueError(f"buckets[{i}].params: missing or not a JSON object")
-        if rule == FIXED_CHUNK_RULE:
+        if (b.get("family") or rule) == FIXED_CHUNK_RULE:  # a bucket's family replaces the rule
             check_fixed_chunk(params.get("min_tokens_per_cta"), d["shape"]["page_size"],
                               f"buckets[{i}].params.min_tokens_per_cta")
 

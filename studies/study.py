@@ -45,6 +45,10 @@ class TuneContext:
     runner: object  # harness.runner.Runner
     space: SearchSpace
     baselines: list  # [(label, Policy)]
+    validation: list = None  # [CaseRun] the search never sees (studies/validation.py)
+    validation_how: str = ""
+    stress_ids: tuple = ()
+    bucket_rows: list = None  # --buckets auto: the chunk grid's rows, stored by the run
 
     def study_name(self, bucket: BatchBucket) -> str:
         return f"{self.config.study}/{bucket.name}"
@@ -76,7 +80,7 @@ def validate(config: TuneConfig):
     policies = from_specs(config.baselines)
     if len(set(labels)) != len(labels):
         raise ValueError(f"baselines: {config.baselines!r} names a policy twice")
-    buckets = parse_buckets(config.buckets) if config.buckets else None
+    buckets = parse_buckets(config.buckets) if config.buckets and config.buckets != "auto" else None
     check_choices(config.backend, config.device_model, config.timer, config.stopping)
     return shape, suite, list(zip(labels, policies)), buckets
 
@@ -88,19 +92,44 @@ def prepare(config: TuneConfig, *, worker: bool = False) -> TuneContext:
     environment already; the record imports torch, which costs a worker seconds of start-up).
     """
     from kvtune.harness.runner import CaseRun, Runner
+    from kvtune.studies.validation import split_cases
 
     shape, suite, baselines, buckets = validate(config)
-    cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
-    assigned = assign_cases(cases, buckets, size=lambda c: c.batch.batch_size)
+    split = split_cases(suite, config.validate, shape, stress=config.stress)
+    cases = [CaseRun(c.case_id, c.batch()) for c in split.train]
+    held = [CaseRun(c.case_id, c.batch()) for c in split.validation]
+    if buckets is not None or config.buckets != "auto":
+        assign_cases(cases, buckets, size=lambda c: c.batch.batch_size)  # refused before opening
     opened = _open_backend(config, worker)
     try:
         space = space_for(opened.device, shape, opened.backend, config.space)
         split_rule(opened.backend)  # a backend declaring an unknown rule is refused up front
-    except ValueError:
+        runner = Runner(opened.backend, opened.device, opened.ceiling_bytes_per_s)
+        if config.buckets == "auto":
+            from kvtune.studies.buckets_auto import search_buckets
+
+            grid_rows = _Collect()
+            buckets = search_buckets(runner, cases, config.max_buckets, grid_rows)
+            if not worker:
+                stderr_line("kvtune tune: --buckets auto found " + ",".join(b.name for b in buckets)
+                            + " (pass them as --buckets to resume with the same studies)")
+        assigned = assign_cases(cases, buckets, size=lambda c: c.batch.batch_size)
+    except BaseException:
         opened.backend.close()
         raise
-    runner = Runner(opened.backend, opened.device, opened.ceiling_bytes_per_s)
-    return TuneContext(config, shape, suite, assigned, opened, runner, space, baselines)
+    return TuneContext(config, shape, suite, assigned, opened, runner, space, baselines, held,
+                       split.how, tuple(c.case_id for c in split.stress),
+                       grid_rows.rows if config.buckets == "auto" else [])
+
+
+class _Collect:
+    """Holds rows measured before the run's recorder exists (RowRecorder.add's signature)."""
+
+    def __init__(self) -> None:
+        self.rows: list = []
+
+    def add(self, row: dict, **where) -> None:
+        self.rows.append((row, where))
 
 
 def _open_backend(config: TuneConfig, worker: bool):
@@ -194,7 +223,8 @@ def search(ctx: TuneContext, study, cases, baselines_us: dict, recorder, *, n_tr
         return
     bucket = study.study_name.rsplit("/", 1)[1]
     objective = BucketObjective(ctx.runner, cases, baselines_us, ctx.space, recorder,
-                                study.study_name, bucket, ctx.config.multi_objective, on_fail)
+                                study.study_name, bucket, ctx.config.multi_objective, on_fail,
+                                robust=ctx.config.robust)
     callbacks = [StopAtTarget(ctx.config.trials)]
     if on_trial is not None:
         callbacks.append(on_trial)

@@ -12,8 +12,11 @@ Order of work (nothing is written before every setting has been checked and the 
    start points;
 4. search: in this process (--workers 1), or in N worker processes sharing the storage
    (studies/worker.py), each taking an equal share of every bucket's remaining trials;
-5. per bucket: the top configurations re-measured interleaved and the winner chosen
-   (studies/finalists.py), the oracle when asked (studies/oracle.py);
+5. per bucket: the top configurations (and the adaptive-family candidates) re-measured
+   interleaved and the winner chosen on training cases (studies/finalists.py); then measured on
+   the held-out validation cases next to the engine's own planner and the baselines, and the
+   bucket defers to that planner unless the winner beats it (studies/validation.py,
+   studies/validation_step.py); the oracle when asked (studies/oracle.py);
    every configuration is planned with the backend's rule (studies/rules.py), which the result
    records as `rule` for the tuned table;
 6. tuning.json, summary.json, the measurements and the manifest ("complete"); the results are
@@ -36,7 +39,7 @@ from pathlib import Path
 
 from kvtune.harness.redact import redact_tree
 from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
-from kvtune.studies.finalists import choose, measure_finalists, top_configs
+from kvtune.studies.finalists import adaptive_candidates, choose, measure_finalists, top_configs
 from kvtune.studies.records import RowRecorder, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
@@ -70,6 +73,7 @@ from kvtune.studies.study import (
     silence_optuna,
     stderr_line,
 )
+from kvtune.studies.validation_step import validate_bucket
 
 KERNELS = {"triton": "triton-splitkv", "flashinfer": "flashinfer-tensor-core"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +123,8 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
         writer = RunWriter.create(config.out, _manifest(ctx, command, shown), kind="tune")
         ctx.runner.run_id = writer.run_id
         recorder = RowRecorder(writer.root)
+        for row, where in ctx.bucket_rows or []:  # --buckets auto: the chunk grid, measured first
+            recorder.add(row, **where)
         try:
             result, extra = _run(ctx, storage, writer, recorder, shown, gpus)
         except BaseException as exc:
@@ -229,19 +235,24 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         return None
     pareto = study.best_trials if config.multi_objective else ()
     candidates = top_configs(complete, config.finalists, config.multi_objective, pareto)
+    candidates += adaptive_candidates(ctx.space) if config.adaptive else []
     stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
                               study_name=study.study_name, bucket=bucket.name,
-                              rounds=config.finalist_rounds)
+                              rounds=config.finalist_rounds, robust=config.robust)
     win = choose(stats)
     w = stats[win]
-    mismatch = rule_mismatch(ctx.runner.backend, w.params, cases, ctx.runner.device)
+    chosen = (candidates[win].policy() if w.family else trial_policy(ctx.runner.backend, w.params))
+    family, validation = validate_bucket(ctx, bucket, cases, chosen, recorder, study.study_name)
+    family = family or w.family
+    mismatch = None if w.family else rule_mismatch(ctx.runner.backend, w.params, cases,
+                                                   ctx.runner.device)
     if mismatch:
         stderr_line(f"bucket {bucket.name}: warning: {mismatch}")
     oracle_us = {}
     if config.oracle:
         search_ = OracleSearch(ctx.runner, ctx.space, recorder, study_name=study.study_name,
                                bucket=bucket.name)
-        seeds = [p for _, p in ctx.baselines] + [trial_policy(ctx.runner.backend, w.params)]
+        seeds = [p for _, p in ctx.baselines] + [chosen]
         for case in cases:
             oracle_us[case.case_id] = search_.run(case, seeds).best_us
     evidence = tuple(
@@ -257,7 +268,8 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         study_name=study.study_name, params=w.params, score=w.median, worst=worst,
         n_trials=counted_trials(study), cases=evidence,
         finalists=tuple(s.to_finalist(i == win) for i, s in enumerate(stats)),
-        regret_geomean=regret_geomean(evidence) if config.oracle else None, pareto_front=front)
+        regret_geomean=regret_geomean(evidence) if config.oracle else None, pareto_front=front,
+        family=family, validation=validation, max_chunk_tokens=w.max_chunk_tokens)
     return result, [(s.median_us, s.spread) for s in stats]
 
 
@@ -330,7 +342,8 @@ def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
         shares[bucket.name] = [left // n + (1 if i < left % n else 0) for i in range(n)]
     # Workers open the backend the main process resolved (auto -> its choice, the device model).
     resolved = replace(config, backend=ctx.opened.backend.name,
-                       device_model=None if ctx.opened.device.live else ctx.opened.device.name)
+                       device_model=None if ctx.opened.device.live else ctx.opened.device.name,
+                       buckets=",".join(b.name for b, _ in ctx.buckets))  # --buckets auto: as found
     payload = json.dumps({"config": resolved.to_dict(), "shares": shares, "deadline": deadline,
                           "run_dir": str(writer.root), "run_id": writer.run_id,
                           "parent_pid": os.getpid()})
@@ -407,6 +420,8 @@ def _manifest(ctx, command: str, shown_storage: str) -> dict:
         "suite": ctx.suite.name,
         "suite_description": ctx.suite.description,
         "cases": [c.to_dict() for c in ctx.suite.cases],
+        "validation": {"how": ctx.validation_how, "cases": [c.case_id for c in ctx.validation],
+                       "stress_cases": list(ctx.stress_ids)},
         "buckets": [{"name": b.name, "min_batch": b.min_batch, "max_batch": b.max_batch,
                      "cases": [c.case_id for c in cases]} for b, cases in ctx.buckets],
         "baselines": [{"label": label, "name": p.name, "params": p.params()} for label, p in ctx.baselines],
@@ -444,6 +459,10 @@ def _provenance(ctx, writer, shown_storage: str) -> dict:
         "finalists": config.finalists,
         "finalist_rounds": config.finalist_rounds,
         "oracle": config.oracle,
+        "validation": ctx.validation_how,
+        "validation_cases": len(ctx.validation),
+        "stress_cases": len(ctx.stress_ids),
+        "buckets_searched": config.buckets == "auto",
         "timer": env.get("timer"),
         "cold_l2": env.get("cold_l2"),
         "versions": {k: v for k, v in env.items() if k.endswith("_version")},

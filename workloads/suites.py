@@ -18,6 +18,7 @@ import numpy as np
 from kvtune.kernels.plan import AttentionShape
 from kvtune.workloads import distributions as dists
 from kvtune.workloads.batch import DecodeBatch
+from kvtune.workloads.hybrid import hybrid_cases
 from kvtune.workloads.shapes import DEFAULT_SHAPE_NAME, get_shape
 from kvtune.workloads.traces import builtin_trace_names
 
@@ -205,7 +206,15 @@ def _smoke(shape: AttentionShape) -> Suite:
     return Suite("smoke", tuple(cases), "a handful of small batches (at most 8,192 tokens) for tests")
 
 
-_SUITES = {"threshold": _threshold, "prod-mix": _prod_mix, "traces": _traces, "smoke": _smoke}
+def _hybrid(shape: AttentionShape) -> Suite:
+    return Suite("hybrid", hybrid_cases(shape),
+                 "hybrid batches (workloads/hybrid.py): POD-Attention's sweep (one prefill chunk of "
+                 "512..2048 tokens after a 4K..20K prefix beside 8..256 decodes of that context) "
+                 "and steps of the chunked-prefill simulator with speculative decoding")
+
+
+_SUITES = {"threshold": _threshold, "prod-mix": _prod_mix, "traces": _traces, "smoke": _smoke,
+           "hybrid": _hybrid}
 
 
 def suite_names() -> list[str]:

@@ -1,15 +1,22 @@
-"""Export: the tuned heuristic of a tuning run as a table, and its JSON (the file `kvtune export`
-writes, built by studies.export) to download."""
+"""Export: the tuned heuristic of a tuning run as a table, a plan preview (kv_lens in; splits,
+CTAs and waves out, like `kvtune plan --heuristic`), whether each engine target can express it (a
+table), and its JSON (the file `kvtune export` writes, built by studies.export) to download."""
 
 import streamlit as st
 
-from kvtune.dashboard import charts, data, frames, selection, storage
+from kvtune.dashboard import charts, data, export_tables, frames, selection, storage
+from kvtune.dashboard.text import code, without_none
 
 st.title("Export")
 cfg = selection.config()
 tuning = selection.tuning_runs()
 listed = storage.study_names(cfg.storage)
 groups = storage.group_studies(listed.value) if listed.ok else {}
+if cfg.storage and not listed.ok:
+    st.error(f"The Optuna storage cannot be read, so its studies are not offered: {code(listed.error)}")
+for picked_run in selection.selected_runs():
+    for problem in picked_run.get("problems") or ():
+        st.error(f"Run {code(picked_run['run_id'])}: {code(problem)}")
 sources = (["tuning run"] if tuning else []) + (["study in the storage"] if groups else [])
 if not sources:
     st.info(
@@ -20,28 +27,34 @@ if not sources:
     st.stop()
 
 selection.untuned_pick_note()
+selection.url_widget("export_source", sources, sources[0])
 source = st.radio("source", sources, horizontal=True, key="export_source")
+selection.to_url("export_source", source)
 if source == "tuning run":
     ids = [r["run_id"] for r in tuning]
     default = next((r["run_id"] for r in selection.selected_runs() if r.get("has_tuning")), ids[0])
-    rid = st.selectbox("tuning run", ids, index=ids.index(default), key="export_run")
+    selection.url_widget("export_run", ids, default)
+    rid = st.selectbox("tuning run", ids, key="export_run")
+    selection.to_url("export_run", rid)
     run = next(r for r in tuning if r["run_id"] == rid)
     loaded = data.tuning_result(run["path"])
     origin = {"kind": "run-dir", "run_dir": str(run["path"])}
     name = rid
 else:
+    selection.url_widget("export_study", list(groups), next(iter(groups)))
     name = st.selectbox("study", list(groups), key="export_study")
+    selection.to_url("export_study", name)
     loaded = storage.tuning_result_from_studies(cfg.storage, groups[name])
     origin = {"kind": "optuna-storage", "storage": storage.redact_url(cfg.storage or "")}
 if not loaded.ok:
-    st.error(loaded.error)
+    st.error(code(loaded.error))
     st.stop()
 result = loaded.value
 
 st.caption(
-    f"study **{result.study}** · {result.kernel} · backend {result.backend}"
-    f"{' (simulated)' if result.simulated else ''} · device {result.device.get('name', '?')} · "
-    f"shape {frames.shape_text(result.shape)}"
+    f"study {code(result.study)} · {code(result.kernel)} · backend {code(result.backend)}"
+    f"{' (simulated)' if result.simulated else ''} · device "
+    f"{code(result.device.get('name', '?'))} · shape {code(frames.shape_text(result.shape))}"
 )
 st.subheader("Tuned heuristic")
 st.caption(
@@ -54,7 +67,9 @@ st.caption(
     + ", the score (geometric mean of tuned / best baseline latency over the bucket's cases; "
     "below 1 is faster) and the worst case."
 )
-st.dataframe(frames.bucket_table(result), hide_index=True, width="stretch")
+st.dataframe(
+    without_none(frames.bucket_table(result)), hide_index=True, width="stretch"
+)
 speedups = frames.bucket_speedups(result)
 if speedups.empty:
     st.info("The tuning result records no per-case evidence to compare against the baselines.")
@@ -67,6 +82,33 @@ else:
         key="export_speedups",
     )
 
+st.subheader("Plan preview")
+st.caption(
+    "The tuned heuristic's plan of a batch on the device it was tuned for, as "
+    "`kvtune plan --heuristic tuned.json --kv-lens ...` prints it: the bucket used, the split "
+    "count of every request, the CTAs (tasks) and the waves over the CTA slots."
+)
+selection.url_text("export_kv_lens", export_tables.DEFAULT_PREVIEW_KV_LENS)
+kv_text = st.text_input("kv_lens (tokens per request, comma-separated)", key="export_kv_lens")
+selection.to_url("export_kv_lens", kv_text)
+try:
+    preview = export_tables.plan_preview(result, kv_text)
+except ValueError as exc:
+    st.error(code(" ".join(str(exc).split())))
+else:
+    m = st.columns(5)
+    m[0].metric("bucket", preview["bucket"])
+    m[1].metric("CTAs (tasks)", f"{preview['num_tasks']:,}")
+    m[2].metric("waves", f"{preview['waves']:.2f}")
+    m[3].metric("max splits", preview["max_splits"])
+    m[4].metric("split requests", preview["split_requests"])
+    st.dataframe(preview["requests"], hide_index=True, width="stretch")
+    st.caption(
+        f"{code(preview['schedule'])} schedule, {preview['ctas_per_sm']} CTA(s) per SM, "
+        f"{preview['cta_slots']:,} CTA slots on {code(preview['device'])}; grid "
+        f"{preview['grid_size']:,}."
+    )
+
 document, text, error = None, None, None
 try:
     from kvtune.studies.export import build_heuristic, heuristic_text
@@ -76,7 +118,7 @@ try:
 except ImportError:
     error = "kvtune.studies.export is not installed in this checkout"
 except Exception as exc:  # noqa: BLE001 - a result the builder rejects is a message, not a crash
-    error = " ".join(f"{type(exc).__name__}: {exc}".split())
+    error = code(" ".join(f"{type(exc).__name__}: {exc}".split()))
 
 safe_name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in str(name))
 if document is not None:
@@ -93,8 +135,17 @@ if document is not None:
     )
     targets = document.get("targets")
     if targets:
-        with st.expander("engine targets"):
-            st.json(targets, expanded=True)
+        st.subheader("Engine targets")
+        st.caption(
+            "Whether each serving engine's own knobs can express the tuned heuristic, per bucket "
+            "(and process-wide where the engine reads its setting once per process), the "
+            "setting to use where it can, and why not where it cannot."
+        )
+        st.dataframe(export_tables.targets_table(targets), hide_index=True, width="stretch")
+        domain = targets.get("domain")
+        if domain:
+            st.caption(f"Checked for {code(domain)} (max_kv_len_tokens "
+                       f"{code(targets.get('max_kv_len_tokens'))}).")
     with st.expander("JSON"):
         st.code(text, language="json")
 else:

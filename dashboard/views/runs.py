@@ -1,9 +1,24 @@
 """Runs: every run in the results folder with its device, backend, timer, L2 state, date and
-command."""
+command, what cannot be read in it, and how close each policy came to the fastest per case.
+
+Every string here comes from a results file: shown as a code span or plain text, never as Markdown
+(dashboard/text.py); commands and storage URLs redacted again before they are shown."""
 
 import streamlit as st
 
 from kvtune.dashboard import charts, data, frames, selection
+from kvtune.dashboard.text import code, without_none
+from kvtune.harness.redact import redact_url
+
+
+def _redacted(value):
+    """A manifest with every string passed through redact_url (commands, storage URLs)."""
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return redact_url(value)
+
 
 st.title("Runs")
 runs = selection.all_runs()
@@ -15,7 +30,9 @@ st.caption(
     "Every run in the results folder, newest first. Pick the runs the other pages show in the "
     "sidebar (one or several)."
 )
-st.dataframe(frames.runs_table(runs), hide_index=True, width="stretch")
+st.dataframe(
+    without_none(frames.runs_table(runs)), hide_index=True, width="stretch"
+)
 
 picked = selection.selected_runs()
 if not picked:
@@ -23,32 +40,34 @@ if not picked:
     st.stop()
 
 for run in picked:
-    st.subheader(run["run_id"])
+    st.subheader(f"Run {code(run['run_id'])}")
     selection.run_state_message(run)
     rows = run.get("rows")
     st.markdown(
-        f"**status** {run.get('status', '?')} · **device** {frames.device_text(run)} · "
-        f"**backend** {run.get('backend', '?')} · **rows** {rows if rows is not None else '—'} · "
-        f"**started** {run.get('started_at', '?')}"
+        f"**status** {code(run.get('status', '?'))} · **device** {code(frames.device_text(run))} · "
+        f"**backend** {code(run.get('backend', '?'))} · **rows** "
+        f"{code(rows if rows is not None else None)} · **started** {code(run.get('started_at'))}"
     )
     if run.get("command"):
-        st.code(run["command"], language="bash")
+        st.code(redact_url(str(run["command"])), language="bash")
+    for problem in run.get("problems") or ():
+        st.error(f"This run's {code(problem)}")
     loaded = data.measurements(run["path"]) if run.get("status") != "corrupt" else None
     if loaded is not None and not loaded.ok:
-        st.error(f"measurements.parquet cannot be read: {loaded.error}")
+        st.error(f"measurements.parquet cannot be read: {code(loaded.error)}")
     elif loaded is not None and not loaded.value.empty:
         counts = frames.status_counts(loaded.value)
         policies = (
             sorted(loaded.value["policy"].astype(str).unique()) if "policy" in loaded.value else []
         )
-        st.write(
+        st.markdown(
             f"{len(loaded.value):,} measurement rows "
-            f"({', '.join(f'{v} {k}' for k, v in counts.items())}); "
-            f"policies: {', '.join(policies)}"
+            f"({', '.join(f'{v} {code(k)}' for k, v in counts.items())}); "
+            f"policies: {', '.join(code(p) for p in policies)}"
         )
+        # A tuning run's trials and oracle configurations are the `best trial` and `oracle`
+        # series (frames.ok_rows_with_lines), not a bar each.
         summary = frames.policy_summary(selection.with_tuned(run, loaded.value))
-        if (summary["line"] == "tuned").any():  # a tuning run: its winner, not every trial
-            summary = summary[~summary["line"].str.startswith("parametric")]
         if not summary.empty:
             st.plotly_chart(
                 charts.policy_summary_figure(
@@ -58,6 +77,6 @@ for run in picked:
                 key=f"summary_{run['run_id']}",
             )
     if run.get("has_tuning"):
-        st.write("This run holds a tuning result: see the **Study** and **Export** pages.")
+        st.markdown("This run holds a tuning result: see the **Study** and **Export** pages.")
     with st.expander("manifest"):
-        st.json({k: v for k, v in run.items() if k not in ("cases",)}, expanded=False)
+        st.json(_redacted({k: v for k, v in run.items() if k not in ("cases",)}), expanded=False)

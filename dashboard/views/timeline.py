@@ -1,10 +1,16 @@
 """SM timeline: a stored batch re-planned by two policies and simulated, one Gantt chart each
-(one row per CTA slot, one bar per CTA, coloured by request), side by side on one time axis."""
+(one row per CTA slot or per SM, one bar per CTA, coloured by request, longest first), side by
+side on one time axis or each on its own, with the waves marked and the idle-slot share."""
 
 import pandas as pd
 import streamlit as st
 
 from kvtune.dashboard import charts, data, frames, selection
+from kvtune.dashboard.text import code, plain
+from kvtune.dashboard.timeline_chart import idle_slot_share
+
+TIME_AXES = {"shared": "one time axis for both", "own": "each panel its own"}
+ROW_CHOICES = {"auto": "auto", "slots": "a row per CTA slot", "sms": "a row per SM"}
 
 PREFERRED = ("flashinfer-tensor-core", "fa3", "trtllm-oversub", "no-split")
 
@@ -12,38 +18,80 @@ st.title("SM timeline")
 picked = selection.picked_runs_or_stop()
 
 ids = [r["run_id"] for r in picked]
-rid = st.selectbox("run", ids, key="tl_run") if len(ids) > 1 else ids[0]
+if len(ids) > 1:
+    selection.url_widget("tl_run", ids, ids[0])
+    rid = st.selectbox("run", ids, key="tl_run")
+    selection.to_url("tl_run", rid)
+else:
+    rid = ids[0]
 run = next(r for r in picked if r["run_id"] == rid)
 measured = selection.measurements_of([run])
 if rid not in measured:
     st.stop()
 ok = frames.ok_rows_with_lines(measured[rid])
 if ok.empty:
-    st.warning(f"Run {rid} has no successful measurement to replay.")
+    st.warning(f"Run {code(rid)} has no successful measurement to replay.")
     st.stop()
 device = run.get("device") if isinstance(run.get("device"), dict) else None
 if device is None:
-    st.error(f"Run {rid}: its manifest has no device record, so its plans cannot be simulated.")
+    st.error(
+        f"Run {code(rid)}: its manifest has no device record, so its plans cannot be simulated."
+    )
     st.stop()
 
 c1, c2, c3 = st.columns(3)
-dist = c1.selectbox("distribution", sorted(ok["distribution"].unique()), key="tl_distribution")
+distributions = sorted(ok["distribution"].unique())
+selection.url_widget("tl_distribution", distributions, distributions[0])
+dist = c1.selectbox("distribution", distributions, key="tl_distribution")
+selection.to_url("tl_distribution", dist)
 in_dist = ok[ok["distribution"] == dist]
 sizes = sorted(int(b) for b in in_dist["batch_size"].unique())
 default_size = next((b for b in sizes if b >= 48), sizes[-1])
-batch_size = c2.selectbox("batch size", sizes, index=sizes.index(default_size), key="tl_batch")
+selection.url_widget("tl_batch", sizes, default_size)
+batch_size = c2.selectbox("batch size", sizes, key="tl_batch")
+selection.to_url("tl_batch", batch_size)
 in_case = in_dist[in_dist["batch_size"] == batch_size]
 seeds = sorted(int(s) for s in in_case["seed"].unique())
-seed = c3.selectbox("seed", seeds, key="tl_seed") if len(seeds) > 1 else seeds[0]
+if len(seeds) > 1:
+    selection.url_widget("tl_seed", seeds, seeds[0])
+    seed = c3.selectbox("seed", seeds, key="tl_seed")
+    selection.to_url("tl_seed", seed)
+else:
+    seed = seeds[0]
 in_case = in_case[in_case["seed"] == seed]
 case_id = str(in_case["case_id"].iloc[0])
 
 labels = list(dict.fromkeys(in_case["policy_label"]))
 ordered = [p for p in PREFERRED if p in labels] + [p for p in labels if p not in PREFERRED]
 p1, p2 = st.columns(2)
-left = p1.selectbox("policy (left)", labels, index=labels.index(ordered[0]), key="tl_policy_a")
+selection.url_widget("tl_policy_a", labels, ordered[0])
+left = p1.selectbox("policy (left)", labels, key="tl_policy_a")
+selection.to_url("tl_policy_a", left)
 right_default = next((p for p in ordered if p != left), left)
-right = p2.selectbox("policy (right)", labels, index=labels.index(right_default), key="tl_policy_b")
+selection.url_widget("tl_policy_b", labels, right_default)
+right = p2.selectbox("policy (right)", labels, key="tl_policy_b")
+selection.to_url("tl_policy_b", right)
+o1, o2, o3 = st.columns(3)
+selection.url_widget("tl_time", list(TIME_AXES), "shared")
+time_axis = o1.radio(
+    "time axis", list(TIME_AXES), format_func=TIME_AXES.get, horizontal=True, key="tl_time",
+    help="Shared: both panels on the slower one's time scale (shows which finishes first). "
+    "Own: each panel fills its width (shows how each one uses the SMs).",
+)
+selection.to_url("tl_time", time_axis)
+selection.url_widget("tl_rows", list(ROW_CHOICES), "auto")
+row_choice = o2.radio(
+    "rows", list(ROW_CHOICES), format_func=ROW_CHOICES.get, horizontal=True, key="tl_rows",
+    help="auto: a row per SM (its CTA slots overlaid) on big grids, where a row per slot would "
+    "be thinner than a pixel; a row per slot otherwise",
+)
+selection.to_url("tl_rows", row_choice)
+selection.url_flag("tl_waves", True)
+show_waves = o3.checkbox(
+    "mark waves", key="tl_waves",
+    help="A dotted rule where wave 2, 3, ... begins: when the (k x CTA slots)-th task starts",
+)
+selection.to_url("tl_waves", show_waves)
 
 rows = data.case_rows(run["path"], case_id)
 if not rows.ok:
@@ -67,11 +115,11 @@ replays = {}
 for label in (left, right):
     row = row_by_label.get(label)
     if row is None:
-        st.error(f"{case_id}: no stored row for {label}")
+        st.error(f"{code(case_id)}: no stored row for {code(label)}")
         continue
     result, error = data.replay(row, device)
     if error:
-        st.error(f"{case_id}, {label}: the timeline cannot be rebuilt ({error})")
+        st.error(f"{code(case_id)}, {code(label)}: the timeline cannot be rebuilt ({code(error)})")
         continue
     replays[label] = (result, row)
 if not replays:
@@ -83,11 +131,11 @@ sim_note = (
     else " The run was measured on a GPU; this timeline is the simulator's model of it."
 )
 st.caption(
-    f"Case `{case_id}` on {frames.device_text(run)}: the stored kv_lens re-planned with each "
-    "policy's "
-    f"stored parameters and simulated.{sim_note}"
+    f"Case {code(case_id)} on {code(frames.device_text(run))}: the stored kv_lens re-planned with "
+    f"each policy's stored parameters and simulated.{sim_note} Colours follow the requests' "
+    "lengths (the longest is red); the legend lists the longest requests first."
 )
-x_max = max(r.time_us for r, _ in replays.values()) * 1.03
+x_max = max(r.time_us for r, _ in replays.values()) * 1.03 if time_axis == "shared" else None
 cols = st.columns(2)
 for side, col, label in zip("ab", cols, (left, right)):
     if label not in replays:
@@ -102,15 +150,27 @@ for side, col, label in zip("ab", cols, (left, right)):
         stage1_us=result.stage1_us,
         time_us=result.time_us,
         x_max_us=x_max,
-        title=f"{label}: {result.time_us:,.0f} us (simulated)",
+        title=f"{plain(label)} · {result.time_us:,.0f} us",
+        rows=row_choice,
+        waves=show_waves,
     )
     col.plotly_chart(fig, width="stretch", key=f"timeline_{side}")
-    m = col.columns(4)
+    idle = idle_slot_share(result.timeline, result.num_slots, result.stage1_us)
+    m = col.columns(5)
     m[0].metric("CTAs (tasks)", f"{plan['num_tasks']:,}")
     m[1].metric("waves", f"{plan['waves']:.2f}")
-    m[2].metric("max splits", plan["max_splits"])
-    m[3].metric("split requests", plan["split_requests"])
+    m[2].metric(
+        "idle slots",
+        f"{idle:.0%}",
+        help="Share of CTA-slot time idle during the attention launch: 1 - busy slot time / "
+        "(slots x the launch's span)",
+    )
+    m[3].metric("max splits", plan["max_splits"])
+    m[4].metric("split requests", plan["split_requests"])
+    latency = row.get("latency_us")
     col.caption(
-        f"stored {row.get('timer', '?')} latency: {row.get('latency_us', float('nan')):,.1f} us; "
-        f"schedule {plan['schedule']}, {plan['ctas_per_sm']} CTA(s)/SM, {result.num_slots} slots"
+        f"stored {code(row.get('timer', '?'))} latency: "
+        f"{latency if latency is None else format(float(latency), ',.1f')} us; "
+        f"schedule {code(plan['schedule'])}, {plan['ctas_per_sm']} CTA(s)/SM, "
+        f"{result.num_slots} slots"
     )

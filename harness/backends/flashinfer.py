@@ -4,7 +4,9 @@ FlashInfer (flashinfer-python 0.5.x, the optional extra `kvtune[flashinfer]`) is
 kernel many serving stacks already run; this backend shows, on that kernel, what a split costs.
 It reads the same pages as the `triton` backend: the batch's `kernels.paged.PagedKVCache`
 (NHD layout, filled once from the batch seed) is handed to `BatchDecodeWithPagedKVCacheWrapper`
-as it is, with its page table as kv_indptr / kv_indices / kv_last_page_len.
+as it is, with its page table as kv_indptr / kv_indices / kv_last_page_len. An fp8 cache
+(shape.kv_dtype "fp8_e4m3") runs FlashInfer's fp8 decode: plan() with
+kv_data_type=torch.float8_e4m3fn, run() with the cache's per-tensor k_scale / v_scale.
 
 How a plan becomes a FlashInfer call (harness/backends/flashinfer_plan.py holds the rules):
   - a plan identical to kvtune's model of a FlashInfer planner (policies flashinfer-tensor-core
@@ -116,6 +118,8 @@ class FlashInferBackend:
     # -- the Backend protocol --------------------------------------------------------------
 
     def unsupported_reason(self, plan: Plan) -> str | None:
+        if _is_hybrid(plan):
+            return None  # harness/backends/flashinfer_hybrid.py runs it (pod or serial)
         return fip.unsupported_reason(plan, self.path)
 
     def split_policy(self, params: SplitParams):
@@ -125,6 +129,11 @@ class FlashInferBackend:
 
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
+
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import flashinfer_hybrid
+
+            return flashinfer_hybrid.verify(self, batch, plan)
 
         from kvtune.kernels.reference import judge_output
 
@@ -144,7 +153,8 @@ class FlashInferBackend:
         out = torch.full_like(inputs.q, float("nan"))
         try:
             wrapper = self._wrapper(run.setting.path)
-            wrapper.run(inputs.q, (inputs.cache.k_pages, inputs.cache.v_pages), out=out)
+            wrapper.run(inputs.q, (inputs.cache.k_pages, inputs.cache.v_pages), out=out,
+                        **kv_scales(inputs.cache))
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - a kernel error is a failed verification
             first = (str(exc).strip().splitlines() or [""])[0]
@@ -159,6 +169,11 @@ class FlashInferBackend:
 
     def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
         from kvtune.harness.timing import measure_callable
+
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import flashinfer_hybrid
+
+            return flashinfer_hybrid.measure(self, batch, plan)
 
         run = self._runs.get(id(plan))
         if (run is None or run.plan is not plan or run.batch_key != _batch_key(batch)
@@ -175,14 +190,16 @@ class FlashInferBackend:
         wrapper = self._plan_wrapper(run, inputs)  # it may hold another plan since verify
         timer_inputs = self._timer_inputs(inputs) if self.timer_name == "graph" else None
 
+        scales = kv_scales(inputs.cache)
         if timer_inputs is None:
             out = inputs.q.new_empty(inputs.q.shape)
 
             def launch():
-                wrapper.run(inputs.q, (inputs.cache.k_pages, inputs.cache.v_pages), out=out)
+                wrapper.run(inputs.q, (inputs.cache.k_pages, inputs.cache.v_pages), out=out,
+                            **scales)
         else:
             def launch(copy):
-                wrapper.run(copy["q"], (copy["k"], copy["v"]), out=copy["out"])
+                wrapper.run(copy["q"], (copy["k"], copy["v"]), out=copy["out"], **scales)
 
         result = measure_callable(launch, inputs=timer_inputs, timer=self.timer,
                                   cold_l2=self.cold_l2, stopping=self.stopping,
@@ -262,7 +279,8 @@ class FlashInferBackend:
         dtype = inputs.q.dtype
         wrapper.plan(inputs.kv_indptr, inputs.kv_indices, inputs.kv_last_page_len,
                      shape.num_qo_heads, shape.num_kv_heads, shape.head_dim, shape.page_size,
-                     q_data_type=dtype, kv_data_type=dtype, **setting.plan_kwargs())
+                     q_data_type=dtype, kv_data_type=inputs.cache.kv_dtype,
+                     **setting.plan_kwargs())
         self._planned[setting.path] = (run, self._workspace)
         run.decision, run.readback_error = _read_decision(wrapper, setting.path)
         run.disagreement = (fip.disagreement(setting, run.decision, shape.page_size)
@@ -306,6 +324,12 @@ class FlashInferBackend:
         self._planned.clear()
 
 
+def _is_hybrid(plan) -> bool:
+    from kvtune.kernels.hybrid_plan import HybridPlan
+
+    return isinstance(plan, HybridPlan)
+
+
 class _BatchInputs:
     """One batch on the GPU: cache, queries, float64 reference, FlashInfer's page table."""
 
@@ -342,6 +366,15 @@ class _PlanRun:
             "fi_readback": self.readback_error or ("ok" if d else "none"),
             "flashinfer_version": getattr(flashinfer, "__version__", "unknown"),
         }
+
+
+def kv_scales(cache) -> dict:
+    """run() keyword arguments for the cache's scales: k_scale / v_scale of an fp8 cache, none
+    for a 16-bit one (FlashInfer folds k_scale into sm_scale and multiplies the output by
+    v_scale)."""
+    if not cache.is_fp8:
+        return {}
+    return {"k_scale": float(cache.k_scale), "v_scale": float(cache.v_scale)}
 
 
 def _read_decision(wrapper, path: str):

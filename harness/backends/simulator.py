@@ -6,6 +6,8 @@ the backend called "simulator", and names the device model it used.
 
 from __future__ import annotations
 
+import numpy as np
+
 from kvtune.harness.backends import Measurement, Verification
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
 from kvtune.kernels.plan import DeviceSpec, Plan
@@ -33,6 +35,10 @@ class SimulatorBackend:
         return simulate(plan, batch.shape, self.device, self.constants)
 
     def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
+        from kvtune.kernels.hybrid_plan import HybridPlan
+
+        if isinstance(plan, HybridPlan):
+            return self._measure_hybrid(batch, plan)
         result = self.simulate(batch, plan)
         t = result.time_us
         return Measurement(
@@ -56,6 +62,29 @@ class SimulatorBackend:
                 "sim_merge_us": result.merge_us,
                 "sim_model": self.device.name,
             },
+        )
+
+    def _measure_hybrid(self, batch, plan) -> Measurement:
+        """A HybridPlan through harness/sim_hybrid.py (prefill compute-bound, decode bandwidth)."""
+        from kvtune.harness.sim_hybrid import simulate_hybrid
+        from kvtune.workloads.batch import AttentionBatch
+
+        if not isinstance(batch, AttentionBatch):
+            batch = AttentionBatch.decode(batch)
+        if not (np.array_equal(plan.q_lens, batch.q_lens)
+                and np.array_equal(plan.kv_lens, batch.kv_lens)):
+            raise ValueError("plan: its q_lens/kv_lens differ from the batch's; plan the batch "
+                             "it is measured on")
+        r = simulate_hybrid(plan, batch.shape, self.device, self.constants)
+        t = r.time_us
+        return Measurement(
+            status="ok", latency_us=t, p10_us=t, p90_us=t, mean_us=t, std_us=0.0, samples=1,
+            rel_spread=0.0, noise_met=True, timer="simulated", cold_l2=True,
+            bytes_moved=batch.min_bytes, achieved_bytes_per_s=batch.min_bytes / (t * 1e-6),
+            checked=False, message=f"simulated ({self.device.name})",
+            extra={"sim_prefill_us": r.prefill_us, "sim_decode_us": r.decode_us,
+                   "sim_merge_us": r.merge_us, "sim_model": self.device.name,
+                   "flops": batch.causal_flops},
         )
 
     def close(self) -> None:

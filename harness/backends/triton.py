@@ -2,7 +2,9 @@
 
 Per batch (kv_lens, shape, seed) it builds the paged cache, the queries and the float64 reference
 once, and reuses them for every plan of that batch; only one batch is held at a time (a batch of
-262,144 tokens is about 1 GB of cache). Per plan it puts the work list on the device once
+262,144 tokens is about 1 GB of cache). The cache follows the batch's shape: e4m3 pages with
+per-tensor scales for kv_dtype "fp8_e4m3" (kernels/paged.py), whose reference is computed on the
+dequantised values; the error bound is that of the query type. Per plan it puts the work list on the device once
 (`prepare_decode`), so a timed iteration is only the kernel launches.
 
 verify: output poisoned with NaN, one decode, error ||out - ref|| / ||ref|| against the float64
@@ -122,6 +124,11 @@ class TritonBackend:
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
         import torch
 
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import triton_hybrid
+
+            return triton_hybrid.verify(self, batch, plan)
+
         from kvtune.kernels.reference import judge_output
 
         inputs = self._batch_inputs(batch)
@@ -143,6 +150,10 @@ class TritonBackend:
         return result
 
     def measure(self, batch: DecodeBatch, plan: Plan) -> Measurement:
+        if _is_hybrid(plan):
+            from kvtune.harness.backends import triton_hybrid
+
+            return triton_hybrid.measure(self, batch, plan)
         inputs = self._batch_inputs(batch)
         seen = self._verified.get(id(plan))
         check = seen[1] if seen is not None and seen[0] is plan else self.verify(batch, plan)
@@ -357,6 +368,13 @@ def _batch_label(batch: DecodeBatch) -> str:
             f"seed {batch.seed})")
 
 
+def _is_hybrid(plan) -> bool:
+    """A HybridPlan (kernels/hybrid_plan.py) goes to harness/backends/triton_hybrid.py."""
+    from kvtune.kernels.hybrid_plan import HybridPlan
+
+    return isinstance(plan, HybridPlan)
+
+
 def _batch_key(batch: DecodeBatch) -> tuple:
     """Identity of a batch's tensors: same lengths, shape and seed give the same data."""
     return (batch.seed, batch.shape, batch.kv_lens.tobytes())
@@ -402,6 +420,11 @@ def _default_device(torch_device: str) -> DeviceSpec:
     return DeviceSpec(name="triton-interpreter (cpu)", sm_count=4, l2_bytes=0,
                       hbm_bytes_per_s=1e9, live=False)
 
+
+# Read by harness/backends/triton_hybrid.py, which must not import this module (no cycle).
+TritonBackend.batch_inputs_type = _BatchInputs
+TritonBackend.error_bounds = ERROR_BOUNDS
+TritonBackend.samples_measurement = staticmethod(_measurement)
 
 BACKEND = TritonBackend
 

@@ -25,8 +25,12 @@ def add_parser(sub) -> None:
        "and store one row per case and policy under results/<run-id>/.")
     add_suite_arguments(p)
     p.add_argument("--policies", default=DEFAULT_POLICIES,
-                   help="comma-separated policies, each NAME or NAME:key=value:... "
+                   help="comma-separated policies, each NAME or NAME:key=value:..., or "
+                        "tuned:path=FILE for an exported heuristic (its path may hold ',' and ':') "
                         f"(default {DEFAULT_POLICIES})")
+    p.add_argument("--heuristic", action="append", default=[], metavar="FILE",
+                   help="a tuned heuristic JSON from `kvtune export`, run beside the policies as "
+                        "series tuned:<file stem> (repeatable)")
     add_backend_arguments(p)
     p.add_argument("--out", default="results", help="results folder (default results/)")
     p.add_argument("--format", default="table", choices=FORMATS,
@@ -41,11 +45,26 @@ def run(args) -> int:
 
     settings = BenchSettings(cases=case_settings(args), policies=args.policies,
                              measure=backend_settings(args), out=args.out,
-                             progress=not args.no_progress)
+                             progress=not args.no_progress, heuristics=tuple(args.heuristic),
+                             load_heuristic=_load_heuristic)
     outcome = run_bench(settings, command=args.command_line)
     print(format_rows(outcome.rows, args.format))
+    if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
+        from kvtune.harness.hybrid_summary import hybrid_frame, targets
+
+        t = targets(hybrid_frame(outcome.rows))
+        if not t.empty:  # sweep cases with both halves and hybrid-serial measured
+            print("\nhybrid sweep: speedup over hybrid-serial and latency over max(prefill alone, "
+                  "decode alone)")
+            print(t.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     label = "measured" if outcome.live else "simulated"
     print(f"\n{len(outcome.rows)} rows ({label}, {outcome.backend_name}, {outcome.device_name}); "
           f"{outcome.failed_rows} not ok. Results: {outcome.root}/measurements.parquet, "
           f"manifest: {outcome.root}/manifest.json", file=sys.stderr if args.format != "table" else sys.stdout)
     return 0
+
+
+def _load_heuristic(path, shape):
+    from kvtune.studies.export import load_heuristic
+
+    return load_heuristic(path, shape=shape)

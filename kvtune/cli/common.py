@@ -59,6 +59,11 @@ def add_suite_arguments(p) -> None:
     p.add_argument("--shape", help=f"attention shape: {', '.join(SHAPES)} (default {DEFAULT_SHAPE_NAME})")
     p.add_argument("--page-size", type=int, help="tokens per KV page, a power of two 1..128 (default 16)")
     p.add_argument("--dtype", help="query/output and KV element type: bf16 or fp16 (default bf16)")
+    p.add_argument("--kv-dtype", help="KV cache element type: bf16, fp16 or fp8_e4m3 (e4m3 pages "
+                   "with per-tensor scales, 1 byte per element; default: --dtype)")
+    p.add_argument("--q-len", type=int, metavar="K",
+                   help="query tokens per decode, 1..16 (2..16: speculative decode batches; with "
+                        "--distribution hybrid it sets decode_q_len)")
     add_head_arguments(p)
 
 
@@ -90,8 +95,10 @@ def case_settings(args):
     return CaseSettings(suite=args.suite, distribution=args.distribution,
                         batch_sizes=args.batch_sizes, params=tuple(args.param or ()),
                         seeds=args.seeds, shape=args.shape, page_size=args.page_size,
-                        dtype=args.dtype, num_qo_heads=args.num_qo_heads,
-                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim)
+                        dtype=args.dtype, kv_dtype=args.kv_dtype,
+                        num_qo_heads=args.num_qo_heads,
+                        num_kv_heads=args.num_kv_heads, head_dim=args.head_dim,
+                        q_len=getattr(args, "q_len", None))
 
 
 def backend_settings(args):

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-kv-len", type=int, default=DEFAULT_MAX_KV_LEN_TOKENS,
                    help="longest request (tokens) the FlashInfer/trtllm-gen translations are checked "
                         f"for (default {DEFAULT_MAX_KV_LEN_TOKENS})")
+    p.add_argument("--allow-regression", action="store_true",
+                   help="export even a bucket whose validation is more than 2%% slower than the "
+                        "engine's own planner on some case (the file records it)")
     p.set_defaults(handler=run_export)
 
 
@@ -44,7 +47,8 @@ def run_export(args) -> int:
         result, source = export.tuning_result_from_study(args.study, args.storage, args.journal)
     else:
         result, source = export.tuning_result_from_run(args.run)
-    doc = export.build_heuristic(result, source=source, max_kv_len_tokens=args.max_kv_len)
+    doc = export.build_heuristic(result, source=source, max_kv_len_tokens=args.max_kv_len,
+                                 allow_regression=args.allow_regression)
     path = export.write_heuristic(doc, args.output)
     for line in summary_lines(doc):
         print(line)
@@ -72,11 +76,25 @@ def summary_lines(doc: dict) -> list[str]:
             fi_text = "not expressible"
         elif fi["disable_split_kv"]:
             fi_text = "disable_split_kv"
+        elif fi.get("fixed_split_size_pages") is None:
+            fi_text = "its own planner" if bucket.get("family") == "defer" else "fixed_split_size per batch"
         else:
             fi_text = f"fixed_split_size={fi['fixed_split_size_pages']} pages"
         tr_text = "env" if tr["expressible"] else "not expressible"
+        if bucket.get("family") == "defer":
+            knobs = "defer (the engine's own planner)"
+        elif bucket.get("family"):
+            knobs = f"{bucket['family']}: {knobs}"
         lines.append(f"  batch {bucket['min_batch']}..{bucket['max_batch']}: {knobs}; {speed}; "
                      f"flashinfer: {fi_text}; trtllm-gen: {tr_text}")
+        v = evidence.get("validation")
+        if v and v.get("cases"):
+            vs = v.get("vs_default") or {}
+            lines.append(f"    validation ({v['cases']} cases): score {v['score_geomean']:.3f}, worst "
+                         f"{v['worst']:.3f}; vs engine default x{vs.get('geomean', float('nan')):.3f} "
+                         f"(worst x{vs.get('worst', float('nan')):.3f})")
+        if evidence.get("regression"):
+            lines.append(f"    REGRESSION allowed: {evidence['regression']}")
         for note in evidence["notes"]:
             lines.append(f"    note: {note}")
     if not doc["targets"]["trtllm_gen"]["process_wide"]["expressible"]:

@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
                    "the heuristic file's shape)")
     p.add_argument("--page-size", type=int, help="tokens per KV page, a power of two 1..128 (default 16)")
     p.add_argument("--dtype", help="query/output and KV element type: bf16 or fp16 (default bf16)")
+    p.add_argument("--kv-dtype", help="KV cache element type: bf16, fp16 or fp8_e4m3 "
+                   "(default: --dtype, or the heuristic file's)")
     add_head_arguments(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(handler=run)
@@ -35,7 +37,7 @@ def run(args) -> int:
     from kvtune.workloads.selection import CaseSettings, resolve_shape
 
     settings = CaseSettings(shape=args.shape, page_size=args.page_size, dtype=args.dtype,
-                            num_qo_heads=args.num_qo_heads, num_kv_heads=args.num_kv_heads,
+                            kv_dtype=args.kv_dtype, num_qo_heads=args.num_qo_heads, num_kv_heads=args.num_kv_heads,
                             head_dim=args.head_dim)
     if args.policy and args.heuristic:
         raise ValueError("policy: give --policy NAME or --heuristic FILE, not both")
@@ -65,6 +67,11 @@ def run(args) -> int:
     if "bucket_min_batch" in notes:
         print(f"  bucket: {notes['bucket_min_batch']}..{notes['bucket_max_batch']} "
               f"(batch size {plan.batch_size})")
+    if notes.get("family") == "defer":
+        print("  family: defer: the engine's own planner plans this batch (shown below: FlashInfer's "
+              "tensor-core plan, fixed_split_size=None)")
+    elif notes.get("family"):
+        print(f"  family: {notes['family']}")
     for key, value in info.items():
         print(f"  {key}: {value}")
     return 0

@@ -31,11 +31,22 @@ def add_parser(sub) -> None:
     add_backend_arguments(p)
     p.add_argument("--trials", type=int, help="trials per bucket, counted over resumptions (default 40)")
     p.add_argument("--buckets", help="batch-size buckets, e.g. 1-8,9-32,33-128,129-512 (default: "
-                   "those, extended past 512 when the suite has larger batches)")
+                   "those, extended past 512 when the suite has larger batches), or auto: "
+                   "boundaries searched over a fixed-chunk grid (at most --max-buckets)")
+    p.add_argument("--max-buckets", type=int, help="with --buckets auto: most buckets (default 4)")
+    p.add_argument("--validate", action="append", metavar="SPEC",
+                   help="held-out cases the search never sees (repeatable): a suite name, "
+                        "distribution:NAME, trace:FILE, or none (default: a held-out share of the "
+                        "training suite's seeds)")
+    p.add_argument("--no-adaptive", dest="adaptive", action="store_false",
+                   help="no adaptive-family finalists (one chunk per batch computed at plan time)")
+    p.add_argument("--no-stress", dest="stress", action="store_false",
+                   help="do not add the stress share (skew80 at each training batch size)")
     p.add_argument("--sampler", help=f"{', '.join(SAMPLERS)} (default tpe; nsga2 with --objective mean,worst)")
     p.add_argument("--seed", type=int, help="sampler seed (default 0)")
-    p.add_argument("--objective", help=f"{' or '.join(OBJECTIVES)} (default mean: geometric mean "
-                   "of tuned / best baseline; mean,worst adds the worst case, multi-objective)")
+    p.add_argument("--objective", help=f"{' or '.join(OBJECTIVES)} (default robust: geometric mean "
+                   "of tuned / best baseline times max(1, worst / 1.02); mean: the geometric mean "
+                   "alone; mean,worst adds the worst case, multi-objective)")
     p.add_argument("--pruner", help=f"{', '.join(PRUNERS)} (default median)")
     p.add_argument("--baselines", help="comma-separated baseline policies the score divides by "
                    "(default flashinfer-tensor-core,fa3,trtllm-oversub,fixed-split)")
@@ -74,6 +85,8 @@ def explicit_settings(args: argparse.Namespace) -> dict:
         raise ValueError(f"tune: option --{unknown[0].replace('_', '-')} is not supported by kvtune tune")
     if "param" in given:
         given["param"] = tuple(given["param"])
+    if "validate" in given:
+        given["validate"] = tuple(given["validate"])
     if "space" in given:
         space = {}
         for item in given["space"]:
@@ -86,8 +99,12 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 
 def run_tune_command(args: argparse.Namespace) -> int:
+    from kvtune.cli import tune_hybrid
     from kvtune.studies.config import load_preset, merge, resume_config
     from kvtune.studies.tune import run_tune, stored_settings
+
+    if tune_hybrid.wants_hybrid(args):  # the hybrid knobs: studies/hybrid_tune.py
+        return tune_hybrid.run(args)
 
     given = explicit_settings(args)
     preset = load_preset(given["preset"]) if given.get("preset") else None

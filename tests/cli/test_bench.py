@@ -70,6 +70,9 @@ def test_threshold_bench_writes_a_complete_run_that_shows_the_jump(tmp_path, cap
         (["bench", "--bogus-flag"], "unrecognized"),
         (["bench", "--suite", "smoke", "--stopping", "min_time_ms=10,patience=3"], "patience"),
         (["bench", "--suite", "smoke", "--stopping", "max_noise=2"], "max_noise"),
+        (["bench", "--suite", "smoke", "--kv-dtype", "fp8_e5m2"], "kv_dtype"),
+        (["bench", "--suite", "smoke", "--dtype", "fp8_e4m3"], "dtype"),
+        (["bench", "--suite", "smoke", "--dtype", "fp16", "--kv-dtype", "bf16"], "kv_dtype"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, argv, field):
@@ -113,6 +116,19 @@ def test_a_second_run_leaves_the_first_untouched(tmp_path):
     assert main(args + ["--policies", "fa3"]) == 0
     assert (first / "measurements.parquet").read_bytes() == before
     assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_fp8_kv_cache_reaches_the_rows_and_halves_the_kv_bytes(tmp_path):
+    base = ["bench", "--distribution", "uniform", "--batch-sizes", "8", "--backend", "simulator",
+            "--policies", "no-split", "--no-progress"]
+    assert main(base + ["--out", str(tmp_path / "bf16")]) == 0
+    assert main(base + ["--kv-dtype", "fp8_e4m3", "--out", str(tmp_path / "fp8")]) == 0
+    bf16 = store.load_measurements(only_run(tmp_path / "bf16"))
+    fp8 = store.load_measurements(only_run(tmp_path / "fp8"))
+    assert set(fp8["kv_dtype"]) == {"fp8_e4m3"} and set(bf16["kv_dtype"]) == {"bf16"}
+    assert set(fp8["dtype"]) == {"bf16"}
+    qo = 2 * 8 * 32 * 128 * 2
+    assert int(fp8["bytes_moved"][0]) - qo == (int(bf16["bytes_moved"][0]) - qo) // 2
 
 
 def test_policy_overrides_reach_the_rows(tmp_path):

@@ -112,7 +112,7 @@ def test_timeout_stops_the_search_early(tmp_path, capsys):
 
     (run,) = list_runs(out)
     (bucket,) = load_tuning_result(run["path"]).buckets
-    assert 4 <= bucket.n_trials < 5000
+    assert 1 <= bucket.n_trials < 5000  # a loaded 2-core CI machine may finish only a few in 1 s
 
 
 def test_config_round_trips_for_workers():

@@ -1,11 +1,16 @@
 """Fixture results folders for the dashboard tests, made by the project's own commands.
 
-`results_dir` (session): two simulator bench runs (skew80 with four policies; uniform with two
-fixed-split sizes, so one policy name appears with two parameter sets), a real `kvtune tune` run
-with its SQLite storage, and two studies written straight with Optuna into that storage: one with
-the documented user attributes (`kvtune_result`, `kvtune_run`) and no run folder, one without
-them (a study still being tuned).
-`messy_results`: a corrupt parquet, a run still in progress, a failed run, an unreadable manifest.
+`results_dir` (session): two simulator bench runs on the h200 model (skew80 with four policies;
+uniform with two fixed-split sizes, so one policy name appears with two parameter sets), a skew80
+bench run on the h100 model (two devices to compare), a real `kvtune tune --oracle` run (trial and
+oracle configurations among its rows), a `kvtune tune --objective mean,worst` run (a
+multi-objective study), their SQLite storage, and two studies written straight with Optuna into
+that storage: one with the documented user attributes (`kvtune_result`, `kvtune_run`) and no run
+folder, one without them (a study still being tuned).
+`messy_results`: a corrupt parquet, a run still in progress, a failed run, an unreadable manifest,
+a corrupt tuning.json and a corrupt optuna.db.
+`hostile_results`: a run whose manifest, policy names and study name hold Markdown images and
+links (what a results folder made by someone else may hold).
 """
 
 from __future__ import annotations
@@ -63,10 +68,29 @@ def results_dir(tmp_path_factory) -> Path:
             *SIM,
         ]
     )
+    kvtune(
+        [
+            "bench",
+            "--distribution",
+            "skew80",
+            "--batch-sizes",
+            "4,16,32,33,48,64",
+            "--policies",
+            "flashinfer-tensor-core,fa3",
+            "--out",
+            str(root),
+            "--backend",
+            "simulator",
+            "--device-model",
+            "h100",
+            "--no-progress",
+        ]
+    )
     storage = f"sqlite:///{root / 'optuna.db'}"
     kvtune(
         [
             "tune",
+            "--oracle",
             "--study",
             "dash",
             "--distribution",
@@ -90,16 +114,54 @@ def results_dir(tmp_path_factory) -> Path:
             *SIM,
         ]
     )
+    kvtune(
+        [
+            "tune",
+            "--study",
+            "multi",
+            "--objective",
+            "mean,worst",
+            "--distribution",
+            "skew80",
+            "--batch-sizes",
+            "4,32",
+            "--buckets",
+            "1-64",
+            "--trials",
+            "5",
+            "--finalists",
+            "2",
+            "--finalist-rounds",
+            "1",
+            "--storage",
+            storage,
+            "--out",
+            str(root),
+            "--seed",
+            "0",
+            *SIM,
+        ]
+    )
     write_handmade_studies(storage)
     return root
 
 
-def _bench_of(results_dir: Path, distribution: str) -> Path:
+def _bench_of(results_dir: Path, distribution: str, device: str = DEVICE_MODEL) -> Path:
     for run in run_dirs(results_dir, "bench"):
-        cases = json.loads((run / "manifest.json").read_text())["cases"]
-        if cases[0]["distribution"] == distribution:
+        manifest = json.loads((run / "manifest.json").read_text())
+        if (
+            manifest["cases"][0]["distribution"] == distribution
+            and manifest["device"]["name"] == device
+        ):
             return run
-    raise AssertionError(f"no {distribution} bench run in {results_dir}")
+    raise AssertionError(f"no {distribution} bench run on {device} in {results_dir}")
+
+
+def _tune_of(results_dir: Path, study: str) -> Path:
+    for run in run_dirs(results_dir, "tune"):
+        if json.loads((run / "manifest.json").read_text())["study"] == study:
+            return run
+    raise AssertionError(f"no tune run of study {study} in {results_dir}")
 
 
 @pytest.fixture(scope="session")
@@ -115,8 +177,21 @@ def uniform_run(results_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
+def h100_run(results_dir) -> Path:
+    """The skew80 bench run on the h100 model (flashinfer-tensor-core and fa3, B = 4..64)."""
+    return _bench_of(results_dir, "skew80", "h100")
+
+
+@pytest.fixture(scope="session")
 def tune_run(results_dir) -> Path:
-    return run_dirs(results_dir, "tune")[0]
+    """The `kvtune tune --oracle` run of study `dash` (buckets 1-8 and 9-64)."""
+    return _tune_of(results_dir, "dash")
+
+
+@pytest.fixture(scope="session")
+def multi_run(results_dir) -> Path:
+    """The `kvtune tune --objective mean,worst` run of study `multi` (one bucket, 1-64)."""
+    return _tune_of(results_dir, "multi")
 
 
 def write_handmade_studies(storage: str) -> None:
@@ -220,7 +295,7 @@ def _skew80(batch_size: int) -> np.ndarray:
 
 
 @pytest.fixture()
-def messy_results(tmp_path, bench_run) -> Path:
+def messy_results(tmp_path, bench_run, tune_run) -> Path:
     """One run of each broken kind, made from a copy of the skew80 bench run."""
     import pandas as pd
 
@@ -229,6 +304,9 @@ def messy_results(tmp_path, bench_run) -> Path:
     corrupt = root / "20260101-000000-bench-c0c0"
     shutil.copytree(bench_run, corrupt)
     (corrupt / "measurements.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    man = json.loads((corrupt / "manifest.json").read_text())
+    man.update(run_id=corrupt.name)
+    (corrupt / "manifest.json").write_text(json.dumps(man))
 
     running = root / "20260101-000001-bench-r0r0"
     shutil.copytree(bench_run, running)
@@ -248,4 +326,57 @@ def messy_results(tmp_path, bench_run) -> Path:
     unreadable = root / "20260101-000003-bench-m0m0"
     unreadable.mkdir()
     (unreadable / "manifest.json").write_text("{not json")
+
+    bad_tuning = root / "20260101-000004-tune-t0t0"
+    shutil.copytree(tune_run, bad_tuning)
+    man = json.loads((bad_tuning / "manifest.json").read_text())
+    man.update(run_id=bad_tuning.name)
+    (bad_tuning / "manifest.json").write_text(json.dumps(man))
+    (bad_tuning / "tuning.json").write_text('{"study": "dash", "buckets": [')
+    (root / "optuna.db").write_bytes(b"this is not an SQLite database" * 100)
+    return root
+
+
+HOSTILE_IMAGE = "![x](http://evil.example/x.png)"
+HOSTILE_LINK = "[click](http://evil.example/go)"
+
+
+@pytest.fixture()
+def hostile_results(tmp_path, bench_run, tune_run) -> Path:
+    """Runs whose stored strings hold Markdown images and links: a failed bench run (device,
+    backend, error, started_at, command, suite, one policy renamed) and a tuning run whose study
+    and policy names are links."""
+    import pandas as pd
+
+    root = tmp_path / "hostile"
+    root.mkdir()
+    bench = root / "20260101-000000-bench-h0h0"
+    shutil.copytree(bench_run, bench)
+    man = json.loads((bench / "manifest.json").read_text())
+    man["device"]["name"] = HOSTILE_IMAGE
+    man.update(
+        run_id=bench.name,
+        status="failed",
+        backend=HOSTILE_IMAGE,
+        error=f"boom {HOSTILE_IMAGE}",
+        started_at=HOSTILE_LINK,
+        command=f"kvtune bench --storage postgresql://user:secret@db/x {HOSTILE_IMAGE}",
+        suite=HOSTILE_LINK,
+    )
+    (bench / "manifest.json").write_text(json.dumps(man))
+    frame = pd.read_parquet(bench / "measurements.parquet")
+    frame.loc[frame["policy"] == "no-split", "policy"] = HOSTILE_LINK
+    frame["distribution"] = frame["distribution"].astype(str)
+    frame.to_parquet(bench / "measurements.parquet", index=False)
+
+    tune = root / "20260101-000001-tune-h1h1"
+    shutil.copytree(tune_run, tune)
+    man = json.loads((tune / "manifest.json").read_text())
+    man.update(run_id=tune.name, study=HOSTILE_LINK)
+    (tune / "manifest.json").write_text(json.dumps(man))
+    result = json.loads((tune / "tuning.json").read_text())
+    result["study"] = HOSTILE_IMAGE
+    result["kernel"] = HOSTILE_LINK
+    result["device"]["name"] = HOSTILE_IMAGE
+    (tune / "tuning.json").write_text(json.dumps(result))
     return root

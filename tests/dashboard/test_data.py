@@ -32,7 +32,8 @@ def test_runs_and_measurements_of_the_fixture(results_dir, bench_run):
     runs = data.runs(results_dir)
     by_id = {r["run_id"]: r for r in runs}
     assert by_id[bench_run.name]["has_measurements"] and not by_id[bench_run.name]["has_tuning"]
-    assert sum(r["has_tuning"] for r in runs) == 1
+    assert sum(r["has_tuning"] for r in runs) == 2  # the oracle run and the multi-objective one
+    assert not any(r["problems"] for r in runs)
     loaded = data.measurements(bench_run)
     assert loaded.ok and len(loaded.value) == 24
     assert (
@@ -40,6 +41,17 @@ def test_runs_and_measurements_of_the_fixture(results_dir, bench_run):
     )  # per-request arrays left out
     case = data.case_rows(bench_run, "skew80:B48:seed0")
     assert case.ok and len(case.value) == 4 and len(case.value[0]["kv_lens"]) == 48
+
+
+def test_corrupt_parquet_and_tuning_json_are_problems_of_the_run(messy_results):
+    by_id = {r["run_id"]: r for r in data.runs(messy_results)}
+    corrupt = by_id["20260101-000000-bench-c0c0"]
+    assert corrupt["status"] == "complete" and len(corrupt["problems"]) == 1
+    assert corrupt["problems"][0].startswith("measurements.parquet cannot be read")
+    bad_tuning = by_id["20260101-000004-tune-t0t0"]
+    assert not bad_tuning["has_tuning"]
+    assert any("tuning.json is not a valid tuning result" in p for p in bad_tuning["problems"])
+    assert not by_id["20260101-000001-bench-r0r0"]["problems"]
 
 
 def test_a_changed_file_is_read_again_and_a_corrupt_one_is_a_message(tmp_path, bench_run):
@@ -107,6 +119,9 @@ def test_replay_rejects_rows_it_cannot_rebuild(bench_run):
         policy_from_row({**row, "policy_params": "{not json"})
     with pytest.raises(ValueError, match="shape"):
         shape_from_row({**row, "head_dim": None})
+    # The KV type is read when the row has it (rows from before fp8 have none: the query type).
+    assert shape_from_row({**row, "kv_dtype": "fp8_e4m3"}).kv_dtype == "fp8_e4m3"
+    assert shape_from_row({k: v for k, v in row.items() if k != "kv_dtype"}).kv_dtype == row["dtype"]
     with pytest.raises(ValueError, match="device"):
         device_from_manifest({"device": "h200"})
     # The cached wrapper turns the same failure into a message.

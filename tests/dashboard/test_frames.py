@@ -145,6 +145,8 @@ def test_runs_table_describes_devices_and_l2():
         "dtype": "bf16",
     }
     assert frames.shape_text(shape) == "32 q / 8 KV heads, head_dim 128, page 16, bf16"
+    assert frames.shape_text({**shape, "kv_dtype": "bf16"}) == frames.shape_text(shape)
+    assert frames.shape_text({**shape, "kv_dtype": "fp8_e4m3"}).endswith("bf16, KV fp8_e4m3")
 
 
 def small_result() -> TuningResult:
@@ -222,3 +224,63 @@ def test_mark_tuned_names_the_winning_config_of_a_real_tuning_run(tune_run):
     policy = policies.get("tuned", **json.loads(tuned["policy_params"].iloc[0]))
     assert [b.params for b in policy.buckets] == [p for _, _, p in result.bucket_table()]
     assert (marked.loc[marked["policy"] == "parametric", "phase"] != "baseline").all()
+
+
+def test_trial_and_oracle_configurations_are_grouped_series_of_their_fastest_per_case():
+    frame = rows(
+        policy=["fa3", "fa3", "parametric", "parametric", "tuned", "oracle-splits", "oracle-splits", "fa3"],
+        policy_params=["{}", "{}", '{"a": 1}', '{"a": 2}', "{}", '{"splits": [1]}', '{"splits": [2]}', "{}"],
+        phase=["baseline", "baseline", "trial", "trial", "finalist", "oracle", "oracle", "oracle"],
+        batch_size=[4, 8, 4, 4, 4, 4, 4, 4],
+        case_id=["c4", "c8", "c4", "c4", "c4", "c4", "c4", "c4"],
+        latency_us=[10.0, 20.0, 12.0, 11.0, 9.0, 8.0, 7.0, 6.5],
+    )
+    ok = frames.ok_rows_with_lines(frame)
+    assert sorted(ok["policy_label"].unique()) == ["best trial", "fa3", "oracle", "tuned"]
+    best = ok[ok["policy_label"] == "best trial"]
+    assert len(best) == 1 and best["latency_us"].iloc[0] == 11.0 and best["grouped"].all()
+    oracle = ok[ok["policy_label"] == "oracle"]
+    # The oracle's seed (a baseline re-measured in the oracle phase) counts for the oracle.
+    assert len(oracle) == 1 and oracle["latency_us"].iloc[0] == 6.5
+    assert len(ok[ok["policy_label"] == "fa3"]) == 2  # the baseline phase only
+    owners = frames.line_policies(ok)
+    assert set(owners["line"]) == {"fa3", "tuned"}  # grouped series have no thresholds
+    summary = frames.policy_summary(frame)
+    assert summary["line"].iloc[0] == "oracle" and len(summary) == 4
+    named = frames.ok_rows_with_lines(frame, by_run=True, run_names={"r1": "h200 · bench-r1"})
+    assert "h200 · bench-r1 · oracle" in set(named["line"])
+
+
+def test_floor_points_and_the_matching_tuning_run():
+    from kvtune.dashboard import compare
+
+    frame = rows(
+        policy=["fa3", "no-split", "fa3"],
+        batch_size=[4, 4, 8],
+        case_id=["a", "a", "b"],
+        latency_us=[10.0, 20.0, 30.0],
+        bytes_moved=[4.0e6, 4.0e6, 8.0e6],
+        ceiling_bytes_per_s=[4.0e12] * 3,
+    )
+    ok = frames.ok_rows_with_lines(frame)
+    floor = compare.floor_points(ok)
+    assert list(floor["floor_us"]) == pytest.approx([1.0, 2.0]) and set(floor["line"]) == {"floor"}
+    assert compare.floor_points(ok.drop(columns="bytes_moved")).empty
+
+    shape = {"num_qo_heads": 32, "num_kv_heads": 8, "head_dim": 128, "page_size": 16, "dtype": "bf16"}
+    other = {**shape, "num_kv_heads": 4}
+
+    def run(rid, suite, shp, device="h200", kind="bench"):
+        return {"run_id": rid, "kind": kind, "suite": suite, "cases": [{"shape": shp}],
+                "device": {"name": device, "live": False}}
+
+    bench = run("b", "prod-mix", shape)
+    tuning = [
+        run("t-new-unrelated", "threshold", shape, kind="tune"),
+        run("t-other-shape", "prod-mix", other, kind="tune"),
+        run("t-other-device", "prod-mix", shape, device="h100", kind="tune"),
+        run("t-match", "prod-mix", shape, kind="tune"),
+    ]
+    assert compare.matching_tuning_run([bench], tuning) == "t-match"
+    assert compare.matching_tuning_run([bench], tuning[:3]) is None
+    assert compare.matching_tuning_run([tuning[0], bench], tuning) == "t-new-unrelated"

@@ -105,6 +105,15 @@ def test_register_prefetch_variant(schedule):
     check_against_reference(q, cache, plan, KernelConfig(16, 4, 1, prefetch=True))
 
 
+@pytest.mark.parametrize("schedule", ["static", "persistent-round-robin"])
+def test_page_ahead_variant(schedule):
+    # Page ids loaded one block ahead; blocks of 16 tokens over pages of 4 and a split at 12.
+    kv = [1, 30, 9]
+    cache, q = make_inputs(kv, SMALL, torch.bfloat16)
+    plan = build_plan(kv, 12, num_kv_heads=2, page_size=4, schedule=schedule, grid_size=2)
+    check_against_reference(q, cache, plan, KernelConfig(16, 4, 3, page_ahead=True))
+
+
 def test_heavy_first_counter_is_reset_for_the_next_launch():
     kv = [17, 5, 9]
     cache, q = make_inputs(kv, SMALL, torch.float32)
@@ -182,6 +191,27 @@ def test_merge_launched_only_for_split_requests(monkeypatch):
     split = build_plan(kv, 12, num_kv_heads=2, page_size=4)
     _, launch = check_against_reference(q, cache, split)
     assert launch.num_launches == 2 and calls == [[1]]  # only request 1 (30 tokens) is split
+
+
+def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
+    from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, HEAD_DIMS, REGIMES,
+                                              config_key)
+
+    for d in HEAD_DIMS:
+        for elem in (1, 2, 4):
+            for regime in REGIMES:
+                assert (d, elem, regime) in CONFIG_TABLE
+            if elem < 4:  # every table entry of the real types is among the swept candidates
+                assert {CONFIG_TABLE[(d, elem, r)] for r in REGIMES} <= set(CANDIDATES[(d, elem)])
+    # One KV head (llama3-70b-tp8) or a one-program-per-SM plan: a page-ahead (multi-buffered)
+    # variant, whatever the batch; several KV heads and programs per SM: the measured default.
+    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=1).page_ahead
+    assert default_config(128, torch.bfloat16, 16, 1, num_kv_heads=8).page_ahead
+    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=4) == KernelConfig(128, 4, 2)
+    assert default_config(128, torch.float8_e4m3fn, 16) == CONFIG_TABLE[(128, 1, "many")]
+    assert config_key(256, 1, 1, 2) == (256, 1, "one-per-sm")
+    with pytest.raises(ValueError, match="kv element size"):
+        config_key(128, 8, 1, 1)
 
 
 def test_config_table_never_depends_on_the_batch():

@@ -493,6 +493,12 @@ def test_registry_names_and_errors():
         "no-split",
         "parametric",
         "tuned",
+        "hybrid-serial",
+        "hybrid-streams",
+        "hybrid-fused",
+        "pod",
+        "hybrid-parametric",
+        "hybrid-tuned",
     ]
     with pytest.raises(ValueError, match="policy: 'fa4' unknown; allowed: .*fa3"):
         policies.get("fa4")
@@ -549,6 +555,13 @@ NON_DEFAULT = {
     "no-split": {"schedule": "persistent-round-robin"},
     "parametric": {"max_waves": 3, "schedule": "persistent-heavy-first", "min_tokens_per_cta": 512},
     "tuned": {"buckets": [(1, 8, SplitParams(max_waves=2)), (9, 64, SplitParams(max_splits=4))]},
+    "hybrid-serial": {"decode_policy": "fa3", "prefill_block_m": 64},
+    "hybrid-streams": {"prefill_split_cap_waves": 3},
+    "hybrid-fused": {"decode_policy": "parametric"},
+    "pod": {"sm_policy": "50:50", "prefill_split_cap_waves": 1},
+    "hybrid-parametric": {"schedule": "fused", "ctas_per_sm": 4, "max_waves": 2,
+                          "decode_schedule": "static-heavy-first"},
+    "hybrid-tuned": {},  # its one parameter is a file path: tests/studies/test_hybrid_tune.py
 }
 
 

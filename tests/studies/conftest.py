@@ -24,7 +24,7 @@ def tiny_config(tmp_path, **overrides) -> TuneConfig:
     values = dict(study="t", distribution="skew80", batch_sizes="4,16",
                   param=("total_tokens=65536",), backend="simulator", device_model="h200",
                   trials=6, sampler="random", finalists=3, finalist_rounds=2,
-                  out=str(tmp_path / "results"), no_progress=True)
+                  out=str(tmp_path / "results"), no_progress=True, stress=False, adaptive=False)
     values.update(overrides)
     return TuneConfig(**values)
 

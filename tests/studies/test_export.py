@@ -242,7 +242,7 @@ def test_golden_file_pins_the_format():
         GOLDEN.write_text(json.dumps(doc, indent=2) + "\n")
     golden = json.loads(GOLDEN.read_text())
     _assert_same(doc, golden)
-    assert doc["schema_version"] == "1.1" and doc["rule"] == "parametric"
+    assert doc["schema_version"] == "1.2" and doc["rule"] == "parametric"
 
 
 def test_golden_file_itself_loads_and_plans():
@@ -409,7 +409,7 @@ FIXED_CHUNK_BUCKETS = [
 def test_fixed_chunk_result_exports_its_rule_and_plans_fixed_splits(tmp_path):
     result = sample_result(buckets=FIXED_CHUNK_BUCKETS, rule="fixed-chunk")
     doc = export.build_heuristic(result, now=FIXED_NOW)
-    assert doc["rule"] == "fixed-chunk" and doc["schema_version"] == "1.1"
+    assert doc["rule"] == "fixed-chunk" and doc["schema_version"] == "1.2"
     path = export.write_heuristic(doc, tmp_path / "tuned.json")
     policy = export.load_heuristic(path, shape=SHAPE)
     assert policy.params()["rule"] == "fixed-chunk"
@@ -662,6 +662,23 @@ def test_a_shape_or_dtype_other_than_the_files_is_refused(tmp_path, kwargs, fiel
         export.load_heuristic(path, **kwargs)
 
 
+def test_the_file_says_its_kv_type_and_another_kv_type_is_refused(tmp_path):
+    fp8 = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    doc = sample_doc(shape=fp8)
+    assert doc["shape"]["kv_dtype"] == "fp8_e4m3"
+    path = write_doc(tmp_path, doc, "fp8.json")
+    assert export.load_heuristic(path, shape=fp8).shape == fp8
+    with pytest.raises(ValueError, match=r"shape\.kv_dtype: the heuristic was tuned for 'fp8_e4m3'"):
+        export.load_heuristic(path, shape=SHAPE)
+    # A file written before kv_dtype existed was tuned on a cache of its query type.
+    old = sample_doc()
+    old["shape"].pop("kv_dtype", None)
+    old_path = write_doc(tmp_path, old, "old.json")
+    assert export.load_heuristic(old_path, shape=SHAPE).shape == SHAPE
+    with pytest.raises(ValueError, match=r"shape\.kv_dtype"):
+        export.load_heuristic(old_path).plan([1000, 2000], fp8, H200)
+
+
 def test_planning_for_another_shape_is_refused_by_the_loaded_policy(tmp_path):
     policy = export.load_heuristic(write_doc(tmp_path, sample_doc()))
     with pytest.raises(ValueError, match="shape.num_kv_heads"):
@@ -754,4 +771,4 @@ def test_written_file_is_atomic_and_refuses_a_missing_folder(tmp_path):
         export.write_heuristic(sample_doc(), tmp_path / "missing" / "t.json")
     path = export.write_heuristic(sample_doc(), tmp_path / "t.json")
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
-    assert json.loads(path.read_text())["schema_version"] == "1.1"
+    assert json.loads(path.read_text())["schema_version"] == "1.2"

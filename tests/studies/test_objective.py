@@ -37,7 +37,7 @@ class TableRunner:
         self.backend = SimulatorBackend(H200)
         self.calls = []
 
-    def measure_one(self, case, policy):
+    def measure_one(self, case, policy, series=None):
         key = policy.params()["min_tokens_per_cta"] if policy.name == "parametric" else policy.name
         self.calls.append((case.case_id, key))
         plan = policy.plan(case.batch.kv_lens, case.batch.shape, self.device)
@@ -184,7 +184,7 @@ def test_a_trial_that_raises_fails_with_one_line_and_the_study_goes_on():
         device = H200
         backend = SimulatorBackend(H200)
 
-        def measure_one(self, case, policy):
+        def measure_one(self, case, policy, series=None):
             raise RuntimeError("driver fell over\nsecond line")
 
     cases = sim_cases(batch_sizes="4")

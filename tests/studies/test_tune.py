@@ -38,7 +38,7 @@ def test_run_folder_is_complete_with_every_phase(tiny_run):
     assert manifest["studies"] == ["t/1-8", "t/9-32"] and manifest["simulated"] is True
     assert manifest["storage"].startswith("sqlite:///") and manifest["sampler"] == "tpe"
     rows = pd.read_parquet(run_dir / "measurements.parquet")
-    assert set(rows["phase"]) == {"baseline", "trial", "finalist", "oracle"}
+    assert set(rows["phase"]) == {"baseline", "trial", "finalist", "oracle", "validation"}
     assert set(rows["bucket"]) == {"1-8", "9-32"}
     trial_rows = rows[rows["phase"] == "trial"]
     assert (trial_rows["trial"] >= 0).all() and (rows[rows["phase"] != "trial"]["trial"] == -1).all()

@@ -1,0 +1,555 @@
+"""GPU benchmark of hybrid batches (issue 15): the Triton hybrid kernel's schedules against serial,
+FlashInfer serial and FlashInfer POD, and the max(prefill alone, decode alone) bound.
+
+One invocation:
+  copy     device-to-device copy bandwidth (bytes read + written): the ceiling every row is
+           reported against (bw_fraction = the batch's minimal bytes / time / copy bandwidth);
+  hybrid   per case of a subset of the `hybrid` suite (the paper's sweep at context 4K/16K, chunk
+           512/2048, decode batch 16/128, plus chunked-prefill simulator mixes, one speculative):
+           Triton serial, streams, fused, sm-aware (the `pod` policy), a small hybrid-parametric
+           search ("tuned": best of its variants), FlashInfer serial (BatchPrefill + BatchDecode)
+           and FlashInfer POD (BatchPODWithPagedKVCacheWrapper), and prefill-alone / decode-alone
+           (the two halves as their own batches, serial policy) whose max is the overlap bound;
+  parity   decode-only batches: the hybrid kernel against today's decode kernel
+           (kernels/decode.py) on the same decode plan; a prefill-only batch: the hybrid kernel
+           against FlashInfer's BatchPrefill (kvtune has no other prefill kernel).
+Every variant's output is checked against the float64 causal reference (NaN-poisoned output,
+relative error <= 2e-2) before it is timed; a failed check is recorded and never timed.
+Timer: CUDA events around one call, L2 flushed before each (outside the events), median of
+--reps. A wall-clock budget (--budget-s) skips what is left once spent (recorded as skipped).
+
+Usage (repository root; on the GPU machine with /tmp/site holding the wheels and the checkout):
+  PYTHONPATH=/tmp/site python3 benchmarks/bench_hybrid.py --out $OUT
+CPU dry run (Triton interpreter, tiny shapes, FlashInfer skipped when absent):
+  python benchmarks/bench_hybrid.py --dry-run --out /tmp/bench_hybrid
+Writes results.json and results.md to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+DRY = "--dry-run" in sys.argv
+if DRY:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+
+from kvtune.kernels import policies  # noqa: E402
+from kvtune.kernels.decode import prepare_decode, run_decode  # noqa: E402
+from kvtune.kernels.hybrid import make_hybrid_queries, prepare_hybrid, run_hybrid  # noqa: E402
+from kvtune.kernels.paged import PagedKVCache  # noqa: E402
+from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
+from kvtune.kernels.reference import attention_reference, relative_error  # noqa: E402
+from kvtune.workloads.batch import AttentionBatch  # noqa: E402
+from kvtune.workloads.hybrid import HybridCase  # noqa: E402
+
+BOUND = 2e-2
+TRITON_VARIANTS = {
+    "serial": ("hybrid-serial", {}),
+    "streams": ("hybrid-streams", {}),
+    "fused": ("hybrid-fused", {}),
+    "pod": ("pod", {}),
+}
+# The "tuned" column: best of these hybrid-parametric settings (a small grid over the paper's
+# knobs; `kvtune tune` searches the full space).
+TUNED_VARIANTS = [
+    dict(schedule="sm-aware", ctas_per_sm=2, sm_policy="proportional", prefill_block_m=128),
+    dict(schedule="sm-aware", ctas_per_sm=4, sm_policy="proportional", prefill_block_m=64),
+    dict(schedule="sm-aware", ctas_per_sm=2, sm_policy="50:50", prefill_block_m=128),
+    dict(schedule="fused", ctas_per_sm=2, prefill_block_m=128),
+    dict(schedule="fused", ctas_per_sm=4, prefill_block_m=64),
+]
+
+
+def gpu_cases(shape):
+    cases = []
+    for ctx in (4096, 16384):
+        for chunk in (512, 2048):
+            for b in (16, 128):
+                cases.append(HybridCase({"context_tokens": ctx, "chunk_tokens": chunk}, b, shape))
+    cases.append(HybridCase({"source": "continuous", "step_token_budget": 2048}, 256, shape))
+    cases.append(HybridCase({"source": "continuous", "step_token_budget": 2048,
+                             "draft_tokens": 3}, 64, shape))
+    return cases
+
+
+def dry_cases(shape):
+    return [HybridCase({"context_tokens": 64, "chunk_tokens": 40}, 3, shape),
+            HybridCase({"context_tokens": 48, "chunk_tokens": 20, "decode_q_len": 3}, 2, shape)]
+
+
+# ------------------------------------------------------------------------------------ timing
+
+class EventTimer:
+    name = "cuda-events, cold L2"
+
+    def __init__(self, reps: int):
+        from kvtune.harness.l2_cache import L2Flusher
+
+        props = torch.cuda.get_device_properties(0)
+        l2 = int(getattr(props, "L2_cache_size", 50 << 20) or (50 << 20))
+        self.flusher = L2Flusher(l2, "cuda")
+        self.reps = reps
+
+    def __call__(self, fn) -> dict:
+        for _ in range(2):
+            fn()
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        for i in range(self.reps):
+            self.flusher.flush()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
+        return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
+                "p90_us": float(np.percentile(us, 90))}
+
+
+class WallTimer:
+    name = "wall-clock (dry run: interpreter, not a measurement)"
+
+    def __call__(self, fn) -> dict:
+        t0 = time.perf_counter()
+        fn()
+        us = (time.perf_counter() - t0) * 1e6
+        return {"median_us": us, "p10_us": us, "p90_us": us}
+
+
+def copy_bandwidth(timer, device) -> dict:
+    nbytes = (1 << 30) if device == "cuda" else (16 << 20)
+    src = torch.randint(1, 255, (nbytes,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    r = timer(lambda: dst.copy_(src))
+    return {"bytes": 2 * nbytes, **r, "bytes_per_s": 2 * nbytes / (r["median_us"] * 1e-6),
+            "ok": bool(torch.equal(dst[:4096], src[:4096]))}
+
+
+# ------------------------------------------------------------------------------------ runs
+
+class BatchData:
+    """One batch on the device: cache, queries, float64 reference."""
+
+    def __init__(self, batch: AttentionBatch, device: str, dtype):
+        self.batch = batch
+        self.cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape, device=device,
+                                               dtype=dtype, seed=batch.seed)
+        self.q = make_hybrid_queries(batch.q_lens, batch.shape, device=device, dtype=dtype,
+                                     seed=batch.seed)
+        self.ref = attention_reference(self.q, self.cache, batch.q_lens)
+
+
+def checked(out_fn, ref) -> tuple[bool, float, str]:
+    try:
+        out = out_fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - recorded, never timed
+        return False, float("nan"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    err = relative_error(out, ref)
+    ok = math.isfinite(err) and err <= BOUND and not bool(torch.isnan(out).any())
+    return ok, err, "" if ok else f"rel error {err:.3e}"
+
+
+def time_triton(data: BatchData, policy, device_spec, timer) -> dict:
+    b = data.batch
+    plan = policy.plan_hybrid(b.q_lens, b.kv_lens, b.shape, device_spec)
+    launch = prepare_hybrid(plan, data.cache, b.q_lens)
+
+    def run_into_nan():
+        out = torch.full_like(data.q, float("nan"))
+        return run_hybrid(launch, data.q, data.cache, out=out)
+
+    ok, err, msg = checked(run_into_nan, data.ref)
+    row = {"ok": ok, "rel_error": err, "message": msg, "schedule": plan.schedule,
+           "ctas_per_sm": plan.ctas_per_sm, "sm_policy": plan.sm_policy,
+           "prefill_block_m": plan.prefill_block_m, "prefill_tasks": plan.num_prefill_tasks,
+           "decode_tasks": plan.num_decode_tasks}
+    if ok:
+        out = torch.empty_like(data.q)
+        row.update(timer(lambda: run_hybrid(launch, data.q, data.cache, out=out)))
+    try:  # the simulator's prediction next to the measurement (what its constants are fitted to)
+        from kvtune.harness.sim_hybrid import simulate_hybrid
+
+        row["sim_us"] = simulate_hybrid(plan, b.shape, device_spec).time_us
+    except Exception as exc:  # noqa: BLE001
+        row["sim_error"] = str(exc)
+    return row
+
+
+def time_flashinfer(data: BatchData, mode: str, timer) -> dict:
+    from kvtune.harness.backends.flashinfer_hybrid import FlashInferHybrid, HybridUnsupported
+
+    try:
+        runner = FlashInferHybrid(data.cache, data.q, data.batch.q_lens, mode)
+    except HybridUnsupported as exc:
+        return {"ok": False, "message": f"unsupported: {exc}"}
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "message": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+
+    def out_fn():
+        runner.run()
+        return runner.output(data.q)
+
+    ok, err, msg = checked(out_fn, data.ref)
+    row = {"ok": ok, "rel_error": err, "message": msg}
+    if ok:
+        row.update(timer(runner.run))
+    return row
+
+
+def sub_batch(batch: AttentionBatch, mask) -> AttentionBatch | None:
+    if not mask.any():
+        return None
+    return AttentionBatch(batch.q_lens[mask], batch.kv_lens[mask], batch.shape, batch.seed)
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x and math.isfinite(x) and x > 0]
+    return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench_hybrid_out"))
+    ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, tiny cases")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--budget-s", type=float, default=165.0,
+                    help="wall-clock budget; what is left after it is skipped")
+    ap.add_argument("--max-cases", type=int, default=0, help="only the first N hybrid cases")
+    ap.add_argument("--no-flashinfer", action="store_true")
+    args = ap.parse_args(argv)
+    t_start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    dry = args.dry_run or not torch.cuda.is_available()
+    device = "cpu" if dry else "cuda"
+    if dry:
+        shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=16,
+                               dtype="fp16")
+        dtype = torch.float16
+        spec = DeviceSpec("interpreter", sm_count=4, l2_bytes=0, hbm_bytes_per_s=1e11)
+        timer = WallTimer()
+        cases = dry_cases(shape)
+        tuned = TUNED_VARIANTS[:2]
+    else:
+        from kvtune.harness.device import live_device
+
+        shape = AttentionShape()  # llama3-8b: 32 q heads, 8 KV heads, head_dim 128, page 16
+        dtype = torch.bfloat16
+        spec = live_device()
+        timer = EventTimer(args.reps)
+        cases = gpu_cases(shape)
+        tuned = TUNED_VARIANTS
+    if args.max_cases:
+        cases = cases[: args.max_cases]
+    have_fi = False
+    if not args.no_flashinfer and not dry:
+        try:
+            import flashinfer  # noqa: F401
+
+            have_fi = True
+        except Exception:  # noqa: BLE001
+            have_fi = False
+    results = {"device": spec.to_dict(), "dry_run": dry, "timer": timer.name,
+               "torch": torch.__version__, "shape": shape.to_dict(), "cases": [], "parity": [],
+               "skipped": [], "flashinfer": have_fi}
+    try:
+        import triton
+
+        results["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    results["copy"] = copy_bandwidth(timer, device)
+    ceiling = results["copy"]["bytes_per_s"]
+
+    def log(msg):
+        print(f"[{time.time() - t_start:6.1f}s] {msg}", flush=True)
+
+    def over_budget() -> bool:
+        return time.time() - t_start > args.budget_s
+
+    def save():
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(results, f, indent=1, default=float)
+        with open(os.path.join(args.out, "results.md"), "w") as f:
+            f.write(markdown(results))
+
+    log(f"copy bandwidth {ceiling / 1e12:.3f} TB/s; {len(cases)} hybrid cases on {spec.name}")
+    results["check"] = compiled_checks(device, spec, dry, log)
+    save()
+    for case in cases:
+        batch = case.batch()
+        entry = {"case_id": case.case_id, **batch.summary(), "batch_size": batch.batch_size,
+                 "total_tokens": batch.total_tokens, "min_bytes": batch.min_bytes,
+                 "flops": batch.causal_flops, "variants": {}}
+        results["cases"].append(entry)
+        try:
+            data = BatchData(batch, device, dtype)
+            for name, (pol, kw) in TRITON_VARIANTS.items():
+                if over_budget():
+                    results["skipped"].append(f"{case.case_id} {name}")
+                    continue
+                entry["variants"][name] = time_triton(data, policies.get(pol, **kw), spec, timer)
+            best_tuned = None
+            for i, kw in enumerate(tuned):
+                if over_budget():
+                    results["skipped"].append(f"{case.case_id} tuned{i}")
+                    continue
+                r = time_triton(data, policies.get("hybrid-parametric", **kw), spec, timer)
+                r["params"] = kw
+                entry["variants"][f"tuned{i}"] = r
+                if r.get("ok") and (best_tuned is None
+                                    or r["median_us"] < best_tuned["median_us"]):
+                    best_tuned = r
+            if best_tuned is not None:
+                entry["variants"]["tuned"] = best_tuned
+            del data
+            for part, mask in (("prefill-alone", batch.is_prefill),
+                               ("decode-alone", ~batch.is_prefill)):
+                sb = sub_batch(batch, mask)
+                if sb is None:
+                    entry["variants"][part] = {"ok": True, "median_us": 0.0}
+                    continue
+                if over_budget():
+                    results["skipped"].append(f"{case.case_id} {part}")
+                    continue
+                sd = BatchData(sb, device, dtype)
+                entry["variants"][part] = time_triton(sd, policies.get("hybrid-serial"), spec,
+                                                      timer)
+                del sd
+        except Exception as exc:  # noqa: BLE001 - one case's failure is recorded, the run goes on
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            traceback.print_exc()
+        summarize_case(entry, ceiling)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        log(f"{case.case_id}: " + ", ".join(
+            f"{k}={v.get('median_us', float('nan')):.1f}" for k, v in entry["variants"].items()
+            if not k.startswith("tuned") or k == "tuned"))
+        save()
+
+    # Parity: decode-only against today's decode kernel (before FlashInfer, whose JIT may eat
+    # the budget), prefill-only against FlashInfer's BatchPrefill (after it).
+    parity_batches = ([("decode-only", AttentionBatch([1] * 64, [8192] * 64, shape)),
+                       ("decode-only", AttentionBatch([1] * 256, [4096] * 256, shape)),
+                       ("prefill-only", AttentionBatch([2048], [2048 + 8192], shape))]
+                      if not dry else
+                      [("decode-only", AttentionBatch([1] * 3, [70, 20, 33], shape)),
+                       ("prefill-only", AttentionBatch([40], [90], shape))])
+    run_parity([p for p in parity_batches if p[0] == "decode-only"], results, device, dtype,
+               spec, timer, have_fi, over_budget, log, save)
+    # FlashInfer last: its JIT (POD, prefill, decode modules) can take minutes on a fresh machine.
+    if have_fi:
+        for case, entry in zip(cases, results["cases"]):
+            if over_budget():
+                results["skipped"].append(f"{case.case_id} flashinfer")
+                continue
+            try:
+                data = BatchData(case.batch(), device, dtype)
+                for mode in ("serial", "pod"):
+                    entry["variants"][f"flashinfer-{mode}"] = time_flashinfer(data, mode, timer)
+                del data
+            except Exception as exc:  # noqa: BLE001
+                entry["flashinfer_error"] = f"{type(exc).__name__}: {exc}"
+                traceback.print_exc()
+            summarize_case(entry, ceiling)
+            torch.cuda.empty_cache()
+            fi_us = {m: entry["variants"].get(f"flashinfer-{m}", {}).get("median_us", math.nan)
+                     for m in ("serial", "pod")}
+            log(f"{case.case_id}: flashinfer serial {fi_us['serial']:.1f}, pod {fi_us['pod']:.1f}")
+            save()
+    run_parity([p for p in parity_batches if p[0] != "decode-only"], results, device, dtype,
+               spec, timer, have_fi, over_budget, log, save)
+    results["summary"] = summarize(results)
+    results["wall_s"] = time.time() - t_start
+    save()
+    log(json.dumps(results["summary"], default=float))
+    return 0
+
+
+# Compiled-kernel correctness beyond the timed shape: head_dim 64/128/256, GQA groups 1..16,
+# pages 1..128, speculative decodes, bf16/fp16, under the serial and sm-aware (%smid) schedules.
+CHECKS = [
+    # (num_qo_heads, num_kv_heads, head_dim, page_size, dtype, q_lens, kv_lens)
+    (2, 2, 64, 1, "fp16", [1, 3, 100], [40, 77, 300]),
+    (32, 4, 128, 16, "bf16", [8, 1, 700], [900, 5000, 1200]),
+    (8, 2, 256, 128, "bf16", [1, 2, 130], [1000, 129, 400]),
+    (16, 1, 128, 32, "fp16", [16, 1, 64], [2000, 3000, 64]),
+]
+
+
+def compiled_checks(device, spec, dry, log) -> list[dict]:
+    out = []
+    checks = CHECKS[:1] if dry else CHECKS
+    for hq, hk, d, page, dt, q_lens, kv_lens in checks:
+        shape = AttentionShape(num_qo_heads=hq, num_kv_heads=hk, head_dim=d, page_size=page,
+                               dtype=dt)
+        if dry:  # keep the interpreter quick
+            q_lens, kv_lens = [1, 3, 20], [30, 17, 40]
+        batch = AttentionBatch(q_lens, kv_lens, shape)
+        data = BatchData(batch, device, torch.bfloat16 if dt == "bf16" else torch.float16)
+        for name in ("hybrid-serial", "pod", "hybrid-fused"):
+            pol = policies.get(name) if name != "hybrid-fused" else policies.get(
+                "hybrid-parametric", schedule="fused", min_tokens_per_cta=512, max_waves=4,
+                min_prefill_split_tokens=128, prefill_split_cap_waves=8)
+            plan = pol.plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
+            launch = prepare_hybrid(plan, data.cache, batch.q_lens)
+            ok, err, msg = checked(lambda: run_hybrid(
+                launch, data.q, data.cache, out=torch.full_like(data.q, float("nan"))), data.ref)
+            out.append({"shape": shape.to_dict(), "q_lens": q_lens, "kv_lens": kv_lens,
+                        "policy": name, "schedule": plan.schedule, "ok": ok, "rel_error": err,
+                        "message": msg, "max_splits": int(plan.splits.max())})
+            log(f"check {name} {shape.to_dict()}: {'ok' if ok else 'FAILED ' + msg} ({err:.2e})")
+    return out
+
+
+def run_parity(batches, results, device, dtype, spec, timer, have_fi, over_budget, log,
+               save) -> None:
+    """Decode-only: the hybrid kernel against kernels/decode.py on the same decode plan.
+    Prefill-only: the hybrid kernel against FlashInfer's BatchPrefill."""
+    for kind, pb in batches:
+        if over_budget():
+            results["skipped"].append(f"parity {kind} B{pb.batch_size}")
+            continue
+        try:
+            data = BatchData(pb, device, dtype)
+            hyb = time_triton(data, policies.get("hybrid-serial"), spec, timer)
+            row = {"kind": kind, "batch_size": pb.batch_size, "kv_len": int(pb.kv_lens[0]),
+                   "q_len": int(pb.q_lens[0]), "hybrid": hyb}
+            if kind == "decode-only":
+                plan = policies.get("flashinfer-tensor-core").plan(pb.kv_lens, pb.shape, spec)
+                launch = prepare_decode(plan, data.cache)
+                q2 = data.q  # q_len 1: [B, H, D], the same rows
+                ok, err, msg = checked(lambda: run_decode(
+                    launch, q2, data.cache, out=torch.full_like(q2, float("nan"))), data.ref)
+                base = {"ok": ok, "rel_error": err, "message": msg}
+                if ok:
+                    out = torch.empty_like(q2)
+                    base.update(timer(lambda: run_decode(launch, q2, data.cache, out=out)))
+                row["baseline"] = "kernels/decode.py (same plan)"
+            else:
+                base = time_flashinfer(data, "serial", timer) if have_fi else \
+                    {"ok": False, "message": "flashinfer not available"}
+                row["baseline"] = "flashinfer BatchPrefill"
+            row["base"] = base
+            if hyb.get("ok") and base.get("ok"):
+                row["hybrid_over_base"] = hyb["median_us"] / base["median_us"]
+            results["parity"].append(row)
+            log(f"parity {kind} B{pb.batch_size}: hybrid {hyb.get('median_us', float('nan')):.1f}"
+                f" us, base {base.get('median_us', float('nan')):.1f} us")
+        except Exception as exc:  # noqa: BLE001
+            results["parity"].append({"kind": kind, "error": f"{type(exc).__name__}: {exc}"})
+            traceback.print_exc()
+        save()
+
+
+def summarize_case(entry: dict, ceiling: float) -> None:
+    v = entry["variants"]
+
+    def us(name):
+        r = v.get(name)
+        return r["median_us"] if r and r.get("ok") and "median_us" in r else float("nan")
+
+    triton_names = ["serial", "streams", "fused", "pod", "tuned"]
+    best_name = min((n for n in triton_names if math.isfinite(us(n))), key=us, default=None)
+    entry["best"] = best_name
+    entry["best_us"] = us(best_name) if best_name else float("nan")
+    pre, dec = us("prefill-alone"), us("decode-alone")
+    entry["bound_us"] = max(pre, dec)
+    entry["serial_us"] = us("serial")
+    entry["best_speedup_vs_serial"] = entry["serial_us"] / entry["best_us"]
+    entry["pod_speedup_vs_serial"] = entry["serial_us"] / us("pod")
+    entry["tuned_speedup_vs_serial"] = entry["serial_us"] / us("tuned")
+    entry["best_over_bound"] = entry["best_us"] / entry["bound_us"]
+    entry["fi_pod_over_fi_serial"] = us("flashinfer-pod") / us("flashinfer-serial")
+    entry["best_over_fi_pod"] = entry["best_us"] / us("flashinfer-pod")
+    entry["best_bw_fraction"] = entry["min_bytes"] / (entry["best_us"] * 1e-6) / ceiling
+    entry["best_tflops"] = entry["flops"] / (entry["best_us"] * 1e-6) / 1e12
+
+
+def summarize(results: dict) -> dict:
+    cases = results["cases"]
+    s = {
+        "cases": len(cases),
+        "geomean_best_speedup_vs_serial": geomean([c.get("best_speedup_vs_serial") for c in cases]),
+        "min_best_speedup_vs_serial": min((c["best_speedup_vs_serial"] for c in cases
+                                           if math.isfinite(c.get("best_speedup_vs_serial",
+                                                                  float("nan")))),
+                                          default=float("nan")),
+        "geomean_tuned_speedup_vs_serial": geomean([c.get("tuned_speedup_vs_serial")
+                                                    for c in cases]),
+        "geomean_pod_speedup_vs_serial": geomean([c.get("pod_speedup_vs_serial") for c in cases]),
+        "geomean_best_over_bound": geomean([c.get("best_over_bound") for c in cases]),
+        "geomean_fi_pod_over_fi_serial": geomean([c.get("fi_pod_over_fi_serial") for c in cases]),
+        "geomean_best_over_fi_pod": geomean([c.get("best_over_fi_pod") for c in cases]),
+        "parity_hybrid_over_base": [p.get("hybrid_over_base") for p in results["parity"]],
+        "checks_ok": sum(bool(c["ok"]) for c in results.get("check", [])),
+        "checks_failed": sum(not c["ok"] for c in results.get("check", [])),
+        "skipped": len(results["skipped"]),
+    }
+    s["targets"] = {
+        "best >= 1.25x serial (geomean)": s["geomean_best_speedup_vs_serial"] >= 1.25,
+        "never slower than serial by > 2%": s["min_best_speedup_vs_serial"] >= 1 / 1.02,
+        "within 1.2x of max(prefill, decode) (geomean)": s["geomean_best_over_bound"] <= 1.2,
+        "parity within 5%": all(p is not None and p <= 1.05
+                                for p in s["parity_hybrid_over_base"]),
+    }
+    return s
+
+
+def markdown(results: dict) -> str:
+    cols = ["serial", "streams", "fused", "pod", "tuned", "flashinfer-serial", "flashinfer-pod",
+            "prefill-alone", "decode-alone"]
+    lines = [f"# bench_hybrid ({results['device']['name']}, timer: {results['timer']}, copy "
+             f"{results['copy']['bytes_per_s'] / 1e12:.3f} TB/s)", "",
+             "| case | prefill tok | decodes | max q | " + " | ".join(cols)
+             + " | best | best/serial | best/bound | best BW frac | FI pod/FI serial |",
+             "|" + "---|" * (len(cols) + 9)]
+    for c in results["cases"]:
+        v = c["variants"]
+
+        def cell(n):
+            r = v.get(n)
+            if r is None:
+                return "-"
+            if not r.get("ok"):
+                return "FAIL" if "unsupported" not in r.get("message", "") else "n/a"
+            return f"{r['median_us']:.1f}"
+
+        lines.append(f"| {c['case_id']} | {c.get('prefill_tokens')} | {c.get('num_decodes')} | "
+                     f"{c.get('max_q_len')} | " + " | ".join(cell(n) for n in cols)
+                     + f" | {c.get('best')} | {c.get('best_speedup_vs_serial', float('nan')):.3f}x"
+                     f" | {c.get('best_over_bound', float('nan')):.3f} | "
+                     f"{c.get('best_bw_fraction', float('nan')):.2f} | "
+                     f"{c.get('fi_pod_over_fi_serial', float('nan')):.3f} |")
+    lines += ["", "## parity", "", "| kind | B | kv_len | q_len | hybrid us | baseline | base us "
+              "| hybrid/base |", "|---|---|---|---|---|---|---|---|"]
+    for p in results["parity"]:
+        if "error" in p:
+            lines.append(f"| {p['kind']} | error: {p['error']} |")
+            continue
+        lines.append(f"| {p['kind']} | {p['batch_size']} | {p['kv_len']} | {p['q_len']} | "
+                     f"{p['hybrid'].get('median_us', float('nan')):.1f} | {p['baseline']} | "
+                     f"{p['base'].get('median_us', float('nan')):.1f} | "
+                     f"{p.get('hybrid_over_base', float('nan')):.3f} |")
+    if "summary" in results:
+        lines += ["", "## summary", "", "```", json.dumps(results["summary"], indent=1,
+                                                          default=float), "```"]
+    if results["skipped"]:
+        lines += ["", f"skipped (budget): {', '.join(results['skipped'])}"]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Issue 12 acceptance: tuned heuristics judged on cases they were never tuned on.
+#
+#   bash benchmarks/generalise_gpu.sh OUT [BACKEND...]        (default backends: triton flashinfer)
+#   bash benchmarks/generalise_gpu.sh OUT simulator            (CPU: a tiny run, tested)
+#
+# Per backend, two directions: tune on `traces` and validate on `prod-mix` + `threshold`; then
+# tune on `prod-mix` and validate on `traces`. Each study is exported, then the export is run with
+# `kvtune bench --heuristic` on the validation cases next to FlashInfer's own planner and a chunk
+# grid (512..16384 tokens), and benchmarks/generalise_table.py prints the per-bucket table (train
+# score, validation score, vs default, vs best chunk) and the targets. Every output is checked
+# against the reference before it is timed (kvtune's gate); the GPU backends measure the copy
+# bandwidth in the same run (the fraction-of-ceiling columns). Budget: 8 minutes on one H100
+# (few trials, relaxed stopping, --timeout-s caps); if one call runs short, run one backend per
+# call (`... OUT/triton triton`, `... OUT/flashinfer flashinfer`). Writes OUT/table.md, OUT/table.json,
+# OUT/generalise.log and OUT/results.tgz. GENERALISE_DIRECTIONS="a" runs only the first
+# direction (the CPU test does).
+set -euo pipefail
+out=${1:?usage: generalise_gpu.sh OUT [BACKEND...]}
+shift
+backends=("$@")
+[ ${#backends[@]} -eq 0 ] && backends=(triton flashinfer)
+mkdir -p "$out"
+res=$(mktemp -d)
+log=$out/generalise.log
+here=$(cd "$(dirname "$0")" && pwd)
+kvtune() { python3 -m kvtune "$@"; }
+chunks=""
+for c in 512 1024 2048 4096 8192 16384; do chunks+="fixed-split:chunk_tokens=$c,"; done
+t0=$(date +%s)
+{
+  for backend in "${backends[@]}"; do
+    if [ "$backend" = simulator ]; then
+      # CPU mode: tiny suites, the simulator, a few trials.
+      common=(--backend simulator --device-model h200 --trials 3 --sampler random --finalists 2
+              --finalist-rounds 1 --baselines flashinfer-tensor-core,fa3)
+      train_a=(--distribution azure-conv --batch-sizes 8,64 --seeds 0)
+      val_a=(--validate distribution:prod-mix)
+      bench_a=("--distribution prod-mix --batch-sizes 8,64 --seeds 100")
+      train_b=(--distribution prod-mix --batch-sizes 8,64 --seeds 0)
+      val_b=(--validate distribution:azure-conv)
+      bench_b=("--distribution azure-conv --batch-sizes 8,64 --seeds 100")
+      measure=(--backend simulator --device-model h200)
+    else
+      stop=min_samples=5,min_time_ms=5,max_noise=0.02,timeout_s=0.5
+      # FlashInfer: 1 finalist of the search + the 3 adaptive candidates; Triton (whose
+      # parametric rule already adapts to the batch): 2 finalists, no adaptive ones.
+      if [ "$backend" = flashinfer ]; then picks=(--finalists 1); else picks=(--finalists 2 --no-adaptive); fi
+      common=(--backend "$backend" --trials 12 "${picks[@]}" --finalist-rounds 2 --timeout-s 25
+              --stopping "$stop" --baselines flashinfer-tensor-core,fa3)
+      train_a=(--suite traces)
+      val_a=(--validate prod-mix --validate threshold)
+      bench_a=("--suite prod-mix" "--suite threshold")
+      train_b=(--suite prod-mix)
+      val_b=(--validate traces)
+      bench_b=("--suite traces")
+      measure=(--backend "$backend" --stopping "$stop")
+    fi
+    for dir in ${GENERALISE_DIRECTIONS:-a b}; do
+      if [ $dir = a ]; then train=("${train_a[@]}"); val=("${val_a[@]}"); benches=("${bench_a[@]}"); name=traces
+      else train=("${train_b[@]}"); val=("${val_b[@]}"); benches=("${bench_b[@]}"); name=prodmix; fi
+      study="gen-$backend-$name"
+      start=$(date +%s)
+      kvtune tune --study "$study" "${train[@]}" "${val[@]}" "${common[@]}" --out "$res/tune" \
+          --no-progress || { echo "== tune $study failed: $?"; continue; }
+      kvtune export --study "$study" --storage "sqlite:///$res/tune/optuna.db" \
+          -o "$res/$study.json" --allow-regression || { echo "== export $study failed: $?"; continue; }
+      for b in "${benches[@]}"; do
+        # shellcheck disable=SC2086
+        kvtune bench $b --policies "${chunks}flashinfer-tensor-core" --heuristic "$res/$study.json" \
+            "${measure[@]}" --out "$res/bench-$study" --no-progress --format csv > /dev/null \
+            || echo "== bench of $study on $b failed: $?"
+      done
+      echo "== $study: wall $(( $(date +%s) - start )) s"
+      tar czf "$out/results.tgz" -C "$res" .
+    done
+  done
+  python3 "$here/generalise_table.py" "$res" --out "$out/table.json" --markdown "$out/table.md"
+  echo "== total wall $(( $(date +%s) - t0 )) s"
+} 2>&1 | tee "$log"

@@ -1,0 +1,28 @@
+"""Hybrid batches (issue 15): latency versus decode batch size per (context, chunk), serial,
+streams, fused, POD and tuned policies, the max(prefill alone, decode alone) bound, and the
+issue's targets per policy. Needs a run of the `hybrid` suite (`kvtune bench --suite hybrid`)."""
+
+import pandas as pd
+import streamlit as st
+
+from kvtune.dashboard import selection
+from kvtune.dashboard.hybrid_charts import hybrid_figure
+from kvtune.harness.hybrid_summary import hybrid_frame, targets
+
+st.title("Hybrid batches")
+picked = selection.picked_runs_or_stop()
+measured = selection.measurements_of(picked)
+if not measured:
+    st.stop()
+rows = pd.concat(list(measured.values()), ignore_index=True)
+frame = hybrid_frame(rows)
+if frame.empty:
+    st.info("No hybrid sweep case in the picked runs: run `kvtune bench --suite hybrid "
+            "--policies hybrid-serial,hybrid-streams,hybrid-fused,pod` (every sweep case needs "
+            "its prefill-alone and decode-alone halves, which the suite holds).")
+    st.stop()
+policies = sorted(frame["policy"].unique())
+chosen = st.multiselect("policies", policies, default=policies, key="hybrid_policies")
+st.plotly_chart(hybrid_figure(frame, chosen), width="stretch", key="hybrid_chart")
+st.subheader("Targets (speedup over hybrid-serial, latency over the bound)")
+st.dataframe(targets(frame[frame["policy"].isin(chosen)]), hide_index=True)

@@ -1,0 +1,85 @@
+"""Hybrid-batch results against serial and against the overlap bound (issue 15's targets).
+
+`hybrid_frame(rows)` takes result rows (a list of dicts or a DataFrame, as the runner writes
+them) and returns one row per (two-kind sweep case, policy) with:
+  context_tokens, chunk_tokens, num_decodes, latency_us,
+  serial_us: the same case under `hybrid-serial` (NaN when not measured),
+  prefill_alone_us / decode_alone_us: the best latency over every policy of the case's prefill
+      chunk alone and its decodes alone (the `hybrid` suite holds both halves of every sweep
+      case), bound_us: their max,
+  speedup_vs_serial = serial_us / latency_us, over_bound = latency_us / bound_us.
+`targets(frame)` gives per policy the geometric means and the worst case that issue 15's
+targets name (>= 1.25x serial in geomean, never slower than serial by > 2%, within 1.2x of the
+bound in geomean).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from kvtune.workloads.hybrid import DISTRIBUTION, HybridCase, halves
+
+SERIAL_POLICY = "hybrid-serial"
+
+
+def _params(value) -> dict:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
+
+
+def hybrid_frame(rows) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    cols = ["case_id", "policy", "context_tokens", "chunk_tokens", "num_decodes", "latency_us",
+            "serial_us", "prefill_alone_us", "decode_alone_us", "bound_us",
+            "speedup_vs_serial", "over_bound"]
+    if df.empty or "distribution" not in df:
+        return pd.DataFrame(columns=cols)
+    df = df[(df["distribution"] == DISTRIBUTION) & (df["status"] == "ok")]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    best = df.groupby("case_id")["latency_us"].min()
+    serial = df[df["policy"] == SERIAL_POLICY].groupby("case_id")["latency_us"].min()
+    out = []
+    for (case_id, policy), part in df.groupby(["case_id", "policy"], sort=False):
+        row = part.iloc[0]
+        p = _params(row["dist_params"])
+        pair = halves(p)
+        if pair is None:
+            continue
+        pre_id = HybridCase(pair[0], 1, seed=int(row["seed"])).case_id
+        dec_id = HybridCase(pair[1], int(row["num_decodes"]), seed=int(row["seed"])).case_id
+        pre, dec = best.get(pre_id, np.nan), best.get(dec_id, np.nan)
+        lat = float(part["latency_us"].median())
+        s = serial.get(case_id, np.nan)
+        bound = max(pre, dec)
+        out.append({"case_id": case_id, "policy": policy, "context_tokens": p["context_tokens"],
+                    "chunk_tokens": p["chunk_tokens"], "num_decodes": int(row["num_decodes"]),
+                    "latency_us": lat, "serial_us": s, "prefill_alone_us": pre,
+                    "decode_alone_us": dec, "bound_us": bound, "speedup_vs_serial": s / lat,
+                    "over_bound": lat / bound})
+    return pd.DataFrame(out, columns=cols)
+
+
+def _geomean(x: pd.Series) -> float:
+    x = x[np.isfinite(x) & (x > 0)]
+    return float(np.exp(np.log(x).mean())) if len(x) else float("nan")
+
+
+def targets(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per policy: cases, geomean and worst speedup vs serial, geomean latency / bound, and
+    whether issue 15's three targets hold."""
+    rows = []
+    for policy, part in frame.groupby("policy"):
+        g = _geomean(part["speedup_vs_serial"])
+        worst = float(part["speedup_vs_serial"].min())
+        b = _geomean(part["over_bound"])
+        rows.append({"policy": policy, "cases": len(part), "geomean_speedup_vs_serial": g,
+                     "worst_speedup_vs_serial": worst, "geomean_over_bound": b,
+                     "meets_1.25x": g >= 1.25, "never_2pct_slower": worst >= 1 / 1.02,
+                     "within_1.2x_bound": b <= 1.2})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["SERIAL_POLICY", "hybrid_frame", "targets"]

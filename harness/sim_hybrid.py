@@ -1,0 +1,213 @@
+"""A model of one hybrid launch (HybridPlan) on a DeviceSpec: prefill tiles compute-bound, decode
+items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measurement.
+
+- Tasks: a prefill task (tile x KV head x kv split) does 4 x block_m x keys x head_dim FLOPs (the
+  padded tile, as the tensor cores see it) and reads its keys' K/V once per request (the other
+  tiles of the request hit L2: bytes / tiles of that request); a decode task reads its keys' K/V
+  and does 4 x rows x keys x head_dim FLOPs with rows padded to 16.
+- Slots: sm_count x ctas_per_sm (capped by the device); slot s is on SM s % sm_count.
+- Rates, recomputed at every event: the SM's tensor-core rate (tensor_flops_per_s / sm_count x
+  `prefill_efficiency`) is split among the tasks on that SM in proportion to their tile rows (a
+  lone CTA reaches at most `single_cta_compute_fraction` of it); the achievable HBM bandwidth
+  (hbm_efficiency x datasheet) is split equally among all tasks still streaming, each capped at
+  `cta_rate_cap_bytes_per_s`. A task progresses at 1 / max(FLOPs / compute, bytes / bandwidth).
+- Dispatch: serial runs the prefill launch to its end, then the decode launch (each adds
+  launch_us); streams queues the prefill CTAs then the decode CTAs of a second kernel (the block
+  scheduler serves the first kernel first); fused queues the plan's one work list; sm-aware gives
+  each CTA the kind its SM's ticket picks (plan.sm_ratio()), the other when its kind is used up.
+  Every CTA spends cta_start_us before it works. A split adds the merge launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvtune.harness.sim_model import DEFAULT_CONSTANTS, FLOAT32_BYTES, SimConstants
+from kvtune.kernels.hybrid_plan import HybridPlan
+from kvtune.kernels.hybrid_policies import tensor_flops_per_s
+from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
+
+
+@dataclass(frozen=True)
+class HybridSimConstants:
+    """prefill_efficiency: fraction of the tensor-core peak a Triton prefill tile reaches (0..1];
+    0.45 until fitted on the GPU (benchmarks/bench_hybrid.py prints what to fit it against).
+    single_cta_compute_fraction: most of an SM's math one CTA uses (0..1], 0.6."""
+
+    prefill_efficiency: float = 0.45
+    single_cta_compute_fraction: float = 0.6
+
+    def __post_init__(self) -> None:
+        for name in ("prefill_efficiency", "single_cta_compute_fraction"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 < v <= 1):
+                raise ValueError(f"{name}: {v!r} out of range; allowed: (0, 1]")
+
+
+@dataclass(frozen=True)
+class HybridSimResult:
+    time_us: float
+    prefill_us: float  # end of the last prefill task
+    decode_us: float  # end of the last decode task
+    merge_us: float
+    start_us: np.ndarray  # per task, dispatch order of `kind`
+    end_us: np.ndarray
+    sm: np.ndarray
+    kind: np.ndarray  # 1 prefill, 0 decode
+
+
+def hybrid_tasks(plan: HybridPlan, shape: AttentionShape):
+    """(kind, flops, bytes, rows) float64 arrays: prefill tasks (tile-major), then decode tasks."""
+    H, D = shape.num_kv_heads, shape.head_dim
+    per_tok = shape.kv_bytes_per_token_per_head
+    keys = (plan.tile_kv_end - plan.tile_kv_start).astype(np.float64)
+    tiles_of = np.bincount(plan.tile_request, weights=(plan.tile_split == 0).astype(float),
+                           minlength=plan.batch_size)
+    p_flops = 4.0 * plan.prefill_block_m * keys * D
+    p_bytes = keys * per_tok / np.maximum(tiles_of[plan.tile_request], 1)
+    kinds = [np.ones(plan.num_prefill_tasks)]
+    flops = [np.repeat(p_flops, H)]
+    nbytes = [np.repeat(p_bytes, H)]
+    rows = [np.full(plan.num_prefill_tasks, float(plan.prefill_block_m))]
+    dp = plan.decode_plan
+    if dp is not None:
+        q = plan.q_lens[plan.decode_requests][dp.work_request]
+        r = np.maximum(16, q * shape.group_size).astype(np.float64)
+        k = dp.item_tokens().astype(np.float64)
+        kinds.append(np.zeros(dp.num_tasks))
+        flops.append(np.tile(4.0 * r * k * D, H))
+        nbytes.append(np.tile(k * per_tok, H))
+        rows.append(np.tile(r, H))
+    return (np.concatenate(kinds), np.concatenate(flops), np.concatenate(nbytes),
+            np.concatenate(rows))
+
+
+def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
+                    constants: SimConstants = DEFAULT_CONSTANTS,
+                    hybrid: HybridSimConstants = HybridSimConstants()) -> HybridSimResult:
+    """Predict the time of `plan` on `device` (module docstring)."""
+    kind, flops, nbytes, rows = hybrid_tasks(plan, shape)
+    n = kind.shape[0]
+    ctas = min(plan.ctas_per_sm, device.max_ctas_per_sm)
+    sms = device.sm_count
+    sm_flops = tensor_flops_per_s(device) / sms * hybrid.prefill_efficiency
+    bw = device.hbm_bytes_per_s * constants.hbm_efficiency
+    start = np.zeros(n)
+    end = np.zeros(n)
+    where = np.zeros(n, dtype=np.int64)
+    P = int((kind == 1).sum())
+
+    def run(queue_fn, t0: float) -> float:
+        """Event loop from time t0 until queue_fn() has nothing left and every slot is idle."""
+        slot_task = np.full(sms * ctas, -1)
+        left = np.zeros(n)  # remaining fraction of each task
+        ready_at = np.zeros(n)
+        t = t0
+        while True:
+            for s in np.flatnonzero(slot_task < 0):
+                task = queue_fn(s % sms)
+                if task is None:
+                    break
+                slot_task[s] = task
+                start[task], where[task], left[task] = t, s % sms, 1.0
+                ready_at[task] = t + constants.cta_start_us * 1e-6
+            running = slot_task[slot_task >= 0]
+            if running.size == 0:
+                return t
+            active = running[ready_at[running] <= t + 1e-15]
+            if active.size == 0:
+                t = float(ready_at[running].min())
+                continue
+            sm_of = where[active]
+            rows_on_sm = np.bincount(sm_of, weights=rows[active], minlength=sms)
+            count_on_sm = np.bincount(sm_of, minlength=sms)
+            usable = np.minimum(1.0, count_on_sm * hybrid.single_cta_compute_fraction)
+            compute = sm_flops * usable[sm_of] * rows[active] / rows_on_sm[sm_of]
+            streaming = active[nbytes[active] > 0]
+            per_task_bw = min(bw / max(1, streaming.size), constants.cta_rate_cap_bytes_per_s)
+            dur = np.maximum(flops[active] / compute, nbytes[active] / per_task_bw)
+            finish = t + left[active] * dur
+            waiting = running[ready_at[running] > t + 1e-15]
+            t_next = float(finish.min())
+            if waiting.size:
+                t_next = min(t_next, float(ready_at[waiting].min()))
+            left[active] -= (t_next - t) / dur
+            t = t_next
+            done = active[left[active] <= 1e-9]
+            for task in done:
+                end[task] = t
+                slot_task[slot_task == task] = -1
+
+    def from_list(order):
+        it = iter(order)
+        return lambda sm: next(it, None)
+
+    launch = constants.launch_us * 1e-6
+    pre_ids, dec_ids = np.arange(P), np.arange(P, n)
+    if plan.schedule == "serial":
+        t = run(from_list(pre_ids), 0.0) + (launch if P else 0.0)
+        t = run(from_list(dec_ids), t) + (launch if n > P else 0.0)
+    elif plan.schedule in ("streams", "fused"):
+        if plan.schedule == "fused":
+            keys = (plan.tile_kv_end - plan.tile_kv_start).astype(np.float64)
+            length = np.concatenate([np.repeat(keys, shape.num_kv_heads),
+                                     nbytes[P:] / shape.kv_bytes_per_token_per_head])
+            order = np.argsort(-length, kind="stable")
+        else:
+            order = np.arange(n)
+        launches = 1 if plan.schedule == "fused" else (P > 0) + (n > P)
+        t = run(from_list(order), 0.0) + launches * launch
+    else:
+        rp, rd = plan.sm_ratio()
+        tickets = np.zeros(sms, dtype=np.int64)
+        nxt = {"p": 0, "d": P}
+        issued = [0]
+
+        def pick(sm):
+            if issued[0] >= n:
+                return None
+            issued[0] += 1
+            want_p = tickets[sm] % (rp + rd) < rp
+            tickets[sm] += 1
+            if (want_p and nxt["p"] < P) or nxt["d"] >= n:
+                nxt["p"] += 1
+                return nxt["p"] - 1
+            nxt["d"] += 1
+            return nxt["d"] - 1
+
+        t = run(pick, 0.0) + launch
+    merge_us = 0.0
+    split_rows = _merged_rows(plan)
+    if split_rows:
+        H, D = shape.num_qo_heads, shape.head_dim
+        mb = split_rows[1] * H * (D * FLOAT32_BYTES + FLOAT32_BYTES) \
+            + split_rows[0] * H * D * DTYPE_BYTES[shape.dtype]
+        merge_us = constants.launch_us + constants.merge_fixed_us + mb / bw * 1e6
+    total_us = t * 1e6 + merge_us
+    return HybridSimResult(
+        time_us=total_us,
+        prefill_us=float(end[:P].max() * 1e6) if P else 0.0,
+        decode_us=float(end[P:].max() * 1e6) if n > P else 0.0,
+        merge_us=merge_us, start_us=start * 1e6, end_us=end * 1e6, sm=where, kind=kind)
+
+
+def _merged_rows(plan: HybridPlan) -> tuple[int, int] | None:
+    """(output rows merged, partial rows read) or None when nothing is split."""
+    out_rows = partial = 0
+    dp = plan.decode_plan
+    if dp is not None and (dp.splits > 1).any():
+        q = plan.q_lens[plan.decode_requests]
+        s = dp.splits > 1
+        out_rows += int(q[s].sum())
+        partial += int((q[s] * dp.splits[s]).sum())
+    first = (plan.tile_split == 0) & (plan.tile_splits > 1)
+    if first.any():
+        tok = (plan.tile_q_end - plan.tile_q_start)[first]
+        out_rows += int(tok.sum())
+        partial += int((tok * plan.tile_splits[first]).sum())
+    return (out_rows, partial) if out_rows else None
+
+
+__all__ = ["HybridSimConstants", "HybridSimResult", "hybrid_tasks", "simulate_hybrid"]

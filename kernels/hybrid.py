@@ -1,0 +1,502 @@
+"""Hybrid attention in Triton: prefill chunks, speculative decodes and decodes of one batch.
+
+`attention(q, cache, q_lens, plan)` runs a `HybridPlan` (kernels/hybrid_plan.py). q is
+`[sum(q_lens), num_qo_heads, head_dim]` with the requests' new tokens in batch order; the cache is
+the batch's `PagedKVCache` (kv_lens include the new tokens); the output has q's shape and dtype.
+Query i of a request with q_len Q and kv_len L attends keys 0 .. L - Q + i.
+
+One task is one work item for one KV head; the kernel packs its rows as (token, query head of the
+group): row r is token r // G, head g = r % G, so GQA heads share each K/V load.
+- prefill tile (kind 1): block_m rows (64 or 128 = block_m // G tokens), keys in the tile's kv
+  split, causal mask per row; tensor-core tiles of BLOCK_M x BLOCK_N.
+- decode item (kind 0): all q_len x G rows of one request (padded to 16..256), keys of one split of
+  the decode plan; the causal mask only bites for speculative decodes (q_len > 1).
+A task of a split tile/request writes a float32 partial output and its base-2 log-sum-exp; the
+merge launch (`_merge_rows_kernel`) combines the partials of every split token row. Rows that see
+no key of their split (a speculative token's split past its position) write lse = -inf, weight 0.
+
+How tasks reach programs (plan.schedule):
+- serial: a prefill launch, then a decode launch, each with its own block sizes and warps.
+- streams: the same two launches, the decode one on a second CUDA stream (serial on CPU).
+- fused: one launch over one work list (longest kv range first); a program branches on the kind.
+- sm-aware: POD-Attention's SM-aware CTA scheduling. The grid holds one program per task; each
+  reads its SM id (`mov.u32 %smid` through tl.inline_asm_elementwise), takes a ticket from its
+  SM's counter, picks prefill or decode by the plan's ratio (plan.sm_ratio()), then takes the
+  next task of that kind from the kind's counter, switching to the other kind when its own is
+  used up (there is always one left: programs = tasks). The last program to finish resets the
+  counters, so the launch replays (CUDA graphs) without a memset. Triton's interpreter has no
+  %smid: there program_id % sm_count stands in (docs/KERNEL_NOTES.md).
+In one launch both kinds share num_warps (8 for ctas_per_sm <= 2, else 4); CTAs per SM is an
+occupancy the plan assumes: Triton cannot pin it, so it picks warps and the prefill tile size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is imported
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from kvtune.kernels.decode_config import default_config
+from kvtune.kernels.hybrid_plan import MAX_DECODE_Q_LEN, HybridPlan
+from kvtune.kernels.paged import PagedKVCache
+
+LOG2_E = 1.4426950408889634
+FIELDS = 9  # kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, head
+PREFILL_BLOCK_N = 64
+MODE_GRID, MODE_SM_AWARE = 0, 1
+
+
+@triton.jit
+def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
+                 page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2,
+                 stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+                 NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 PAGE_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """Run the task whose FIELDS int32 entries start at task_ptr (see the module docstring)."""
+    req = tl.load(task_ptr + 1)
+    q_row0 = tl.load(task_ptr + 2)
+    n_tok = tl.load(task_ptr + 3)
+    pos0 = tl.load(task_ptr + 4)
+    kv_lo = tl.load(task_ptr + 5)
+    kv_hi = tl.load(task_ptr + 6)
+    part_row = tl.load(task_ptr + 7)
+    head = tl.load(task_ptr + 8)
+    page_base = tl.load(page_indptr_ptr + req)
+
+    rows = tl.arange(0, BLOCK_M)
+    tok = rows // G
+    qo_head = head * G + rows % G
+    row_ok = tok < n_tok
+    pos = pos0 + tok  # last key each row may see
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    q_offs = ((q_row0 + tok).to(tl.int64) * stride_q_t + qo_head * stride_q_h)[:, None] \
+        + offs_d[None, :]
+    q = tl.load(q_ptr + q_offs, mask=row_ok[:, None], other=0.0)
+    if UPCAST_DOT:
+        q = q.to(tl.float32)
+    kv_head_off = head * HEAD_DIM
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for n0 in range(kv_lo, kv_hi, BLOCK_N):
+        key = n0 + offs_n
+        valid = key < kv_hi
+        page = tl.load(page_indices_ptr + page_base + key // PAGE_SIZE, mask=valid, other=0)
+        kv_row = page.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
+        kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
+        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+        if UPCAST_DOT:
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
+        seen = valid[None, :] & (key[None, :] <= pos[:, None])
+        s = tl.where(seen, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A row that has seen no key yet keeps m = -inf; shift by 0 there to avoid inf - inf.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        p_in = p.to(v.dtype)
+        if UPCAST_DOT:
+            p_in = p_in.to(tl.float32)
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    has = l_i > 0
+    o = acc / tl.where(has, l_i, 1.0)[:, None]
+    if part_row < 0:
+        o_offs = ((q_row0 + tok).to(tl.int64) * stride_o_t + qo_head * stride_o_h)[:, None] \
+            + offs_d[None, :]
+        tl.store(out_ptr + o_offs, o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        prow = (part_row + tok).to(tl.int64)
+        tl.store(part_o_ptr + (prow * NUM_QO_HEADS + qo_head)[:, None] * HEAD_DIM
+                 + offs_d[None, :], o, mask=row_ok[:, None])
+        lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+        tl.store(part_lse_ptr + prow * NUM_QO_HEADS + qo_head, lse, mask=row_ok)
+
+
+@triton.jit
+def _sm_id(dummy, USE_SMID: tl.constexpr, NUM_SMS: tl.constexpr):
+    if USE_SMID:
+        # As triton.language.extra.cuda.smid (no operands). %smid is an opaque id that NVIDIA
+        # allows to exceed the SM count, hence the modulo.
+        sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32,
+                                       is_pure=False, pack=1)
+        return sm % NUM_SMS
+    else:
+        return dummy % NUM_SMS
+
+
+@triton.jit(do_not_specialize=["num_prefill", "num_decode", "ratio_p", "ratio_d"])
+def _hybrid_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
+    page_indptr_ptr, page_indices_ptr, tasks_ptr, counter_ptr,
+    num_prefill, num_decode, ratio_p, ratio_d, qk_scale_log2,
+    stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+    NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
+    PAGE_SIZE: tl.constexpr, BLOCK_MP: tl.constexpr, BLOCK_NP: tl.constexpr,
+    BLOCK_MD: tl.constexpr, BLOCK_ND: tl.constexpr, MODE: tl.constexpr,
+    HAS_PREFILL: tl.constexpr, HAS_DECODE: tl.constexpr, USE_SMID: tl.constexpr,
+    NUM_SMS: tl.constexpr, CTR_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    if MODE == 0:
+        t = pid
+    else:
+        # SM-aware binding (POD-Attention, Fig. 9): the SM's ticket picks the kind.
+        sm = _sm_id(pid, USE_SMID, NUM_SMS)
+        ticket = tl.atomic_add(counter_ptr + sm, 1)
+        want_prefill = (ticket % (ratio_p + ratio_d)) < ratio_p
+        if want_prefill:
+            t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
+            if t >= num_prefill:
+                t = num_prefill + tl.atomic_add(counter_ptr + NUM_SMS + 1, 1)
+        else:
+            t = tl.atomic_add(counter_ptr + NUM_SMS + 1, 1)
+            if t >= num_decode:
+                t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
+            else:
+                t = num_prefill + t
+    task_ptr = tasks_ptr + t.to(tl.int64) * 9
+    kind = tl.load(task_ptr)
+    if HAS_PREFILL and HAS_DECODE:
+        if kind == 1:
+            _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                         page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                         stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                         HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
+        else:
+            _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                         page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                         stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                         HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
+    elif HAS_PREFILL:
+        _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                     page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                     stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                     HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
+    else:
+        _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                     page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                     stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                     HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
+    if MODE == 1:
+        done = tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
+        if done == num_prefill + num_decode - 1:
+            offs = tl.arange(0, CTR_PAD)
+            tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 3)
+
+
+@triton.jit
+def _merge_rows_kernel(part_o_ptr, part_lse_ptr, merge_ptr, out_ptr, stride_o_t, stride_o_h,
+                       NUM_QO_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Output row merge_ptr[i, 0] = LSE-weighted sum of partial rows row0 + s * stride."""
+    i = tl.program_id(0)
+    h = tl.program_id(1)
+    out_row = tl.load(merge_ptr + i * 4)
+    row0 = tl.load(merge_ptr + i * 4 + 1)
+    count = tl.load(merge_ptr + i * 4 + 2)
+    stride = tl.load(merge_ptr + i * 4 + 3)
+    offs_d = tl.arange(0, HEAD_DIM)
+    m = tl.load(part_lse_ptr + row0.to(tl.int64) * NUM_QO_HEADS + h)  # split 0: always finite
+    w_sum = m * 0.0 + 1.0
+    acc = tl.load(part_o_ptr + (row0.to(tl.int64) * NUM_QO_HEADS + h) * HEAD_DIM + offs_d)
+    for s in range(1, count):
+        row = (row0 + s * stride).to(tl.int64)
+        lse = tl.load(part_lse_ptr + row * NUM_QO_HEADS + h)
+        o = tl.load(part_o_ptr + (row * NUM_QO_HEADS + h) * HEAD_DIM + offs_d)
+        m_new = tl.maximum(m, lse)
+        alpha = tl.exp2(m - m_new)
+        w = tl.exp2(lse - m_new)
+        acc = acc * alpha + w * o
+        w_sum = w_sum * alpha + w
+        m = m_new
+    tl.store(out_ptr + out_row.to(tl.int64) * stride_o_t + h * stride_o_h + offs_d,
+             (acc / w_sum).to(out_ptr.dtype.element_ty))
+
+
+INTERPRETED = type(_hybrid_kernel).__name__ == "InterpretedFunction"
+
+
+@dataclass(frozen=True)
+class HybridConfig:
+    """Compile-time choices. Prefill tiles: BLOCK_MP = plan.prefill_block_m rows x block_np keys.
+    Decode items: block_md rows (q_len x G padded to 16..256) x block_nd keys in a decode-only
+    launch (the decode kernel's tuned block, so decode-only batches match kernels/decode.py) or
+    block_nd_fused keys where both kinds share a launch. Warps and pipeline stages per launch."""
+
+    block_np: int
+    block_md: int
+    block_nd: int
+    block_nd_fused: int
+    prefill_warps: int
+    decode_warps: int
+    fused_warps: int
+    num_stages: int = 2
+    fused_stages: int = 2
+
+
+def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
+    """The configuration of a plan on a cache's shape and dtype (never from kv_lens).
+
+    Where both kinds share a launch, its shared memory is the larger branch's: the decode key
+    block is capped at 64 there (the decode kernel's 128-key, two-stage block alone would hold
+    about 128 KB and leave one program per SM, with nothing to co-locate), and with 4 CTAs per SM
+    the pipeline drops to one stage so four programs can fit an SM's 228 KB.
+    """
+    shape = cache.shape
+    dec = default_config(shape.head_dim, cache.dtype, shape.page_size, 2)
+    dq = plan.q_lens[plan.decode_requests]
+    max_dq = int(dq.max()) if dq.size else 1
+    block_md = max(16, triton.next_power_of_2(max_dq * shape.group_size))
+    # Large decode tiles (speculative x big groups) and head_dim 256 need a smaller key block.
+    block_nd = dec.block_n if block_md <= 16 else min(dec.block_n, 64)
+    if shape.head_dim == 256 or block_md >= 128:
+        block_nd = min(block_nd, 32)
+    block_np = 32 if shape.head_dim == 256 else PREFILL_BLOCK_N
+    few = plan.ctas_per_sm <= 2
+    return HybridConfig(block_np=block_np, block_md=block_md, block_nd=block_nd,
+                        block_nd_fused=min(block_nd, 64),
+                        prefill_warps=8 if plan.prefill_block_m == 128 else 4,
+                        # 128+ packed rows (speculative x large groups) spill with 4 warps.
+                        decode_warps=dec.num_warps if block_md <= 64 else 8,
+                        fused_warps=8 if few or block_md > 64 else 4,
+                        num_stages=dec.num_stages, fused_stages=2 if few else 1)
+
+
+@dataclass(frozen=True, eq=False)
+class HybridLaunch:
+    """Device tables for one (plan, cache): task lists (int32 [n, 9]), partials, merge table
+    (int32 [rows, 4]: out row, first partial row, splits, stride), SM counters."""
+
+    plan: HybridPlan
+    config: HybridConfig
+    prefill_tasks: torch.Tensor
+    decode_tasks: torch.Tensor
+    fused_tasks: torch.Tensor
+    partial_out: torch.Tensor
+    partial_lse: torch.Tensor
+    merge: torch.Tensor
+    counter: torch.Tensor
+    num_prefill: int
+    num_decode: int
+    side_stream: object = None
+
+    @property
+    def num_launches(self) -> int:
+        attend = 2 if self.plan.schedule in ("serial", "streams") and self.num_prefill \
+            and self.num_decode else 1
+        return attend + (self.merge.shape[0] > 0)
+
+
+def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> HybridLaunch:
+    """Check `plan` against `cache` (and q_lens) and build the device tables."""
+    shape = cache.shape
+    if q_lens is not None and not np.array_equal(np.asarray(q_lens, dtype=np.int64), plan.q_lens):
+        raise ValueError("q_lens: differ from the plan's q_lens (a plan of another batch)")
+    if not np.array_equal(plan.kv_lens, cache.kv_lens):
+        raise ValueError("plan.kv_lens: differ from the cache's kv_lens (a plan of another batch)")
+    if plan.num_kv_heads != shape.num_kv_heads or plan.page_size != shape.page_size \
+            or plan.group_size != shape.group_size:
+        raise ValueError("plan: num_kv_heads/page_size/group_size differ from the cache's shape")
+    H = shape.num_kv_heads
+    q, kv = plan.q_lens, plan.kv_lens
+    q_start = np.concatenate(([0], np.cumsum(q)[:-1]))
+    part_rows = 0
+    merge_rows = []
+
+    # Prefill tiles: tasks tile-major (a heavy tile's heads start together).
+    tr, ts, te = plan.tile_request, plan.tile_q_start, plan.tile_q_end
+    n_tok = te - ts
+    base = np.full(tr.shape[0], -1, dtype=np.int64)
+    split = plan.tile_splits > 1
+    if split.any():
+        # One partial block per (request, token range): splits x tokens rows.
+        groups = {}
+        for i in np.flatnonzero(split):
+            key = (int(tr[i]), int(ts[i]))
+            if key not in groups:
+                groups[key] = part_rows
+                ntk = int(n_tok[i])
+                s = int(plan.tile_splits[i])
+                toks = np.arange(ntk)
+                merge_rows.append(np.stack([q_start[tr[i]] + ts[i] + toks, part_rows + toks,
+                                            np.full(ntk, s), np.full(ntk, ntk)], axis=1))
+                part_rows += s * ntk
+            base[i] = groups[key] + plan.tile_split[i] * n_tok[i]
+    pre = np.stack([np.ones_like(tr), tr, q_start[tr] + ts, n_tok, kv[tr] - q[tr] + ts,
+                    plan.tile_kv_start, plan.tile_kv_end, base], axis=1)
+    pre_tasks = np.repeat(pre, H, axis=0)
+    pre_tasks = np.concatenate([pre_tasks, np.tile(np.arange(H), pre.shape[0])[:, None]], axis=1)
+
+    # Decode items: head-major task order, as kernels/decode.py.
+    dp = plan.decode_plan
+    if dp is not None:
+        reqs = plan.decode_requests
+        r = reqs[dp.work_request]
+        ql = q[r]
+        dbase = np.full(dp.num_items, -1, dtype=np.int64)
+        row0 = {}
+        for d in np.flatnonzero(dp.splits > 1):
+            b = int(reqs[d])
+            row0[d] = part_rows
+            s, ntk = int(dp.splits[d]), int(q[b])
+            toks = np.arange(ntk)
+            merge_rows.append(np.stack([q_start[b] + toks, part_rows + toks, np.full(ntk, s),
+                                        np.full(ntk, ntk)], axis=1))
+            part_rows += s * ntk
+        for i in np.flatnonzero(dp.splits[dp.work_request] > 1):
+            dbase[i] = row0[int(dp.work_request[i])] + dp.work_split[i] * ql[i]
+        items = np.stack([np.zeros_like(r), r, q_start[r], ql, kv[r] - ql, dp.work_kv_start,
+                          dp.work_kv_end, dbase], axis=1)
+        dec_tasks = np.concatenate([np.tile(items, (H, 1)),
+                                    np.repeat(np.arange(H), items.shape[0])[:, None]], axis=1)
+    else:
+        dec_tasks = np.zeros((0, FIELDS), dtype=np.int64)
+    if plan.schedule == "fused":
+        both = np.concatenate([pre_tasks, dec_tasks])
+        order = np.argsort(-(both[:, 6] - both[:, 5]), kind="stable")
+        fused = both[order]
+    else:
+        fused = np.concatenate([pre_tasks, dec_tasks])  # sm-aware: prefill tasks, then decode
+    if fused.shape[0] >= 2**31 or part_rows >= 2**31:
+        raise ValueError(f"plan: {fused.shape[0]} tasks / {part_rows} partial rows; allowed: "
+                         "below 2^31 (int32 tables)")
+    merge = np.concatenate(merge_rows) if merge_rows else np.zeros((0, 4), dtype=np.int64)
+    device = cache.device
+
+    def as_dev(a, cols):
+        a = np.ascontiguousarray(np.asarray(a, dtype=np.int32).reshape(-1, cols))
+        return torch.from_numpy(a).to(device)
+
+    side = None
+    if plan.schedule == "streams" and device.type == "cuda":
+        side = torch.cuda.Stream(device=device)
+    return HybridLaunch(
+        plan=plan, config=hybrid_config(plan, cache),
+        prefill_tasks=as_dev(pre_tasks, FIELDS), decode_tasks=as_dev(dec_tasks, FIELDS),
+        fused_tasks=as_dev(fused, FIELDS),
+        partial_out=torch.empty((part_rows, shape.num_qo_heads, shape.head_dim),
+                                dtype=torch.float32, device=device),
+        partial_lse=torch.empty((part_rows, shape.num_qo_heads), dtype=torch.float32,
+                                device=device),
+        merge=as_dev(merge, 4),
+        counter=torch.zeros(plan.sm_count + 3, dtype=torch.int32, device=device),
+        num_prefill=int(pre_tasks.shape[0]), num_decode=int(dec_tasks.shape[0]),
+        side_stream=side,
+    )
+
+
+def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
+               sm_scale: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch the plan's attention and the merge; returns `out` [sum(q_lens), H_qo, D].
+
+    Only launches (and, under `streams`, stream waits) happen here: this is what a timer wraps.
+    Two runs of one HybridLaunch must not overlap (they share scratch and counters).
+    """
+    plan, cfg = launch.plan, launch.config
+    shape = cache.shape
+    _check_queries(q, cache, plan)
+    if out is None:
+        out = torch.empty_like(q)
+    elif out.shape != q.shape or out.dtype != q.dtype or out.stride(2) != 1:
+        raise ValueError(f"out: need q's shape {tuple(q.shape)} and dtype, contiguous head_dim")
+    scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
+    upcast = INTERPRETED and q.dtype == torch.bfloat16
+    precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
+    ratio_p, ratio_d = plan.sm_ratio()
+
+    def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d):
+        both = has_p and has_d
+        if n_pre + n_dec == 0:
+            return
+        _hybrid_kernel[(n_pre + n_dec,)](
+            q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
+            cache.page_indptr, cache.page_indices, tasks, launch.counter,
+            n_pre, n_dec, ratio_p, ratio_d, scale * LOG2_E,
+            q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+            cache.k_pages.stride(0), cache.k_pages.stride(1),
+            NUM_QO_HEADS=shape.num_qo_heads, G=shape.group_size, HEAD_DIM=shape.head_dim,
+            PAGE_SIZE=shape.page_size, BLOCK_MP=plan.prefill_block_m, BLOCK_NP=cfg.block_np,
+            BLOCK_MD=cfg.block_md, BLOCK_ND=cfg.block_nd_fused if both else cfg.block_nd,
+            MODE=mode, HAS_PREFILL=has_p,
+            HAS_DECODE=has_d, USE_SMID=not INTERPRETED, NUM_SMS=plan.sm_count,
+            CTR_PAD=triton.next_power_of_2(plan.sm_count + 3),
+            DOT_PRECISION=precision, UPCAST_DOT=upcast, num_warps=warps,
+            num_stages=cfg.fused_stages if both else cfg.num_stages,
+        )
+
+    P, D = launch.num_prefill, launch.num_decode
+    if plan.schedule in ("serial", "streams"):
+        side = launch.side_stream
+        if side is not None and P and D:
+            main = torch.cuda.current_stream(q.device)
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                launch_kernel(launch.decode_tasks, 0, D, MODE_GRID, cfg.decode_warps, False, True)
+            launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True, False)
+            main.wait_stream(side)
+        else:
+            launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True, False)
+            launch_kernel(launch.decode_tasks, 0, D, MODE_GRID, cfg.decode_warps, False, True)
+    else:
+        mode = MODE_SM_AWARE if plan.schedule == "sm-aware" else MODE_GRID
+        warps = cfg.fused_warps if P and D else (cfg.prefill_warps if P else cfg.decode_warps)
+        launch_kernel(launch.fused_tasks, P, D, mode, warps, P > 0, D > 0)
+    if launch.merge.shape[0]:
+        _merge_rows_kernel[(launch.merge.shape[0], shape.num_qo_heads)](
+            launch.partial_out, launch.partial_lse, launch.merge, out, out.stride(0),
+            out.stride(1), NUM_QO_HEADS=shape.num_qo_heads, HEAD_DIM=shape.head_dim,
+            num_warps=4)
+    return out
+
+
+def attention(q: torch.Tensor, cache: PagedKVCache, q_lens, plan: HybridPlan, *,
+              sm_scale: float | None = None) -> torch.Tensor:
+    """Hybrid paged attention of `q` [sum(q_lens), num_qo_heads, head_dim] over `cache`, causal
+    inside each request's new tokens, as `plan` cuts and schedules it. Returns a new tensor."""
+    return run_hybrid(prepare_hybrid(plan, cache, q_lens), q, cache, sm_scale=sm_scale)
+
+
+def _check_queries(q: torch.Tensor, cache: PagedKVCache, plan: HybridPlan) -> None:
+    s = cache.shape
+    want = (int(plan.q_lens.sum()), s.num_qo_heads, s.head_dim)
+    if tuple(q.shape) != want:
+        raise ValueError(f"q: shape {tuple(q.shape)} != {want} (sum(q_lens), num_qo_heads, "
+                         "head_dim)")
+    if q.dtype != cache.dtype:
+        raise ValueError(f"q.dtype: {q.dtype} != cache dtype {cache.dtype}")
+    if q.stride(2) != 1:
+        raise ValueError("q: the head_dim axis must be contiguous")
+    if q.device != cache.device:
+        raise ValueError(f"q.device: {q.device} != cache device {cache.device}")
+
+
+def make_hybrid_queries(q_lens, shape, *, device="cpu", dtype=None, seed: int = 0) -> torch.Tensor:
+    """Queries [sum(q_lens), num_qo_heads, head_dim] drawn N(0, 1) from seed + 1 (as
+    make_queries)."""
+    from kvtune.kernels.paged import resolve_dtype
+
+    n = int(np.asarray(q_lens, dtype=np.int64).sum())
+    gen = torch.Generator(device=torch.device(device))
+    gen.manual_seed(int(seed) + 1)
+    return torch.randn((n, shape.num_qo_heads, shape.head_dim), generator=gen, device=device,
+                       dtype=resolve_dtype(dtype, shape))
+
+
+__all__ = ["INTERPRETED", "MAX_DECODE_Q_LEN", "HybridConfig", "HybridLaunch", "attention",
+           "hybrid_config", "make_hybrid_queries", "prepare_hybrid", "run_hybrid"]

@@ -1,0 +1,320 @@
+"""HybridPlan: how one hybrid batch (prefill chunks + decodes + speculative decodes) is cut and run.
+
+A hybrid batch has requests with q_len new query tokens over kv_len keys (kv_len counts the new
+tokens; attention is causal inside them). Requests with q_len <= MAX_DECODE_Q_LEN (16) are
+*decodes*: they run as split-KV work items of an ordinary decode `Plan` (kernels/plan.py) over
+their kv_lens, each item packing the request's q_len x G query rows of one KV head into one tile.
+Longer requests are *prefill chunks*: their query tokens are cut into tiles of `prefill_block_m`
+rows (rows = tokens x G, so a tile holds block_m // G tokens of one KV head), and each tile reads
+the keys 0 .. its causal end (kv_len - q_len + last token + 1), optionally cut into kv splits
+that a merge combines (FlashDecoding for chunked prefill; the split count is capped so the prefill
+tasks stay within `prefill_split_cap_waves` waves of `sm_count x ctas_per_sm` slots, as
+POD-Attention caps them at two).
+
+Schedules (how the two kinds reach the GPU):
+- serial: a prefill launch, then a decode launch (then the merge).
+- streams: the same two launches on two CUDA streams.
+- fused: one launch over one work list, heaviest task first (prefill tiles usually lead).
+- sm-aware: POD-Attention's SM-aware CTA scheduling: one launch of prefill + decode CTAs; each
+  CTA reads its SM id, takes a ticket from that SM's counter and runs prefill or decode by
+  `sm_policy` ("50:50": alternate; "proportional": prefill:decode CTAs per SM in the ratio of the
+  batch's prefill and decode tasks, over ctas_per_sm tickets), falling back to the other kind
+  when its own is used up.
+
+Planning is CPU numpy work; nothing here touches a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, Plan, _check_int, as_kv_lens
+
+MAX_DECODE_Q_LEN = 16
+HYBRID_SCHEDULES = ("serial", "streams", "fused", "sm-aware")
+SM_POLICIES = ("50:50", "proportional")
+PREFILL_BLOCK_M = (64, 128)
+
+
+@dataclass(frozen=True, eq=False)
+class HybridPlan:
+    """One hybrid batch's plan (see the module docstring).
+
+    q_lens, kv_lens: [B] int64 tokens. decode_requests: [Bd] batch indices of the decodes
+    (q_len <= 16) in batch order; decode_plan: the split plan over kv_lens[decode_requests]
+    (its request b is batch request decode_requests[b]), None when there are none.
+    Prefill tiles, one entry per (tile, kv split), in dispatch order (heaviest first):
+    tile_request (batch index), tile_q_start/tile_q_end (token range within the request's new
+    tokens), tile_split, tile_kv_start/tile_kv_end (token range of keys), tile_splits (kv splits
+    of that tile). prefill_block_m: query rows per prefill tile (64 or 128; tokens x G).
+    schedule: one of HYBRID_SCHEDULES. ctas_per_sm: CTAs per SM the plan assumes (1..32; 2 or 4 in
+    POD). sm_policy: one of SM_POLICIES (used by sm-aware). prefill_split_cap_waves: most waves
+    of prefill tasks the kv splits may make (1..64). sm_count: SMs of the planned device.
+    num_kv_heads, page_size, group_size: from the shape.
+    """
+
+    q_lens: np.ndarray
+    kv_lens: np.ndarray
+    decode_requests: np.ndarray
+    decode_plan: Plan | None
+    tile_request: np.ndarray
+    tile_q_start: np.ndarray
+    tile_q_end: np.ndarray
+    tile_split: np.ndarray
+    tile_kv_start: np.ndarray
+    tile_kv_end: np.ndarray
+    tile_splits: np.ndarray
+    prefill_block_m: int
+    schedule: str
+    ctas_per_sm: int
+    sm_policy: str
+    prefill_split_cap_waves: int
+    sm_count: int
+    num_kv_heads: int
+    page_size: int
+    group_size: int
+    notes: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_hybrid_plan(self)
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.kv_lens.shape[0])
+
+    @property
+    def num_decodes(self) -> int:
+        return int(self.decode_requests.shape[0])
+
+    @property
+    def prefill_requests(self) -> np.ndarray:
+        return np.flatnonzero(self.q_lens > MAX_DECODE_Q_LEN)
+
+    @property
+    def num_prefill_tiles(self) -> int:
+        return int(self.tile_request.shape[0])
+
+    @property
+    def num_prefill_tasks(self) -> int:
+        return self.num_prefill_tiles * self.num_kv_heads
+
+    @property
+    def num_decode_tasks(self) -> int:
+        return 0 if self.decode_plan is None else self.decode_plan.num_tasks
+
+    @property
+    def num_tasks(self) -> int:
+        return self.num_prefill_tasks + self.num_decode_tasks
+
+    @property
+    def grid_size(self) -> int:
+        return self.num_tasks
+
+    @property
+    def tokens_per_tile(self) -> int:
+        return self.prefill_block_m // self.group_size
+
+    def sm_ratio(self) -> tuple[int, int]:
+        """(prefill, decode) tickets per period of an SM's counter under sm_policy.
+
+        50:50 alternates (1, 1). proportional splits ctas_per_sm (at least 2) tickets in the
+        ratio of prefill to decode tasks, each kind keeping at least one when both exist; the
+        paper's example: 50 prefill and 100 decode CTAs -> one prefill, then two decodes.
+        """
+        p, d = self.num_prefill_tasks, self.num_decode_tasks
+        if p == 0:
+            return 0, 1
+        if d == 0:
+            return 1, 0
+        if self.sm_policy == "50:50":
+            return 1, 1
+        if p >= d:
+            return max(1, round(p / d)), 1
+        return 1, max(1, round(d / p))
+
+    def waves(self, sm_count: int) -> float:
+        return self.num_tasks / (sm_count * self.ctas_per_sm)
+
+    def summary(self) -> dict:
+        """Plain numbers for result rows (the Plan.summary keys plus the hybrid knobs)."""
+        dp = self.decode_plan
+        return {
+            "batch_size": self.batch_size,
+            "total_tokens": int(self.kv_lens.sum()),
+            "max_kv_len": int(self.kv_lens.max()),
+            "num_items": self.num_prefill_tiles + (dp.num_items if dp else 0),
+            "num_tasks": self.num_tasks,
+            "grid_size": self.grid_size,
+            "max_splits": int(max(self.tile_splits.max() if self.tile_splits.size else 1,
+                                  dp.splits.max() if dp else 1)),
+            "split_requests": dp.num_split_requests if dp else 0,
+            "schedule": self.schedule,
+            "ctas_per_sm": self.ctas_per_sm,
+            "sm_policy": self.sm_policy,
+            "prefill_split_cap_waves": self.prefill_split_cap_waves,
+            "prefill_block_m": self.prefill_block_m,
+            "prefill_tasks": self.num_prefill_tasks,
+            "decode_tasks": self.num_decode_tasks,
+            "decode_schedule": dp.schedule if dp else "",
+        }
+
+    @property
+    def splits(self) -> np.ndarray:
+        """[B] kv splits per request: a decode's from its plan, a prefill's most split tile."""
+        out = np.ones(self.batch_size, dtype=np.int64)
+        if self.decode_plan is not None:
+            out[self.decode_requests] = self.decode_plan.splits
+        if self.tile_request.size:
+            np.maximum.at(out, self.tile_request, self.tile_splits)
+        return out
+
+
+def causal_end(q_lens: np.ndarray, kv_lens: np.ndarray, req: np.ndarray,
+               q_end: np.ndarray) -> np.ndarray:
+    """Keys a tile of tokens [.., q_end) of request `req` reads: kv_len - q_len + q_end."""
+    return kv_lens[req] - q_lens[req] + q_end
+
+
+def validate_hybrid_plan(p: HybridPlan) -> None:
+    """Raise ValueError when a hybrid plan breaks an invariant the kernel relies on."""
+    q, kv = p.q_lens, p.kv_lens
+    if q.shape != kv.shape or q.ndim != 1 or q.shape[0] == 0:
+        raise ValueError("q_lens: need one q_len per kv_len, at least one request")
+    if (q < 1).any() or (q > kv).any():
+        raise ValueError("q_lens: every q_len must be in 1..kv_len")
+    if p.schedule not in HYBRID_SCHEDULES:
+        raise ValueError(f"schedule: {p.schedule!r} not allowed; allowed: "
+                         f"{', '.join(HYBRID_SCHEDULES)}")
+    if p.sm_policy not in SM_POLICIES:
+        raise ValueError(f"sm_policy: {p.sm_policy!r} not allowed; allowed: "
+                         f"{', '.join(SM_POLICIES)}")
+    _check_int("ctas_per_sm", p.ctas_per_sm, 1, 32)
+    _check_int("prefill_split_cap_waves", p.prefill_split_cap_waves, 1, 64)
+    _check_int("sm_count", p.sm_count, 1, 1024)
+    if p.prefill_block_m not in PREFILL_BLOCK_M:
+        raise ValueError(f"prefill_block_m: {p.prefill_block_m} not allowed; allowed: 64, 128")
+    if p.group_size > p.prefill_block_m:
+        raise ValueError(f"group_size: {p.group_size} query heads per KV head exceed the "
+                         f"{p.prefill_block_m}-row prefill tile")
+    dec = np.flatnonzero(q <= MAX_DECODE_Q_LEN)
+    if not np.array_equal(p.decode_requests, dec):
+        raise ValueError("decode_requests: must be exactly the requests with q_len <= 16")
+    if (p.decode_plan is None) != (dec.size == 0):
+        raise ValueError("decode_plan: needed exactly when the batch has decodes")
+    if p.decode_plan is not None:
+        dp = p.decode_plan
+        if not np.array_equal(dp.kv_lens, kv[dec]):
+            raise ValueError("decode_plan: kv_lens differ from the decodes' kv_lens")
+        if dp.num_kv_heads != p.num_kv_heads or dp.page_size != p.page_size:
+            raise ValueError("decode_plan: num_kv_heads/page_size differ from the hybrid plan's")
+    n = p.tile_request.shape[0]
+    for name in ("tile_q_start", "tile_q_end", "tile_split", "tile_kv_start", "tile_kv_end",
+                 "tile_splits"):
+        if getattr(p, name).shape != (n,):
+            raise ValueError(f"{name}: shape {getattr(p, name).shape} != ({n},)")
+    pre = np.flatnonzero(q > MAX_DECODE_Q_LEN)
+    if n == 0:
+        if pre.size:
+            raise ValueError("prefill tiles: a prefill request has no tiles")
+        return
+    r = p.tile_request
+    if (r < 0).any() or (r >= q.shape[0]).any() or (q[r] <= MAX_DECODE_Q_LEN).any():
+        raise ValueError("tile_request: every tile must belong to a prefill request")
+    tok = p.tokens_per_tile
+    qs, qe = p.tile_q_start, p.tile_q_end
+    if (qs % tok).any() or (qe <= qs).any() or (qe - qs > tok).any() or (qe > q[r]).any():
+        raise ValueError(f"tiles: a tile's token range must be [k*{tok}, min(q_len, (k+1)*{tok}))")
+    if ((qe - qs < tok) & (qe != q[r])).any():
+        raise ValueError("tiles: only a request's last tile may be short")
+    ends = causal_end(q, kv, r, qe)
+    ks, ke, sp, ns = p.tile_kv_start, p.tile_kv_end, p.tile_split, p.tile_splits
+    if (ke <= ks).any() or (ks % p.page_size).any() or (ke > ends).any():
+        raise ValueError("tiles: kv ranges must be non-empty, page-aligned and end by the causal "
+                         "end")
+    # Each (request, token range) group: splits 0..n-1 tiling [0, causal end) contiguously.
+    order = np.lexsort((sp, qs, r))
+    r_o, qs_o, sp_o = r[order], qs[order], sp[order]
+    ks_o, ke_o, ns_o = ks[order], ke[order], ns[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = (r_o[1:] != r_o[:-1]) | (qs_o[1:] != qs_o[:-1])
+    group = np.cumsum(first) - 1
+    start_idx = np.flatnonzero(first)
+    if not np.array_equal(sp_o, np.arange(n) - start_idx[group]):
+        raise ValueError("tiles: kv split indices of a tile must be 0..splits-1, each once")
+    counts = np.bincount(group)
+    if not np.array_equal(ns_o, counts[group]):
+        raise ValueError("tile_splits: do not match the tiles' split counts")
+    if (ks_o[first] != 0).any() or (ks_o[~first] != ke_o[np.flatnonzero(~first) - 1]).any():
+        raise ValueError("tiles: kv splits must start at 0 and be contiguous")
+    last = np.ones(n, dtype=bool)
+    last[:-1] = first[1:]
+    if not np.array_equal(ke_o[last], causal_end(q, kv, r_o[last], p.tile_q_end[order][last])):
+        raise ValueError("tiles: a tile's last kv split must end at its causal end")
+    # Every prefill request's tokens covered by its tiles exactly once.
+    covered = np.bincount(r_o[first], weights=(p.tile_q_end[order] - qs_o)[first],
+                          minlength=q.shape[0])
+    if not np.array_equal(covered[pre].astype(np.int64), q[pre]):
+        raise ValueError("tiles: the tiles of a prefill request must cover its q_len tokens once")
+
+
+def build_prefill_tiles(q_lens, kv_lens, *, group_size: int, block_m: int, page_size: int,
+                        kv_splits: int = 1, min_split_tokens: int = 1024):
+    """Tile every prefill request (q_len > 16) and cut each tile's causal key range into at most
+    `kv_splits` page-aligned pieces of at least `min_split_tokens` (except the last).
+
+    Returns dict of the tile_* arrays, heaviest (most keys per split) first, ties in
+    (request, tile, split) order.
+    """
+    q = np.asarray(q_lens, dtype=np.int64)
+    kv = as_kv_lens(kv_lens)
+    tok = block_m // group_size
+    pre = np.flatnonzero(q > MAX_DECODE_Q_LEN)
+    n_tiles = -(-q[pre] // tok)
+    req = np.repeat(pre, n_tiles)
+    first = np.concatenate(([0], np.cumsum(n_tiles)[:-1])) if pre.size else np.zeros(0, np.int64)
+    k = np.arange(req.shape[0], dtype=np.int64) - np.repeat(first, n_tiles)
+    qs = k * tok
+    qe = np.minimum(qs + tok, q[req])
+    end = causal_end(q, kv, req, qe)
+    pages = -(-end // page_size)
+    per_split_pages = np.maximum(-(-pages // max(1, kv_splits)), -(-min_split_tokens // page_size))
+    chunk = per_split_pages * page_size
+    splits = -(-end // chunk)
+    rr = np.repeat(req, splits)
+    first_s = np.concatenate(([0], np.cumsum(splits)[:-1])) if req.size else np.zeros(0, np.int64)
+    sp = np.arange(rr.shape[0], dtype=np.int64) - np.repeat(first_s, splits)
+    ks = sp * np.repeat(chunk, splits)
+    ke = np.minimum(ks + np.repeat(chunk, splits), np.repeat(end, splits))
+    out = {"tile_request": rr, "tile_q_start": np.repeat(qs, splits),
+           "tile_q_end": np.repeat(qe, splits), "tile_split": sp, "tile_kv_start": ks,
+           "tile_kv_end": ke, "tile_splits": np.repeat(splits, splits)}
+    order = np.lexsort((sp, out["tile_q_start"], rr, -(ke - ks)))
+    return {k_: v[order] for k_, v in out.items()}
+
+
+def prefill_kv_splits(q_lens, kv_lens, *, group_size: int, block_m: int, num_kv_heads: int,
+                      slots: int, cap_waves: int) -> int:
+    """The largest kv split count (1..64) that keeps the prefill tasks within `cap_waves` waves of
+    `slots` CTA slots; 1 when the unsplit tiles already fill that many."""
+    q = np.asarray(q_lens, dtype=np.int64)
+    tok = block_m // group_size
+    tiles = int((-(-q[q > MAX_DECODE_Q_LEN] // tok)).sum())
+    if tiles == 0:
+        return 1
+    return int(max(1, min(64, (cap_waves * slots) // (tiles * num_kv_heads))))
+
+
+__all__ = [
+    "HYBRID_SCHEDULES",
+    "MAX_DECODE_Q_LEN",
+    "MAX_KV_LEN_TOKENS",
+    "PREFILL_BLOCK_M",
+    "SM_POLICIES",
+    "HybridPlan",
+    "build_prefill_tiles",
+    "causal_end",
+    "prefill_kv_splits",
+    "validate_hybrid_plan",
+]

@@ -1,0 +1,56 @@
+"""`kvtune tune --suite hybrid` (or `--distribution hybrid`): the hybrid knobs per (decodes,
+prefill tokens) bucket, by studies/hybrid_tune.py. kvtune/cli/tune.py hands such runs here.
+
+Options of `kvtune tune` that belong to the split-knob study (buckets, sampler, objective,
+space, oracle, storage, ...) are not used by this search and are refused (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shape", "page_size",
+        "dtype", "q_len", "num_qo_heads", "num_kv_heads", "head_dim", "backend", "device_model",
+        "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress"}
+
+
+def wants_hybrid(args: argparse.Namespace) -> bool:
+    return "hybrid" in (getattr(args, "suite", None), getattr(args, "distribution", None))
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvtune.harness.bench import DEFAULT_RESULTS_DIR, BackendSettings
+    from kvtune.studies.hybrid_tune import HybridTuneSettings, run_hybrid_tune
+    from kvtune.workloads.selection import CaseSettings
+
+    given = {k for k in vars(args) if k not in ("handler", "command", "command_line")}
+    refused = sorted(given - USED)
+    if refused:
+        raise ValueError(f"tune: option --{refused[0].replace('_', '-')} is not used when tuning "
+                         "hybrid knobs (--suite/--distribution hybrid)")
+    g = lambda k, d=None: getattr(args, k, d)  # noqa: E731 - absent options are suppressed
+    cases = CaseSettings(suite=g("suite"), distribution=g("distribution"),
+                         batch_sizes=g("batch_sizes"), params=tuple(g("param") or ()),
+                         seeds=g("seeds", "0"), shape=g("shape"), page_size=g("page_size"),
+                         dtype=g("dtype"), num_qo_heads=g("num_qo_heads"),
+                         num_kv_heads=g("num_kv_heads"), head_dim=g("head_dim"), q_len=g("q_len"))
+    measure = BackendSettings(backend=g("backend", "auto"), device_model=g("device_model"),
+                              timer=g("timer", "auto"), warm_l2=bool(g("warm_l2", False)),
+                              stopping=g("stopping"))
+    settings = HybridTuneSettings(cases=cases, measure=measure, trials=g("trials", 24),
+                                  seed=g("seed", 0), out=g("out", DEFAULT_RESULTS_DIR),
+                                  progress=not g("no_progress", False), study=args.study)
+    doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
+    print(f"hybrid heuristic: {doc['path']}")
+    for b in doc["buckets"]:
+        print(f"  decodes {b['min_decodes']}-{b['max_decodes']}, prefill tokens "
+              f"{b['min_prefill_tokens']}-{b['max_prefill_tokens']}: "
+              f"{b['score_vs_serial']:.3f} x serial (pod {b['pod_score_vs_serial']:.3f})  "
+              f"{b['params']}")
+    print(f"use: kvtune bench --suite hybrid --policies hybrid-tuned:path={doc['path']}",
+          file=sys.stderr)
+    return 0
+
+
+__all__ = ["run", "wants_hybrid"]

@@ -1,0 +1,56 @@
+"""The hybrid-batch page and figure (issue 15) on a simulated hybrid bench run."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from kvtune.dashboard.hybrid_charts import BOUND_NAME, hybrid_figure
+from kvtune.dashboard.launch import ENV_RESULTS, ENV_STORAGE
+from kvtune.dashboard.selection import RUNS_KEY
+from kvtune.harness.bench import BackendSettings, BenchSettings, run_bench
+from kvtune.harness.hybrid_summary import hybrid_frame
+from kvtune.workloads.selection import CaseSettings
+
+from tests.dashboard.test_app import APP, TIMEOUT_S
+
+
+@pytest.fixture(scope="module")
+def hybrid_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hybrid-results")
+    rows = []
+    for params, sizes in ((("chunk_tokens=512",), "8,32"), (("chunk_tokens=512", "decodes=0"), "1"),
+                          (("chunk_tokens=0",), "8,32")):
+        out = run_bench(BenchSettings(
+            cases=CaseSettings(distribution="hybrid", batch_sizes=sizes, params=params),
+            policies="hybrid-serial,pod",
+            measure=BackendSettings(backend="simulator", device_model="h100"),
+            out=str(root), progress=False))
+        rows += out.rows
+    return root, rows
+
+
+def test_figure_has_policies_and_bound(hybrid_results):
+    _, rows = hybrid_results
+    frame = hybrid_frame(rows)
+    assert set(frame["num_decodes"]) == {8, 32}
+    fig = hybrid_figure(frame)
+    names = {t.name for t in fig.data}
+    assert names == {"hybrid-serial", "pod", BOUND_NAME}
+    assert hybrid_figure(frame, ["pod"]).data[0].name == "pod"
+    assert len(hybrid_figure(pd.DataFrame(frame.iloc[:0])).data) == 0
+
+
+def test_page_draws_the_hybrid_runs(monkeypatch, hybrid_results):
+    root, _ = hybrid_results
+    monkeypatch.setenv(ENV_RESULTS, str(root))
+    monkeypatch.delenv(ENV_STORAGE, raising=False)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    runs = [p.name for p in root.iterdir() if p.is_dir()]
+    at.sidebar.multiselect(key=RUNS_KEY).set_value(runs).run()
+    at.switch_page("views/hybrid.py").run()
+    assert not at.exception
+    assert at.title[0].value == "Hybrid batches"
+    assert at.get("plotly_chart"), "no chart drawn"

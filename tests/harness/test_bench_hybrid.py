@@ -1,0 +1,29 @@
+"""benchmarks/bench_hybrid.py in its CPU dry-run mode (interpreter): the script must not break
+before it reaches the GPU."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dry_run_writes_checked_table(tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_hybrid.py"),
+                           "--dry-run", "--out", str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["dry_run"] and len(res["cases"]) == 2
+    for case in res["cases"]:
+        assert "error" not in case
+        for name in ("serial", "streams", "fused", "pod", "prefill-alone", "decode-alone"):
+            assert case["variants"][name]["ok"], (name, case["variants"][name])
+            assert case["variants"][name]["rel_error"] < 2e-2
+    assert res["parity"][0]["hybrid"]["ok"] and res["parity"][0]["base"]["ok"]
+    assert "targets" in res["summary"]
+    assert res["check"] and all(c["ok"] for c in res["check"])
+    assert "| case |" in (tmp_path / "results.md").read_text()

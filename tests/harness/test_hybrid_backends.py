@@ -1,0 +1,110 @@
+"""Hybrid plans through the runner: simulator model and the triton backend on the interpreter."""
+
+import json
+
+import numpy as np
+import pytest
+
+from kvtune.harness.backends.simulator import SimulatorBackend
+from kvtune.harness.device import device_model
+from kvtune.harness.runner import CaseRun, Runner
+from kvtune.harness.sim_hybrid import simulate_hybrid
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape, DeviceSpec
+from kvtune.workloads.batch import AttentionBatch, DecodeBatch
+from kvtune.workloads.hybrid import HybridCase
+
+H100 = device_model("h100")
+
+
+def _batch(chunk=1024, decodes=64, ctx=8192):
+    return HybridCase({"chunk_tokens": chunk, "context_tokens": ctx}, decodes).batch()
+
+
+def test_runner_rows_have_hybrid_columns():
+    runner = Runner(SimulatorBackend(H100), H100)
+    batch = _batch()
+    row, plan = runner.measure_one(CaseRun("c", batch), policies.get("pod"))
+    assert row["status"] == "ok" and row["prefill_tokens"] == 1024 and row["num_decodes"] == 64
+    assert row["max_q_len"] == 1024 and row["sm_policy"] == "proportional"
+    assert row["schedule"] == "sm-aware" and row["q_lens"][-1] == 1024
+    assert json.loads(row["plan_notes"])["policy"] == "pod"
+    # A decode policy cannot plan a batch with longer queries: a failed row, not an exception.
+    row, _ = runner.measure_one(CaseRun("c", batch), policies.get("fa3"))
+    assert row["status"] == "failed" and "q_len" in row["message"]
+    # A hybrid policy on a plain decode batch runs it with q_len 1.
+    row, _ = runner.measure_one(CaseRun("d", DecodeBatch([4096] * 8)), policies.get("pod"))
+    assert row["status"] == "ok" and row["num_decodes"] == 8 and row["prefill_tokens"] == 0
+
+
+def test_simulator_prefill_compute_bound_decode_bandwidth_bound():
+    shape = AttentionShape()
+    pol = policies.get("hybrid-serial")
+    pre = AttentionBatch([2048], [2048 + 8192], shape)
+    dec = AttentionBatch([1] * 128, [8192] * 128, shape)
+    both = AttentionBatch([1] * 128 + [2048], [8192] * 128 + [2048 + 8192], shape)
+    t = {k: simulate_hybrid(pol.plan_hybrid(b.q_lens, b.kv_lens, shape, H100), shape, H100).time_us
+         for k, b in (("pre", pre), ("dec", dec), ("both", both))}
+    assert t["both"] == pytest.approx(t["pre"] + t["dec"], rel=0.05)  # serial adds up
+    flops_us = pre.causal_flops / 989e12 * 1e6
+    assert t["pre"] > flops_us  # not faster than the tensor-core peak
+    bytes_us = dec.min_bytes / H100.hbm_bytes_per_s * 1e6
+    assert bytes_us < t["dec"] < 1.5 * bytes_us
+    # Overlap: the POD schedule on the same batch beats serial and not the max() bound.
+    pod = policies.get("pod").plan_hybrid(both.q_lens, both.kv_lens, shape, H100)
+    t_pod = simulate_hybrid(pod, shape, H100).time_us
+    assert max(t["pre"], t["dec"]) * 0.95 < t_pod < t["both"]
+
+
+def test_simulator_colocated_prefill_shares_sm_math():
+    one_sm = DeviceSpec("h100", sm_count=1, l2_bytes=0, hbm_bytes_per_s=3.35e12)
+    pol = policies.get("hybrid-parametric", schedule="fused", ctas_per_sm=2,
+                       prefill_split_cap_waves=1)
+    two_tiles = AttentionBatch([64], [4096], AttentionShape(num_qo_heads=4, num_kv_heads=1))
+    plan = pol.plan_hybrid(two_tiles.q_lens, two_tiles.kv_lens, two_tiles.shape, one_sm)
+    r = simulate_hybrid(plan, two_tiles.shape, one_sm)
+    assert plan.num_prefill_tasks == 2 and (r.sm == 0).all()
+    # Both tiles run together and finish together, at the SM's rate shared by two.
+    assert np.allclose(r.end_us, r.end_us[0], rtol=0.02)
+
+
+def test_triton_backend_runs_hybrid_plans_on_the_interpreter():
+    import os
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
+
+    dev = DeviceSpec("cpu", sm_count=4, l2_bytes=0, hbm_bytes_per_s=1e9)
+    backend = TritonBackend(dev, timer=WallClockTimer(reps=1), torch_device="cpu")
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=8, dtype="fp16")
+    runner = Runner(backend, dev)
+    batch = AttentionBatch([1, 4, 40], [30, 20, 72], shape)
+    for name in ("hybrid-serial", "pod"):
+        row, _ = runner.measure_one(CaseRun("h", batch), policies.get(name))
+        assert row["status"] == "ok", row["message"]
+        assert row["checked"] and row["rel_error"] < 2e-2
+
+
+def test_hybrid_summary_bound_and_speedups():
+    from kvtune.harness.hybrid_summary import hybrid_frame, targets
+    from kvtune.workloads.hybrid import halves
+
+    runner = Runner(SimulatorBackend(H100), H100)
+    sweep = HybridCase({"chunk_tokens": 512, "context_tokens": 4096}, 16)
+    pre_p, dec_p = halves(sweep.params)
+    cases = [sweep, HybridCase(pre_p, 1), HybridCase(dec_p, 16)]
+    rows = [runner.measure_one(CaseRun(c.case_id, c.batch()), policies.get(p))[0]
+            for c in cases for p in ("hybrid-serial", "pod")]
+    frame = hybrid_frame(rows)
+    assert sorted(frame["policy"]) == ["hybrid-serial", "pod"]
+    lat = {(r["case_id"], r["policy"]): r["latency_us"] for r in rows}
+    pre = min(lat[(cases[1].case_id, p)] for p in ("hybrid-serial", "pod"))
+    dec = min(lat[(cases[2].case_id, p)] for p in ("hybrid-serial", "pod"))
+    pod = frame[frame["policy"] == "pod"].iloc[0]
+    assert pod["bound_us"] == max(pre, dec)
+    assert pod["speedup_vs_serial"] == pytest.approx(
+        lat[(sweep.case_id, "hybrid-serial")] / lat[(sweep.case_id, "pod")])
+    t = targets(frame).set_index("policy")
+    assert t.loc["hybrid-serial", "geomean_speedup_vs_serial"] == pytest.approx(1.0)
+    assert bool(t.loc["hybrid-serial", "never_2pct_slower"])
+    assert hybrid_frame([]).empty

@@ -1,0 +1,73 @@
+"""benchmarks/bench_kernels.py --dry-run: the shapes sections run on the CPU (Triton's
+interpreter, a tiny batch, FlashInfer skipped), so the GPU call does not break on a typo."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kvtune.kernels import decode_config
+from kvtune.kernels.decode_config import KernelConfig
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_kernels.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_default_matrix_covers_every_shape_kv_type_and_page_size(bench):
+    variants = bench.default_variants()
+    assert {v[0] for v in variants} == set(bench.MATRIX_SHAPES)
+    assert {(v[1], v[2]) for v in variants} == set(bench.MATRIX_KV)
+    assert {v[3] for v in variants} == set(bench.MATRIX_PAGES)
+    assert len(variants) == 13 and len(bench.full_variants()) == 8 * 3 * 3
+    for v in variants + [v for v, _ in bench.SWEEP]:
+        bench.variant_shape(v)  # every variant is a valid shape
+
+
+def test_dry_run_shapes_section_checks_then_tabulates(bench, tmp_path):
+    out = tmp_path / "out"
+    # Variant 12: llama3-70b-tp8 with an fp8 cache (one KV head: cheap in the interpreter).
+    assert bench.main(["--dry-run", "--sections", "shapes", "--variants", "12", "--total-tokens",
+                       "40", "--out", str(out)]) == 0
+    rows = pd.read_csv(out / "shapes.csv")
+    assert len(rows) == 2 and set(rows["plan"]) == {"fixed-2048", "balanced-2x"}
+    assert (rows["triton_status"] == "ok").all() and (rows["kv_dtype"] == "fp8_e4m3").all()
+    assert (rows["triton_rel_error"] < 2e-2).all()  # verified before it was timed
+    assert (rows["flashinfer_status"] == "unavailable").all()
+    assert (rows["programs_per_sm"] > 0).all()
+    table = (out / "shapes.md").read_text()
+    assert table.startswith("| variant |") and "llama3-70b-tp8 bf16/fp8_e4m3 p16" in table
+    assert json.loads((out / "results.json").read_text())["dry_run"] is True
+
+
+def test_dry_run_config_sweep_suggests_a_table_entry(bench, tmp_path, monkeypatch):
+    table_entry = decode_config.CONFIG_TABLE[(128, 2, "one-per-sm")]
+    monkeypatch.setitem(decode_config.CANDIDATES, (128, 2),
+                        (table_entry, KernelConfig(64, 4, 2)))
+    runner = bench.MatrixRunner(True, float("nan"), lambda msg: None)
+    try:
+        sweep = [(("llama3-70b-tp8", "bf16", "bf16", 16), (("skew80", 2, "balanced-2x"),))]
+        result = bench.section_shape_configs(runner, sweep, 40, lambda m: None)
+    finally:
+        runner.close()
+    assert [r["status"] for r in result["rows"]] == ["ok", "ok"]
+    assert [r["is_table_entry"] for r in result["rows"]] == [True, False]
+    (key, choice), = result["suggested"].items()
+    assert key == str((128, 2, "one-per-sm")) and choice["table_config"] == table_entry.label()
+    assert choice["config"] in (table_entry.label(), "bn64-w4-s2")
+
+
+def test_bad_variant_index_is_one_line_exit_2(bench, tmp_path, capsys):
+    assert bench.main(["--dry-run", "--variants", "99", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "variants: '99' not allowed" in err

@@ -1,0 +1,183 @@
+"""The hybrid Triton kernel (interpreter) against the float64 causal reference, and HybridPlan."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from kvtune.kernels import policies
+from kvtune.kernels.hybrid import attention, make_hybrid_queries, prepare_hybrid
+from kvtune.kernels.hybrid_plan import HybridPlan, build_prefill_tiles
+from kvtune.kernels.hybrid_policies import make_hybrid_plan, modelled_times_s
+from kvtune.kernels.paged import PagedKVCache
+from kvtune.kernels.plan import AttentionShape, DeviceSpec
+from kvtune.kernels.reference import attention_reference, decode_reference, relative_error
+
+TOY = DeviceSpec("toy", sm_count=3, l2_bytes=0, hbm_bytes_per_s=1e12)
+SPLITTY = dict(min_tokens_per_cta=8, max_waves=2, min_prefill_split_tokens=16,
+               prefill_split_cap_waves=4)
+
+
+def _run(q_lens, kv_lens, shape, policy, dtype=torch.float16, seed=0, nan_tail=True):
+    cache = PagedKVCache.from_lengths(kv_lens, shape, dtype=dtype, seed=seed)
+    if nan_tail:
+        cache.fill_unused_slots(float("nan"))
+    q = make_hybrid_queries(q_lens, shape, dtype=dtype, seed=seed)
+    plan = policy.plan_hybrid(q_lens, kv_lens, shape, TOY)
+    out = attention(q, cache, q_lens, plan)
+    ref = attention_reference(q, cache, q_lens)
+    assert not torch.isnan(out).any()
+    return relative_error(out, ref), plan
+
+
+@pytest.mark.parametrize("schedule", ["serial", "streams", "fused", "sm-aware"])
+def test_schedules_match_reference_with_splits(schedule):
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    pol = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64, **SPLITTY)
+    err, plan = _run([1, 5, 24, 17], [40, 23, 50, 17], shape, pol)
+    assert err < 2e-3
+    assert plan.splits.max() > 1 and plan.tile_splits.max() > 1  # merge exercised on both kinds
+
+
+@pytest.mark.parametrize("q_len", [1, 2, 7, 16])
+def test_speculative_decodes_are_causal(q_len):
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1, head_dim=64, page_size=8, dtype="fp16")
+    # Splits of 8 keys put a speculative token's later split wholly past its position.
+    pol = policies.get("hybrid-parametric", schedule="fused", **SPLITTY)
+    err, plan = _run([q_len, q_len], [q_len + 20, 40], shape, pol)
+    assert err < 2e-3
+    if q_len > 4:  # some split starts past the first new token: its early rows see no key there
+        dp = plan.decode_plan
+        assert (dp.work_kv_start[dp.work_request == 0] > 20).any()
+
+
+@pytest.mark.parametrize("G, page, dtype", [(1, 1, torch.bfloat16), (4, 16, torch.float16),
+                                            (16, 128, torch.bfloat16), (2, 32, torch.float16)])
+def test_groups_pages_dtypes(G, page, dtype):
+    shape = AttentionShape(num_qo_heads=G * 2, num_kv_heads=2, head_dim=64, page_size=page,
+                           dtype="bf16" if dtype == torch.bfloat16 else "fp16")
+    err, _ = _run([1, 3, 24], [40, 30, 150], shape, policies.get("pod"), dtype=dtype)
+    assert err < (2e-2 if dtype == torch.bfloat16 else 2e-3)
+
+
+def test_prefill_only_and_decode_only_batches():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    for q_lens, kv_lens in (([20, 33], [20, 60]), ([1, 1, 1], [9, 30, 5])):
+        for name in ("hybrid-serial", "pod", "hybrid-fused"):
+            err, plan = _run(q_lens, kv_lens, shape, policies.get(name))
+            assert err < 2e-3
+
+
+def test_decode_only_equals_decode_reference():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    kv = [9, 30, 5]
+    cache = PagedKVCache.from_lengths(kv, shape, dtype=torch.float16, seed=3)
+    q = make_hybrid_queries([1, 1, 1], shape, dtype=torch.float16, seed=3)
+    a = attention_reference(q, cache, [1, 1, 1])
+    b = decode_reference(q, cache)
+    assert torch.allclose(a, b)
+
+
+def test_sm_aware_counters_reset_between_launches():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    q_lens, kv_lens = [1, 20], [30, 40]
+    cache = PagedKVCache.from_lengths(kv_lens, shape, dtype=torch.float16)
+    q = make_hybrid_queries(q_lens, shape, dtype=torch.float16)
+    plan = policies.get("pod").plan_hybrid(q_lens, kv_lens, shape, TOY)
+    launch = prepare_hybrid(plan, cache, q_lens)
+    from kvtune.kernels.hybrid import run_hybrid
+
+    first = run_hybrid(launch, q, cache).clone()
+    assert int(launch.counter.abs().sum()) == 0
+    assert torch.equal(run_hybrid(launch, q, cache), first)
+
+
+def test_pod_rule_picks_ctas_by_dominance():
+    shape = AttentionShape()
+    h100 = DeviceSpec("h100", sm_count=132, l2_bytes=0, hbm_bytes_per_s=3.35e12)
+    pod = policies.get("pod")
+    big_prefill = pod.plan_hybrid([2048, 1, 1], [18432, 4096, 4096], shape, h100)
+    many_decodes = pod.plan_hybrid([512] + [1] * 256, [4608] + [16384] * 256, shape, h100)
+    assert big_prefill.ctas_per_sm == 2 and big_prefill.prefill_block_m == 128
+    assert many_decodes.ctas_per_sm == 4 and many_decodes.prefill_block_m == 64
+    pre_s, dec_s = modelled_times_s(np.array([2048]), np.array([18432]), shape, h100)
+    assert pre_s > 0 and dec_s == 0
+    # Prefill tasks within the two-wave cap.
+    assert big_prefill.num_prefill_tasks <= 2 * 132 * 2 or big_prefill.tile_splits.max() == 1
+    assert big_prefill.sm_ratio() != (0, 0)
+
+
+def test_sm_ratio_policies():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1, head_dim=64, page_size=16)
+    base = dict(prefill_split_cap_waves=1, min_prefill_split_tokens=1 << 20)
+    prop = policies.get("hybrid-parametric", sm_policy="proportional", **base)
+    half = policies.get("hybrid-parametric", sm_policy="50:50", **base)
+    q, kv = [1] * 64 + [64], [4096] * 64 + [64]  # 2 prefill tiles, 64 decode tasks
+    assert prop.plan_hybrid(q, kv, shape, TOY).sm_ratio() == (1, 32)
+    assert half.plan_hybrid(q, kv, shape, TOY).sm_ratio() == (1, 1)
+    assert prop.plan_hybrid([1], [10], shape, TOY).sm_ratio() == (0, 1)
+
+
+def test_plan_invariants_reject_broken_plans():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1, head_dim=64, page_size=4)
+    plan = policies.get("hybrid-serial").plan_hybrid([1, 40], [10, 50], shape, TOY)
+    fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
+    bad_end = dict(fields, tile_kv_end=plan.tile_kv_end + 4)
+    with pytest.raises(ValueError, match="causal"):
+        HybridPlan(**bad_end)
+    with pytest.raises(ValueError, match="decode_requests"):
+        HybridPlan(**dict(fields, decode_requests=np.array([1])))
+    with pytest.raises(ValueError, match="schedule"):
+        HybridPlan(**dict(fields, schedule="nope"))
+    with pytest.raises(ValueError, match="tiles"):
+        HybridPlan(**dict(fields, tile_request=plan.tile_request[:1],
+                          **{k: fields[k][:1] for k in ("tile_q_start", "tile_q_end", "tile_split",
+                                                        "tile_kv_start", "tile_kv_end",
+                                                        "tile_splits")}))
+
+
+def test_prefill_tiles_cover_tokens_once():
+    t = build_prefill_tiles([1, 100, 17], [5, 300, 17], group_size=4, block_m=64, page_size=16,
+                            kv_splits=3, min_split_tokens=32)
+    first = t["tile_split"] == 0
+    assert t["tile_q_end"][first & (t["tile_request"] == 1)].max() == 100
+    assert set(t["tile_request"]) == {1, 2}
+    lengths = t["tile_kv_end"] - t["tile_kv_start"]
+    assert list(lengths) == sorted(lengths, reverse=True)
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(schedule="x"), "schedule"), (dict(ctas_per_sm=0), "ctas_per_sm"),
+    (dict(sm_policy="1:3"), "sm_policy"), (dict(prefill_block_m=32), "prefill_block_m"),
+    (dict(prefill_split_cap_waves=0), "prefill_split_cap_waves"),
+])
+def test_policy_bad_params(kw, field):
+    with pytest.raises(ValueError, match=field):
+        policies.get("hybrid-parametric", **kw)
+
+
+def test_bad_lengths_and_queries():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1, head_dim=64, page_size=4)
+    pol = policies.get("pod")
+    with pytest.raises(ValueError, match="q_lens"):
+        pol.plan_hybrid([0], [4], shape, TOY)
+    with pytest.raises(ValueError, match="q_lens"):
+        pol.plan_hybrid([5], [4], shape, TOY)
+    plan = pol.plan_hybrid([2], [4], shape, TOY)
+    cache = PagedKVCache.from_lengths([4], shape)
+    with pytest.raises(ValueError, match="q:"):
+        attention(torch.zeros(3, 4, 64, dtype=torch.bfloat16), cache, [2], plan)
+    with pytest.raises(ValueError, match="q_lens"):
+        attention(torch.zeros(2, 4, 64, dtype=torch.bfloat16), cache, [3], plan)
+    wide = AttentionShape(num_qo_heads=256, num_kv_heads=1, head_dim=64)
+    with pytest.raises(ValueError, match="num_qo_heads"):
+        make_hybrid_plan([1], [4], wide, TOY, decode_planner=None, schedule="fused",
+                         ctas_per_sm=2, sm_policy="50:50", prefill_split_cap_waves=1,
+                         prefill_block_m=128)
+
+
+def test_decode_only_plan_for_decode_callers():
+    shape = AttentionShape()
+    plan = policies.get("pod").plan([100, 5000], shape, TOY)
+    assert plan.batch_size == 2

@@ -1,0 +1,274 @@
+"""Issue 12: held-out validation, defer to the engine's own planner, rule families, auto buckets,
+the regression gate of export, and `bench --heuristic` on a trace file (simulator, small)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from kvtune.harness.device import device_model
+from kvtune.kernels import tuned_planner
+from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
+from kvtune.kernels.parametric import AdaptiveChunkPolicy, BucketedPolicy
+from kvtune.kernels.plan import SplitParams
+from kvtune.studies import export
+from kvtune.studies import study as study_module
+from kvtune.studies.buckets_auto import choose_boundaries, search_buckets
+from kvtune.studies.config import TuneConfig
+from kvtune.studies.result import load_tuning_result
+from kvtune.studies.tune import run_tune
+from kvtune.workloads.shapes import get_shape
+
+from kvtune.cli import main
+
+from .conftest import sim_cases, sim_runner
+
+H200 = device_model("h200")
+SHAPE = get_shape("llama3-8b")
+PLAN_FIELDS = ("splits", "work_request", "work_split", "work_kv_start", "work_kv_end")
+
+
+def _doc(table: BucketedPolicy) -> dict:
+    return {"schema_version": "1.2", "rule": table.rule, "shape": SHAPE.to_dict(),
+            "device": {"max_ctas_per_sm": H200.max_ctas_per_sm},
+            "buckets": [b.to_dict() for b in table.buckets]}
+
+
+def test_deferred_bucket_plans_exactly_like_the_engine_default():
+    rng = np.random.default_rng(12)
+    for _ in range(150):
+        p = SplitParams(min_tokens_per_cta=int(2 ** rng.integers(7, 14)),
+                        max_waves=int(rng.integers(1, 8)), max_splits=int(rng.integers(1, 64)))
+        cut = int(rng.integers(1, 64))
+        rule = str(rng.choice(["parametric", "fixed-chunk"]))
+        table = BucketedPolicy(((1, cut, p, "defer"), (cut + 1, 512, p, "adaptive", 8192)), rule=rule)
+        doc = tuned_planner.check_document(_doc(table))
+        kv = rng.integers(1, 200_000, int(rng.integers(1, 2 * cut + 2)))
+        got = table.plan(kv, SHAPE, H200)
+        pieces = tuned_planner.plan_pieces(doc, kv, H200.sm_count)
+        if len(kv) <= cut:
+            own = FlashInferTensorCorePolicy().plan(kv, SHAPE, H200)
+            for f in PLAN_FIELDS:
+                assert np.array_equal(getattr(got, f), getattr(own, f)), f
+            assert got.grid_size == own.grid_size and got.schedule == own.schedule
+            assert pieces.deferred and pieces.splits is None
+            assert tuned_planner.plan_splits(doc, kv, H200.sm_count) is None
+            assert tuned_planner.fixed_split_size(doc, kv, H200.sm_count) is None
+        else:
+            want = AdaptiveChunkPolicy(p, 8192).plan(kv, SHAPE, H200)
+            assert np.array_equal(got.splits, want.splits)
+            assert not pieces.deferred and np.array_equal(pieces.splits, got.splits)
+            chunk = pieces.chunk_tokens
+            assert chunk % SHAPE.page_size == 0 and chunk <= 8192
+            assert chunk >= min(8192, p.min_tokens_per_cta)
+            assert tuned_planner.fixed_split_size(doc, kv, H200.sm_count) == chunk // SHAPE.page_size
+
+
+def test_adaptive_chunk_grows_with_the_batch_and_respects_max_splits():
+    p = SplitParams(min_tokens_per_cta=256, max_waves=2, max_splits=8)
+    small = AdaptiveChunkPolicy(p, 1 << 20).plan([100_000, 1000], SHAPE, H200)
+    assert small.splits.max() <= 8  # max_splits holds when the max chunk does not bind
+    big = AdaptiveChunkPolicy(p, 1 << 20).plan([4000] * 256, SHAPE, H200)
+    assert big.notes["chunk_tokens"] >= small.notes["chunk_tokens"] or big.splits.max() == 1
+
+
+@pytest.mark.parametrize("max_buckets", [1, 2, 3])
+def test_choose_boundaries_gives_ordered_covering_groups(max_buckets):
+    sizes = [4, 8, 16, 64, 128]
+    rng = np.random.default_rng(max_buckets)
+    logs = {s: np.abs(rng.normal(size=(2, 6))) for s in sizes}
+    ends = choose_boundaries(sizes, logs, max_buckets)
+    assert ends == sorted(ends) and ends[-1] == len(sizes) - 1 and len(ends) <= max_buckets
+
+
+def test_auto_buckets_on_the_simulator_are_ordered_and_cover_every_case():
+    cases = sim_cases("skew80", "2,4,16,64", total_tokens=65536)
+    buckets = search_buckets(sim_runner(), cases, 3)
+    assert 1 <= len(buckets) <= 3 and buckets[0].min_batch == 1
+    for prev, cur in zip(buckets, buckets[1:]):
+        assert cur.min_batch == prev.max_batch + 1
+    assert buckets[-1].max_batch == 64
+    assert all(any(b.holds(c.batch.batch_size) for b in buckets) for c in cases)
+
+
+def _config(tmp_path, **kw) -> TuneConfig:
+    values = dict(study="g", distribution="prod-mix", batch_sizes="4,16", seeds="0", backend="simulator",
+                  device_model="h200", trials=4, sampler="random", finalists=2, finalist_rounds=1,
+                  out=str(tmp_path / "results"), no_progress=True)
+    values.update(kw)
+    return TuneConfig(**values)
+
+
+def test_validate_cases_never_reach_the_search(tmp_path, monkeypatch):
+    seen = []
+
+    class Spy(study_module.BucketObjective):
+        def __call__(self, trial):
+            seen.extend(c.case_id for c in self.cases)
+            return super().__call__(trial)
+
+    monkeypatch.setattr(study_module, "BucketObjective", Spy)
+    root = run_tune(_config(tmp_path, validate=("distribution:lognormal",)))
+    manifest = json.loads((root / "manifest.json").read_text())
+    held = set(manifest["validation"]["cases"])
+    assert held and all(c.startswith("lognormal:") for c in held)
+    assert seen and not held & set(seen)
+    rows = pd.read_parquet(root / "measurements.parquet")
+    searched = rows[rows["phase"].isin(["trial", "finalist", "baseline"])]
+    assert not held & set(searched["case_id"])
+    assert held == set(rows[rows["phase"] == "validation"]["case_id"])
+    assert set(rows[rows["phase"] == "validation"]["series"]) >= {"tuned", "default", "fa3"}
+    summary = json.loads((root / "summary.json").read_text())
+    for b in summary["buckets"]:
+        v = b["validation"]
+        assert v["cases"] >= 1 and v["score_geomean"] > 0 and v["worst"] >= v["score_geomean"] * 0.999
+        assert set(v["speedup"]) >= {"fa3"} and {"geomean", "worst"} <= set(v["speedup"]["fa3"])
+        # Never ship a regression: what the bucket ships is never slower than the default.
+        assert v["vs_default"]["worst"] >= 1 / 1.02
+
+
+def test_default_validation_holds_out_seeds_and_none_turns_it_off(tmp_path):
+    root = run_tune(_config(tmp_path, seeds="0,1,2", study="h"))
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert "held out seeds 2" in manifest["validation"]["how"]
+    assert all(":seed2" in c for c in manifest["validation"]["cases"])
+    root = run_tune(_config(tmp_path, validate=("none",), study="n"))
+    summary = json.loads((root / "summary.json").read_text())
+    assert all(b["validation"]["source"] == "training" for b in summary["buckets"])
+
+
+def test_export_refuses_a_regressing_bucket_unless_allowed(tmp_path, capsys):
+    root = run_tune(_config(tmp_path))
+    result = load_tuning_result(root)
+    b = result.buckets[0]
+    v = dict(b.validation)
+    v["case_list"] = [dict(c, chosen_us=c["default_us"] * 1.05, tuned_us=c["default_us"] * 1.05)
+                      for c in v["case_list"]]
+    bad = replace(result, buckets=(replace(b, family="", validation=v), *result.buckets[1:]))
+    with pytest.raises(ValueError, match=f"bucket {b.name}: .*1.050x the engine default"):
+        export.build_heuristic(bad)
+    doc = export.build_heuristic(bad, allow_regression=True)
+    assert doc["allow_regression"] is True and doc["evidence"][0]["regression"]["worst_ratio"] > 1.02
+    (root / "tuning.json").write_text(json.dumps(bad.to_dict()))
+    capsys.readouterr()
+    out = tmp_path / "t.json"
+    assert main(["export", "--run", str(root), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "regression" in err and not out.exists()
+    assert main(["export", "--run", str(root), "-o", str(out), "--allow-regression"]) == 0
+
+
+def test_tune_validate_export_then_bench_the_heuristic_on_a_trace_file(tmp_path, capsys):
+    trace = tmp_path / "my,trace.csv"  # a comma in the path: tuned:path= must keep it
+    rng = np.random.default_rng(3)
+    lines = ["context_tokens,output_tokens"] + [f"{int(c)},{int(o)}" for c, o in
+                                                zip(rng.integers(100, 60_000, 200), rng.integers(1, 500, 200))]
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "results"
+    assert main(["tune", "--study", "e2e", "--distribution", "prod-mix", "--batch-sizes", "4,16",
+                 "--backend", "simulator", "--device-model", "h200", "--trials", "4",
+                 "--sampler", "random", "--finalists", "2", "--finalist-rounds", "1",
+                 "--validate", f"trace:{trace}", "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "validation on" in text and "trace:" in text
+    heuristic = tmp_path / "tuned:a.json"
+    assert main(["export", "--study", "e2e", "--storage", f"sqlite:///{out}/optuna.db",
+                 "-o", str(heuristic)]) == 0
+    doc = json.loads(heuristic.read_text())
+    assert doc["schema_version"] == "1.2"
+    assert all(e["validation"]["cases"] >= 1 for e in doc["evidence"])
+    bench_out = tmp_path / "bench"
+    assert main(["bench", "--distribution", "trace", "--param", f"path={trace}", "--batch-sizes",
+                 "4,16", "--seeds", "5", "--policies",
+                 f"fixed-split:chunk_tokens=4096,tuned:path={heuristic},flashinfer-tensor-core",
+                 "--heuristic", str(heuristic), "--backend", "simulator", "--device-model", "h200",
+                 "--out", str(bench_out), "--no-progress"]) == 2  # the same file twice
+    capsys.readouterr()
+    assert main(["bench", "--distribution", "trace", "--param", f"path={trace}", "--batch-sizes",
+                 "4,16", "--seeds", "5", "--policies",
+                 f"fixed-split:chunk_tokens=4096,tuned:path={heuristic},flashinfer-tensor-core",
+                 "--backend", "simulator", "--device-model", "h200", "--out", str(bench_out),
+                 "--no-progress"]) == 0
+    (run,) = [p for p in bench_out.iterdir() if p.is_dir()]
+    rows = pd.read_parquet(run / "measurements.parquet")
+    assert list(dict.fromkeys(rows["series"])) == ["fixed-split:chunk_tokens=4096", "tuned:tuned:a",
+                                                   "flashinfer-tensor-core"]
+    tuned = rows[rows["series"] == "tuned:tuned:a"]
+    assert (tuned["heuristic_path"] == str(heuristic)).all()
+    import hashlib
+
+    assert (tuned["heuristic_sha256"] == hashlib.sha256(heuristic.read_bytes()).hexdigest()).all()
+    assert (rows["status"] == "ok").all()
+    assert "tuned:tuned:a" in capsys.readouterr().out
+
+
+def test_adaptive_finalists_run_and_an_adaptive_bucket_exports_its_family_and_knobs(tmp_path):
+    root = run_tune(_config(tmp_path, study="ad", validate=("none",)))
+    result = load_tuning_result(root)
+    assert all(sum(f.family == "adaptive" for f in b.finalists) == 3 for b in result.buckets)
+    b = result.buckets[-1]
+    adaptive = next(f for f in b.finalists if f.family == "adaptive")
+    forced = replace(result, buckets=(*result.buckets[:-1],
+                                      replace(b, family="adaptive", params=adaptive.params,
+                                              max_chunk_tokens=adaptive.max_chunk_tokens)))
+    doc = export.build_heuristic(forced)
+    entry = doc["buckets"][-1]
+    assert entry["family"] == "adaptive" and entry["max_chunk_tokens"] == adaptive.max_chunk_tokens
+    assert doc["targets"]["flashinfer"]["buckets"][-1]["fixed_split_size_pages"] is None
+    path = tmp_path / "ad.json"
+    export.write_heuristic(doc, path)
+    policy = export.load_heuristic(path)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        kv = rng.integers(1, 150_000, int(rng.integers(b.min_batch, b.max_batch + 1)))
+        got = policy.plan(kv, SHAPE, H200)
+        want = AdaptiveChunkPolicy(adaptive.params, adaptive.max_chunk_tokens).plan(kv, SHAPE, H200)
+        assert np.array_equal(got.splits, want.splits)
+        assert np.array_equal(tuned_planner.plan_splits(doc, kv, H200.sm_count), got.splits)
+
+
+def test_tuned_path_specs_keep_commas_and_colons_of_the_path():
+    from kvtune.kernels.policies import names
+    from kvtune.kernels.specs import split_policy_specs, tuned_path
+
+    known = set(names())
+    text = "fa3,tuned:path=/a:b/c,d.json,fixed-split:chunk_tokens=4096,tuned:path=x.json,no-split"
+    specs = split_policy_specs(text, lambda n: n in known)
+    assert specs == ["fa3", "tuned:path=/a:b/c,d.json", "fixed-split:chunk_tokens=4096",
+                     "tuned:path=x.json", "no-split"]
+    assert tuned_path(specs[1]) == "/a:b/c,d.json" and tuned_path("fa3") is None
+    with pytest.raises(ValueError, match="tuned:path=FILE"):
+        tuned_path("tuned:file=x.json")
+    with pytest.raises(ValueError, match="needs a file"):
+        tuned_path("tuned:path=")
+
+
+def test_bench_series_keep_two_variants_of_one_policy_apart(tmp_path, capsys):
+    assert main(["bench", "--suite", "smoke", "--policies",
+                 "fixed-split:chunk_tokens=512,fixed-split:chunk_tokens=4096", "--backend", "simulator",
+                 "--device-model", "h200", "--out", str(tmp_path), "--no-progress"]) == 0
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = pd.read_parquet(run / "measurements.parquet")
+    assert set(rows["series"]) == {"fixed-split:chunk_tokens=512", "fixed-split:chunk_tokens=4096"}
+    assert set(rows["policy"]) == {"fixed-split"}
+    out = capsys.readouterr().out
+    assert "fixed-split:chunk_tokens=512" in out and "fixed-split:chunk_tokens=4096" in out
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert [p["series"] for p in manifest["policies"]] == ["fixed-split:chunk_tokens=512",
+                                                           "fixed-split:chunk_tokens=4096"]
+
+
+def test_tune_with_auto_buckets_stores_the_grid_and_covers_the_suite(tmp_path):
+    root = run_tune(_config(tmp_path, study="auto", distribution="skew80", param=("total_tokens=65536",),
+                            batch_sizes="2,16,128", buckets="auto", max_buckets=2, adaptive=False,
+                            validate=("none",)))
+    manifest = json.loads((root / "manifest.json").read_text())
+    buckets = manifest["buckets"]
+    assert 1 <= len(buckets) <= 2 and buckets[0]["min_batch"] == 1 and buckets[-1]["max_batch"] == 128
+    for prev, cur in zip(buckets, buckets[1:]):
+        assert cur["min_batch"] == prev["max_batch"] + 1
+    rows = pd.read_parquet(root / "measurements.parquet")
+    assert len(rows[rows["phase"] == "buckets"]) == 6 * 6  # 3 cases + 3 stress cases x 6 chunks

@@ -1,0 +1,35 @@
+"""benchmarks/generalise_gpu.sh in its CPU mode (the simulator, one direction) and the table
+helper benchmarks/generalise_table.py on its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_generalise_script_simulator_mode_writes_the_table(tmp_path):
+    env = dict(os.environ, GENERALISE_DIRECTIONS="a",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = subprocess.run(["bash", str(REPO / "benchmarks" / "generalise_gpu.sh"), str(tmp_path),
+                           "simulator"], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = json.loads((tmp_path / "table.json").read_text())
+    (tune_bucket, *_) = table["tune"]
+    assert tune_bucket["study"] == "gen-simulator-traces" and tune_bucket["validation_cases"] >= 1
+    assert tune_bucket["train_score"] > 0 and tune_bucket["validation_score"] > 0
+    assert table["buckets"] and all(b["vs_best_chunk_geomean"] >= 0.999 for b in table["buckets"])
+    (verdict,) = table["targets"]
+    assert verdict["heuristic"] == "tuned:gen-simulator-traces" and "chunk_geomean" in verdict["checks"]
+    text = (tmp_path / "table.md").read_text()
+    assert "validation score" in text and "vs best chunk" in text
+    assert "failed" not in (tmp_path / "generalise.log").read_text()

@@ -65,7 +65,8 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout-s", type=float, help="stop searching after this many seconds")
     p.add_argument("--heartbeat-s", type=int, help="RDB trial heartbeat interval, s (default 10)")
     p.add_argument("--out", help="results folder (default results/)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (and, with stdout not a terminal, no `progress:` lines)")
     # Only what the user typed may override a preset: absent options stay absent.
     for action in p._actions:
         if action.dest != "help":

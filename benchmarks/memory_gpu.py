@@ -27,7 +27,8 @@ from pathlib import Path
 TUNE = ["tune", "--study", "memory", "--distribution", "uniform", "--batch-sizes", "64,256",
         "--param", "total_tokens=2097152", "--buckets", "1-64,65-256", "--trials", "3",
         "--sampler", "random", "--finalists", "1", "--finalist-rounds", "1", "--workers", "1",
-        "--baselines", "fa3,fixed-split", "--timeout-s", "15", "--no-progress"]
+        "--baselines", "fa3,fixed-split", "--timeout-s", "15", "--validate", "none",
+        "--no-adaptive", "--no-stress", "--no-progress"]
 STOPPING = "min_samples=5,min_time_ms=5,max_noise=0.05,timeout_s=0.5"
 TOO_LARGE = ["bench", "--distribution", "uniform", "--batch-sizes", "256",
              "--param", f"total_tokens={256 * (1 << 20)}", "--policies", "fa3", "--no-progress"]

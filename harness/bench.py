@@ -128,19 +128,25 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     """Run the bench described by `settings`; `command` is recorded in the manifest."""
     from tqdm import tqdm
 
-    from kvtune.harness.backends.select import check_choices, open_backend
+    from kvtune.harness.backends.select import check_cases_fit, check_choices, open_backend
     from kvtune.harness.runner import CaseRun, Runner
-    from kvtune.harness.store import RunWriter
+    from kvtune.harness.store import RunWriter, check_output_dir
 
     m = settings.measure
     shape = resolve_shape(settings.cases)
     suite = resolve_suite(settings.cases, shape)
     policies = resolve_series(settings.policies, settings.heuristics, shape, settings.load_heuristic)
     check_choices(m.backend, m.device_model, m.timer, m.stopping, m.sim_kernel)
+    check_output_dir(settings.out)
     cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
                           cold_l2=not m.warm_l2, stopping=m.stopping, kernel=m.sim_kernel,
                           cuda_graph=m.cuda_graph)
+    try:
+        check_cases_fit(opened.backend, cases)
+    except ValueError:
+        opened.backend.close()
+        raise
     print(f"kvtune bench: {opened.notice}", file=sys.stderr)
     manifest = {
         "kind": "bench",

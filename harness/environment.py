@@ -45,9 +45,12 @@ def package_version(distribution: str) -> str | None:
 
 
 def git_state(path: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """(commit hash, working tree has uncommitted changes) of the checkout at `path`.
+    """(commit hash, working tree has uncommitted changes) of the checkout whose root is `path`.
 
-    (None, None) outside a git checkout or without git; never raises.
+    (None, None) outside a git checkout, without git, or when `path` is not the root of its git
+    checkout (a copy of the project without .git inside another repository, or an install in a
+    virtual environment that lives in one: that repository's commit says nothing about this
+    code; source_sha256 identifies it then); never raises.
     """
     def git(*args: str) -> str | None:
         try:
@@ -58,11 +61,45 @@ def git_state(path: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
             return None
         return done.stdout if done.returncode == 0 else None
 
+    top = git("rev-parse", "--show-toplevel")
+    try:
+        same_root = top is not None and Path(top.strip()).resolve() == Path(path).resolve()
+    except OSError:
+        same_root = False
+    if not same_root:
+        return None, None
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return None, None
     status = git("status", "--porcelain", "--untracked-files=no")
     return commit.strip() or None, (bool(status.strip()) if status is not None else None)
+
+
+SOURCE_FOLDERS = ("kvtune", "kernels", "workloads", "harness", "studies", "dashboard")
+
+
+def source_hash(root: Path = REPO_ROOT) -> str | None:
+    """sha256 over the project's Python sources and package data under `root` (relative path and
+    bytes of every file, in path order): identifies the code that ran when there is no git
+    commit to name. None when nothing is found; never raises."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    files = []
+    try:
+        root = Path(root)
+        files = [p for p in root.glob("*.py") if p.is_file()]
+        for folder in SOURCE_FOLDERS:
+            base = root / folder
+            if base.is_dir():
+                files.extend(p for p in base.rglob("*") if p.is_file() and p.suffix in
+                             (".py", ".json", ".toml") and "__pycache__" not in p.parts)
+        for p in sorted(set(files)):
+            digest.update(p.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(p.read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest() if files else None
 
 
 def gpu_fields(device=None) -> dict:
@@ -148,6 +185,7 @@ def environment_record(
         **{f"{key}_version": package_version(dist) for key, dist in PACKAGES.items()},
         "git_commit": commit,
         "git_dirty": dirty,
+        "source_sha256": source_hash(),
         "python_version": platform.python_version(),
         "python_implementation": sys.implementation.name,
         "platform": platform.platform(),
@@ -208,5 +246,7 @@ def measure_copy_bandwidth(
         if not torch.equal(dst, src):
             raise RuntimeError("copy bandwidth: the copied buffer differs from its source")
         times_ms = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+        del src, dst
+        torch.cuda.empty_cache()  # the allocator would keep the 2 GB reserved for the whole run
     median_s = times_ms[len(times_ms) // 2] / 1000.0
     return 2.0 * count * 4 / median_s

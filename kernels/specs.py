@@ -32,6 +32,10 @@ def parse_assignments(items, field: str) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"{field}: {item!r} is not KEY=VALUE")
+        digits = value.strip().lstrip("+-")
+        if digits.isdigit() and len(digits) > MAX_INT_DIGITS:
+            raise ValueError(f"{field}: {key.strip()}={value.strip()[:24]}... is an integer of "
+                             f"{len(digits)} digits; allowed: at most {MAX_INT_DIGITS} digits")
         out[key.strip()] = parse_value(value)
     return out
 

@@ -141,7 +141,7 @@ def parse_document(text: str) -> dict:
     _check_nesting(text)
     try:
         doc = json.loads(text, parse_constant=_NonFinite, parse_float=_finite_float,
-                         object_pairs_hook=_unique_keys)
+                         parse_int=_bounded_int, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValueError(f"heuristic: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
     _reject_non_finite(doc, "")
@@ -166,6 +166,21 @@ def _check_nesting(text: str) -> None:
             depth -= 1
 
 
+class _HugeInt:
+    """Stands in for an integer literal of more than MAX_INT_DIGITS digits (Python refuses to
+    convert 4,300 digits and more, with a message that names no field) until the walk finds it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+MAX_INT_DIGITS = 18  # every integer of the format fits in far fewer
+
+
+def _bounded_int(text: str):
+    return _HugeInt(text) if len(text.lstrip("-")) > MAX_INT_DIGITS else int(text)
+
+
 def _finite_float(text: str):
     value = float(text)
     return value if math.isfinite(value) else _NonFinite(text)
@@ -186,6 +201,9 @@ def _reject_non_finite(node, path: str) -> None:
         value, where = stack.pop()
         if isinstance(value, _NonFinite):
             raise ValueError(f"{where or 'heuristic'}: {value.text} is not allowed; allowed: a finite number")
+        if isinstance(value, _HugeInt):
+            raise ValueError(f"{where or 'heuristic'}: an integer of {len(value.text.lstrip('-'))} digits; "
+                             f"allowed: at most {MAX_INT_DIGITS} digits")
         if isinstance(value, dict):
             stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
         elif isinstance(value, list):

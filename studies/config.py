@@ -16,6 +16,15 @@ from kvtune.workloads.selection import CaseSettings
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 OBJECTIVES = ("robust", "mean", "mean,worst")
+# The user attribute of every bucket study holding the settings it was created with: the
+# defaults of a later `--resume` (so `kvtune tune --study demo --resume --trials 80` works).
+SETTINGS_ATTR = "kvtune_settings"
+# Settings of where and how long one process works: never stored, free on every resume.
+PROCESS_FIELDS = ("study", "storage", "journal", "resume", "workers", "gpus", "timeout_s", "out",
+                  "heartbeat_s", "no_progress")
+# Settings a resume may change: how many trials, how they are drawn and how the end is judged.
+RESUME_FREE_FIELDS = ("trials", "sampler", "seed", "pruner", "finalists", "finalist_rounds",
+                      "oracle", "preset", "validate", "stress", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,52 @@ class TuneConfig:
         return cls(**d)
 
 
+def stored_settings_of(config: TuneConfig) -> dict:
+    """What a study stores of the config that created it (SETTINGS_ATTR): every field except
+    where and how long one process works (no storage URL: no credential reaches the database)."""
+    return {k: v for k, v in config.to_dict().items() if k not in PROCESS_FIELDS}
+
+
+def resume_config(explicit: dict, preset: dict | None, stored: dict) -> TuneConfig:
+    """The TuneConfig of `--resume` on a study created with `stored` settings: the stored
+    settings are the defaults, a preset and the flags given override them, but a flag that
+    defines the study (suite, shape, backend, buckets, baselines, space, objective, ...) must
+    agree with the stored value; ValueError naming the first difference otherwise."""
+    known = {f.name for f in dataclasses.fields(TuneConfig)}
+    base = {k: v for k, v in stored.items() if k in known and k not in PROCESS_FIELDS}
+    for key in ("param", "validate"):  # JSON lists back to the tuples TuneConfig holds
+        if key in base:
+            base[key] = tuple(base[key] or ())
+    given = dict(preset or {})
+    space = dict(given.get("space") or {})
+    space.update(explicit.get("space") or {})
+    given.update({k: v for k, v in explicit.items() if k != "space"})
+    if space or "space" in given:
+        given["space"] = space
+    for key, value in given.items():
+        if key in PROCESS_FIELDS or key in RESUME_FREE_FIELDS or key not in base:
+            continue
+        if _comparable(value) != _comparable(base[key]):
+            flag = "--" + key.replace("_", "-")
+            raise ValueError(f"resume: {flag} {_shown(value)} differs from the study's stored "
+                             f"{key} {_shown(base[key])}; drop {flag} to keep the stored value, "
+                             "or start another --study")
+    return TuneConfig(**{**base, **given})
+
+
+def _comparable(value):
+    if isinstance(value, (list, tuple)):
+        return [_comparable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _comparable(v) for k, v in value.items()}
+    return value
+
+
+def _shown(value) -> str:
+    text = repr(list(value) if isinstance(value, tuple) else value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_study_name(name: str) -> None:
     if not name or not isinstance(name, str):
         raise ValueError("study: a name is required (--study NAME)")
@@ -178,7 +233,11 @@ def merge(explicit: dict, preset: dict | None) -> TuneConfig:
 
 __all__ = [
     "OBJECTIVES",
+    "PROCESS_FIELDS",
+    "SETTINGS_ATTR",
     "TuneConfig",
+    "resume_config",
+    "stored_settings_of",
     "check_study_name",
     "load_preset",
     "merge",

@@ -43,9 +43,17 @@ from kvtune.kernels.tuned_planner import (
     plan_pieces,
     read_document,
 )
-from kvtune.kernels.parametric import PARAMETRIC_RULE, BucketedPolicy
+from kvtune.kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, BucketedPolicy
 from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
-from kvtune.studies.result import RESULT_ATTR, RUN_ATTR, BucketResult, TuningResult, load_tuning_result
+from kvtune.studies.result import (
+    RESULT_ATTR,
+    RUN_ATTR,
+    BucketResult,
+    TuningResult,
+    check_fixed_chunk,
+    check_tuning_dict,
+    load_tuning_result,
+)
 
 # 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric"); 1.2 per-bucket
 # `family` and `max_chunk_tokens`, the evidence's `validation`, `allow_regression`.
@@ -154,7 +162,9 @@ def tuning_result_from_study(study: str, storage: str | None = None,
         raise ValueError(f"study: none of the studies {study}/<bucket> holds {RUN_ATTR}")
     buckets.sort(key=lambda b: (b.min_batch, b.max_batch))  # batch order, as tuning.json keeps them
     try:
-        result = TuningResult.from_dict({**run, "study": study, "buckets": [b.to_dict() for b in buckets]})
+        whole = {**run, "study": study, "buckets": [b.to_dict() for b in buckets]}
+        check_tuning_dict(whole, f"study {study}'s stored result")
+        result = TuningResult.from_dict(whole)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"study: {study} holds a malformed {RUN_ATTR} ({exc})") from None
     return result, {"kind": "optuna-storage", "storage": shown, "storage_trials": trials}
@@ -437,14 +447,24 @@ def write_heuristic(doc: dict, path) -> Path:
     from kvtune.harness.store import atomic_write_bytes
 
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"output: {path} is a folder; allowed: a file name (e.g. {path}/tuned.json)")
     if not path.parent.is_dir():
         raise ValueError(f"output: folder {path.parent} does not exist")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"output: {path} is not a regular file")
+    from kvtune.harness.store import check_output_dir
+
+    check_output_dir(path.parent, field="output")
     text = heuristic_text(doc)
     validate_document(parse_document(text))  # exactly what a reader will see
     data = text.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         raise ValueError(f"output: the heuristic would be {len(data)} bytes; allowed: at most {MAX_FILE_BYTES}")
-    atomic_write_bytes(path, data)
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as exc:
+        raise ValueError(f"output: cannot write {path} ({exc.strerror})") from None
     return path
 
 
@@ -572,6 +592,28 @@ class TunedHeuristic:
         return plan
 
 
+def _regular_file(path, field: str):
+    """`path` when it is a readable regular file; ValueError naming `field` otherwise. A FIFO,
+    a device or a folder is refused from its stat, never opened (opening a FIFO blocks)."""
+    import stat as stat_module
+
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ValueError(f"{field}: cannot read {os.fspath(path)!r} ({exc.strerror})") from None
+    if stat_module.S_ISDIR(st.st_mode):
+        raise ValueError(f"{field}: {os.fspath(path)!r} is a folder; allowed: a JSON file")
+    if not stat_module.S_ISREG(st.st_mode):
+        raise ValueError(f"{field}: {os.fspath(path)!r} is not a regular file (a FIFO, socket or "
+                         "device); allowed: a JSON file")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{field}: cannot read {os.fspath(path)!r} ({exc.strerror})") from None
+    return path
+
+
 def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuristic:
     """Read, validate and return the heuristic in `path` as a Policy (its buckets planned with
     the file's `rule`; "parametric" when absent, as in schema 1.0).
@@ -583,8 +625,12 @@ def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuris
     schema violation (wrong type, missing field, value out of range), buckets that do not start
     at 1 or that overlap or leave a gap, and evidence that does not match the buckets.
     """
-    doc = validate_document(read_document(path))
+    doc = validate_document(read_document(_regular_file(path, "heuristic")))
     check_shape(doc["shape"], shape, dtype)
+    for i, b in enumerate(doc["buckets"]):  # a bucket's own family replaces the table's rule
+        if (b.get("family") or doc.get("rule")) == FIXED_CHUNK_RULE:
+            check_fixed_chunk(b["params"]["min_tokens_per_cta"], doc["shape"]["page_size"],
+                              f"buckets[{i}].params.min_tokens_per_cta")
     buckets = [(b["min_batch"], b["max_batch"], SplitParams(**b["params"]), b.get("family", ""),
                 b.get("max_chunk_tokens")) for b in doc["buckets"]]
     rule = doc.get("rule", PARAMETRIC_RULE)  # 1.0 files have no rule: they are parametric

@@ -5,32 +5,37 @@ A row is the runner's row (harness/runner.py) plus where in the study it was tak
   study    the bucket's study name (`<study>/<bucket>`); bucket: "9-32"
   trial    the Optuna trial number (-1 outside trials); worker: worker index (0 in-process)
   round    finalist round, candidate: finalist index (-1 elsewhere)
-The main process writes measurements.parquet; worker processes write
-`measurements.worker-<i>.parquet` beside it, which the main process merges at the end. Every
-write goes to a temporary file renamed into place, so a killed process leaves whole files.
+Rows are durable per trial: every process (the main one and each worker) appends the rows it
+took since its last flush as a new part file `measurements.part-w<worker>-<pid>-<seq>.parquet`
+(written to a temporary name, fsync'd, renamed into place), and flushes after every trial. So a
+SIGKILL loses at most the trial in progress: every finished trial has its rows on disk. The main
+process folds the parts into measurements.parquet at the end (harness.store.merge_run_parts),
+and a later `kvtune tune` (or listing the runs) does it for a run whose process was killed.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-FLUSH_EVERY_ROWS = 500
+from kvtune.harness.store import PART_GLOB, merge_run_parts, write_parquet_atomic
+
+FLUSH_EVERY_ROWS = 500  # a flush also happens at this many rows within one long trial
 PHASES = ("baseline", "trial", "finalist", "oracle", "validation", "buckets")
-PART_GLOB = "measurements.worker-*.parquet"
 
 
 class RowRecorder:
-    """Collects rows and rewrites `path` with all of them every FLUSH_EVERY_ROWS rows and on flush."""
+    """Collects rows (all of them in `rows`) and appends the unflushed ones to `run_dir` as a
+    new part file on every flush (None: memory only, for tests)."""
 
-    def __init__(self, path: str | os.PathLike | None, worker: int = 0) -> None:
-        self.path = Path(path) if path is not None else None
+    def __init__(self, run_dir: str | os.PathLike | None, worker: int = 0) -> None:
+        self.run_dir = Path(run_dir) if run_dir is not None else None
         self.worker = worker
         self.rows: list[dict] = []
-        self._unflushed = 0
+        self._flushed = 0
+        self._parts = 0
 
     def add(self, row: dict, *, phase: str, study: str, bucket: str, trial: int = -1,
             round_index: int = -1, candidate: int = -1) -> dict:
@@ -39,53 +44,38 @@ class RowRecorder:
         row = {**row, "phase": phase, "study": study, "bucket": bucket, "trial": int(trial),
                "worker": self.worker, "round": int(round_index), "candidate": int(candidate)}
         self.rows.append(row)
-        self._unflushed += 1
-        if self._unflushed >= FLUSH_EVERY_ROWS:
+        if len(self.rows) - self._flushed >= FLUSH_EVERY_ROWS:
             self.flush()
         return row
 
     def flush(self) -> None:
-        if self.path is None or not self.rows:
+        """Append the rows since the last flush as one part file (durable when it returns)."""
+        if self.run_dir is None or self._flushed >= len(self.rows):
             return
-        write_parquet_atomic(self.path, pd.DataFrame(self.rows))
-        self._unflushed = 0
+        new = self.rows[self._flushed:]
+        self._parts += 1
+        name = f"measurements.part-w{self.worker:03d}-{os.getpid()}-{self._parts:06d}.parquet"
+        write_parquet_atomic(self.run_dir / name, pd.DataFrame(new), sync=True)
+        self._flushed = len(self.rows)
+
+    def on_trial(self, study=None, trial=None) -> None:
+        """Optuna callback: flush after every finished trial."""
+        self.flush()
 
 
-def write_parquet_atomic(path: Path, frame: pd.DataFrame) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def worker_part_path(run_dir: str | os.PathLike, worker: int) -> Path:
-    return Path(run_dir) / f"measurements.worker-{worker}.parquet"
-
-
-def merge_parts(run_dir: str | os.PathLike, main_rows: list[dict]) -> list[dict]:
-    """The main rows plus every worker part's rows; the parts are removed once merged."""
-    rows = list(main_rows)
-    parts = sorted(Path(run_dir).glob(PART_GLOB))
-    for part in parts:
-        rows.extend(pd.read_parquet(part).to_dict("records"))
-    return rows
-
-
-def remove_parts(run_dir: str | os.PathLike) -> None:
-    for part in Path(run_dir).glob(PART_GLOB):
-        part.unlink(missing_ok=True)
+def merge_parts(run_dir: str | os.PathLike) -> list[dict]:
+    """Every row of the run (its measurements.parquet plus all parts, which are removed once
+    merged), as a list of rows."""
+    merge_run_parts(run_dir)
+    path = Path(run_dir) / "measurements.parquet"
+    return pd.read_parquet(path).to_dict("records") if path.is_file() else []
 
 
 __all__ = [
+    "FLUSH_EVERY_ROWS",
+    "PART_GLOB",
     "PHASES",
     "RowRecorder",
     "merge_parts",
-    "remove_parts",
-    "worker_part_path",
     "write_parquet_atomic",
 ]

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvtune.kernels.parametric import PARAMETRIC_RULE, RULES, BucketedPolicy
-from kvtune.kernels.plan import SplitParams
+from kvtune.kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, RULES, BucketedPolicy
+from kvtune.kernels.plan import AttentionShape, SplitParams
 
 TUNING_FILE = "tuning.json"
 RESULT_ATTR = "kvtune_result"
@@ -228,11 +228,91 @@ def save_tuning_result(run_dir: str | Path, result: TuningResult) -> Path:
     return path
 
 
+MAX_TUNING_FILE_BYTES = 64 << 20
+# A fixed-chunk table cuts a request of REFERENCE_KV_LEN_TOKENS into at most this many pieces
+# (FlashInfer's split-KV buffers are sized for that; the search space's smallest chunk, 128
+# tokens, gives exactly 1024 at 131,072 tokens).
+MAX_FIXED_CHUNK_SPLITS = 1024
+REFERENCE_KV_LEN_TOKENS = 131072
+
+
+def check_tuning_dict(d, where: str = "tuning result") -> None:
+    """ValueError naming the field for a tuning result (tuning.json, or a study's attributes)
+    that cannot be used: a missing or mistyped field, a shape field missing, a bucket with
+    min_batch > max_batch or outside 1..MAX_BATCH, a fixed-chunk chunk giving more than
+    MAX_FIXED_CHUNK_SPLITS pieces per request."""
+    from kvtune.kernels.plan import MAX_BATCH
+
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: the top level must be a JSON object")
+    for key, kind in (("study", str), ("buckets", list), ("device", dict), ("shape", dict),
+                      ("kernel", str), ("backend", str)):
+        if not isinstance(d.get(key), kind):
+            raise ValueError(f"{key}: {'missing' if key not in d else 'not a ' + kind.__name__}"
+                             f" in the {where}")
+    for key in ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype"):
+        if key not in d["shape"]:
+            raise ValueError(f"shape.{key}: missing in the {where}")
+    AttentionShape(**{k: d["shape"][k] for k in ("num_qo_heads", "num_kv_heads", "head_dim",
+                                                 "page_size", "dtype")})
+    if not d["buckets"]:
+        raise ValueError(f"buckets: empty in the {where}")
+    rule = d.get("rule", PARAMETRIC_RULE)
+    for i, b in enumerate(d["buckets"]):
+        if not isinstance(b, dict):
+            raise ValueError(f"buckets[{i}]: not a JSON object")
+        for key in ("min_batch", "max_batch"):
+            v = b.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_BATCH:
+                raise ValueError(f"buckets[{i}].{key}: {str(v)[:40]} out of range; allowed: 1..{MAX_BATCH}")
+        if b["min_batch"] > b["max_batch"]:
+            raise ValueError(f"buckets[{i}]: min_batch {b['min_batch']} > max_batch {b['max_batch']}; "
+                             "allowed: min_batch <= max_batch")
+        params = b.get("params")
+        if not isinstance(params, dict):
+            raise ValueError(f"buckets[{i}].params: missing or not a JSON object")
+        if (b.get("family") or rule) == FIXED_CHUNK_RULE:  # a bucket's family replaces the rule
+            check_fixed_chunk(params.get("min_tokens_per_cta"), d["shape"]["page_size"],
+                              f"buckets[{i}].params.min_tokens_per_cta")
+
+
+def check_fixed_chunk(min_tokens_per_cta, page_size: int, where: str) -> None:
+    """ValueError when a fixed-chunk bucket's chunk would cut a request of
+    REFERENCE_KV_LEN_TOKENS into more than MAX_FIXED_CHUNK_SPLITS pieces."""
+    if isinstance(min_tokens_per_cta, bool) or not isinstance(min_tokens_per_cta, int) or min_tokens_per_cta < 1:
+        raise ValueError(f"{where}: {str(min_tokens_per_cta)[:40]} is not a positive integer")
+    chunk = -(-min_tokens_per_cta // page_size) * page_size
+    splits = -(-REFERENCE_KV_LEN_TOKENS // chunk)
+    if splits > MAX_FIXED_CHUNK_SPLITS:
+        lowest = -(-REFERENCE_KV_LEN_TOKENS // MAX_FIXED_CHUNK_SPLITS)
+        raise ValueError(f"{where}: a fixed chunk of {chunk} tokens cuts a {REFERENCE_KV_LEN_TOKENS}-token "
+                         f"request into {splits} pieces; allowed: at most {MAX_FIXED_CHUNK_SPLITS} "
+                         f"(a chunk of at least {lowest} tokens)")
+
+
 def load_tuning_result(run_dir: str | Path) -> TuningResult:
+    """The TuningResult of a run folder's tuning.json; ValueError (one line naming the file and
+    the field) for a missing, unreadable, oversized, deeply nested or invalid file."""
     path = Path(run_dir) / TUNING_FILE
     if not path.is_file():
         raise ValueError(f"run: {run_dir} has no {TUNING_FILE} (not a finished tuning run)")
     try:
-        return TuningResult.from_dict(json.loads(path.read_text()))
+        size = path.stat().st_size
+        if size > MAX_TUNING_FILE_BYTES:
+            raise ValueError(f"run: {path} is {size} bytes; allowed: at most {MAX_TUNING_FILE_BYTES}")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"run: cannot read {path} ({exc.strerror})") from None
+    try:
+        d = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"run: {path} is not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise ValueError(f"run: {path} is nested too deeply to be a tuning result") from None
+    except ValueError as exc:  # JSON syntax, or an integer of thousands of digits
+        raise ValueError(f"run: {path} is not valid JSON ({' '.join(str(exc).split())[:160]})") from None
+    try:
+        check_tuning_dict(d, TUNING_FILE)
+        return TuningResult.from_dict(d)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"run: {path} is not a valid tuning result ({exc})") from exc
+        raise ValueError(f"run: {path} is not a valid tuning result ({exc})") from None

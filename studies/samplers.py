@@ -73,13 +73,21 @@ def make_pruner(name: str, *, n_startup_trials: int = 5):
     return optuna.pruners.MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=0)
 
 
-def worker_seed(seed: int, worker: int, finished_trials: int) -> int:
+def worker_seed(seed: int, worker: int, finished_trials: int, process: int | None = None) -> int:
     """A distinct seed per worker and per restart: a resumed random sampler must not redraw the
     configurations it drew before, and two workers must not draw the same ones. Fresh
-    single-worker runs keep `seed` itself, so they are reproducible."""
-    if worker == 0 and finished_trials == 0:
+    single-worker runs keep `seed` itself, so they are reproducible.
+
+    process: this process's id when several separate processes may share the study (`--resume`
+    on one storage from several shells or hosts); they start together with the same count of
+    finished trials, so the count alone would give them one seed and the same configurations.
+    """
+    if worker == 0 and finished_trials == 0 and process is None:
         return int(seed)
-    return (int(seed) * 1_000_003 + worker * 7919 + finished_trials * 104_729) % (2**31 - 1)
+    mixed = int(seed) * 1_000_003 + worker * 7919 + finished_trials * 104_729
+    if process is not None:
+        mixed += int(process) * 15_485_863
+    return mixed % (2**31 - 1)
 
 
 __all__ = ["PRUNERS", "SAMPLERS", "check_sampler", "make_pruner", "make_sampler", "worker_seed"]

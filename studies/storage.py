@@ -19,9 +19,8 @@ import os
 import socket
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
-
-from kvtune.harness.redact import redact_url
+from kvtune.harness.redact import redact_url, redact_with
+from kvtune.harness.store import process_alive
 
 DEFAULT_HEARTBEAT_S = 10
 OPEN_ATTEMPTS = 3
@@ -67,10 +66,16 @@ def open_storage(url: str | None = None, journal: str | None = None, *,
         path = Path(journal)
         if not path.parent.is_dir():
             raise ValueError(f"journal: folder {path.parent} does not exist")
+        if path.exists() and not path.is_file():
+            raise ValueError(f"journal: {path} is not a regular file")
+        _check_journal_lines(path)
         try:
-            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"journal: cannot open {path}: {_one_line(exc)}") from None
+            storage = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+            storage.get_all_studies()  # replays the log: a corrupt file fails here, not mid-run
+            return storage
+        except Exception as exc:  # noqa: BLE001 - Optuna raises JSON, assertion and OS errors
+            raise ValueError(f"journal: {path} is not a readable Optuna journal "
+                             f"({type(exc).__name__}: {_one_line(exc)})") from None
     url = url or default_storage_url()
     shown = redact_url(url)
     scheme = url.partition("://")[0].split("+")[0].lower()
@@ -104,12 +109,75 @@ def open_storage(url: str | None = None, journal: str | None = None, *,
             raise ValueError(f"storage: {shown} needs the database driver {need}") from None
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds
             # Hosts that start together on an empty database race to create Optuna's tables;
-            # the loser sees a duplicate-object error, and a moment later the tables are there.
-            if attempt + 1 < OPEN_ATTEMPTS and "already exists" in str(exc):
+            # the loser sees a duplicate-object error (PostgreSQL, MySQL) or a failed unique
+            # constraint on alembic_version (SQLite), and a moment later the tables are there.
+            if attempt + 1 < OPEN_ATTEMPTS and _creation_race(exc):
                 time.sleep(1.0 + attempt)
                 continue
             raise ValueError(f"storage: cannot open {shown}: {_one_line(exc, url)}") from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_journal_lines(path: Path) -> None:
+    """ValueError naming the line when a journal file holds a complete line that is not a JSON
+    object (Optuna would fail with a JSON or assertion error in the middle of a run). A last
+    line without its newline is another process writing, and is left to Optuna."""
+    import json
+
+    if not path.is_file():
+        return
+    try:
+        with open(path, "rb") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    ok = isinstance(json.loads(line), dict)
+                except (ValueError, RecursionError):
+                    ok = False
+                if not ok:
+                    raise ValueError(f"journal: {path} line {number} is not an Optuna journal "
+                                     "record (a JSON object); allowed: a file written by --journal")
+    except OSError as exc:
+        raise ValueError(f"journal: cannot read {path} ({exc.strerror})") from None
+
+
+def _creation_race(exc: BaseException) -> bool:
+    text = str(exc)
+    return ("already exists" in text or "UNIQUE constraint failed: alembic_version" in text
+            or "database is locked" in text)
+
+
+def storage_file(url: str | None, journal: str | None) -> Path | None:
+    """The file a storage lives in (a journal, or a SQLite database), or None for a server."""
+    if journal:
+        return Path(journal)
+    url = url or default_storage_url()
+    if url.split("+")[0].lower().startswith("sqlite:") and ":///" in url:
+        db_path = url.split(":///", 1)[1].split("?")[0]
+        if db_path and db_path != ":memory:":
+            return Path(db_path)
+    return None
+
+
+def remove_if_unused(path: Path | None, storage) -> bool:
+    """Delete the storage file `path` (with SQLite's -wal/-shm) when it holds no study: what a
+    failed first run must not leave behind. Returns True when it was removed."""
+    import optuna
+
+    if path is None or not path.is_file():
+        return False
+    try:
+        if optuna.get_all_study_summaries(storage, include_best_trial=False):
+            return False
+        engine = getattr(storage, "engine", None)
+        if engine is not None:
+            engine.dispose()
+    except Exception:  # noqa: BLE001 - unreadable: leave it for the user to look at
+        return False
+    for extra in ("", "-wal", "-shm", "-journal", ".lock"):
+        Path(f"{path}{extra}").unlink(missing_ok=True)
+    return True
 
 
 def _sqlite_write_ahead_log(engine) -> None:
@@ -171,21 +239,6 @@ def fail_dead_trials(study) -> list[int]:
     return failed
 
 
-def process_alive(pid: int) -> bool:
-    """True when process `pid` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def counted_trials(study) -> int:
     """Trials that count toward `--trials`: complete, pruned, and failed by their configuration
     (a wrong output, an infeasible or unsupported config). Trials lost with their process do not."""
@@ -199,17 +252,8 @@ def counted_trials(study) -> int:
 
 
 def _one_line(exc: BaseException, url: str | None = None) -> str:
-    text = " ".join(str(exc).split())
-    if url:  # drivers echo connection strings; never let a password through
-        text = text.replace(url, redact_url(url))
-        try:
-            parts = urlsplit(url)
-            secrets = [parts.password, parts.username]
-        except ValueError:
-            secrets = []
-        for secret in secrets:
-            if secret:
-                text = text.replace(secret, "***")
+    # Drivers echo connection strings and their parts; never let a password through.
+    text = redact_with(" ".join(str(exc).split()), url)
     first = text.split(" (Background on this error")[0]
     return (first[:300] + "...") if len(first) > 300 else first
 
@@ -224,5 +268,7 @@ __all__ = [
     "open_storage",
     "process_alive",
     "redact_url",
+    "remove_if_unused",
+    "storage_file",
     "tag_trial",
 ]

@@ -10,6 +10,7 @@ bucket's result (`kvtune_result`, studies/result.py). `TuneContext` is everythin
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -160,7 +161,9 @@ def create_or_load(ctx: TuneContext, storage, bucket: BatchBucket, *, worker: in
                                 load_if_exists=True)
     done = counted_trials(probe)
     n_start = len(start_points(ctx.space))
-    sampler = make_sampler(config.sampler_name, seed=worker_seed(config.seed, worker, done),
+    # Separate --resume processes on one storage each draw their own configurations.
+    process = os.getpid() if config.resume else None
+    sampler = make_sampler(config.sampler_name, seed=worker_seed(config.seed, worker, done, process),
                            space=ctx.space, parallel=parallel, n_trials=config.trials)
     pruner = make_pruner(config.pruner, n_startup_trials=max(5, n_start))
     return optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)

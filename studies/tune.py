@@ -1,9 +1,13 @@
 """A whole tuning run: every bucket's study searched, its finalists chosen, the result written.
 
 Order of work (nothing is written before every setting has been checked and the storage opened):
-1. validate the settings, draw the suite, open the backend and the storage; refuse an existing
-   study without --resume, or a resumed one created with other settings;
-2. create results/<run-id>/ (manifest kind "tune", status "running");
+1. validate the settings and the output folder, draw the suite, open the backend, refuse a batch
+   that cannot fit in the GPU's free memory, open the storage; refuse an existing study without
+   --resume, or a resumed one created with other settings (kvtune.cli.tune first makes the
+   study's stored settings, SETTINGS_ATTR, the defaults of a --resume); earlier runs whose
+   process is gone are marked "killed" with their rows merged (harness/store.py). A storage
+   file this run created is removed again when the run fails before a study is in it;
+2. create results/<run-id>/ (manifest kind "tune", status "running", this process's identity);
 3. per bucket: create or load `<study>/<bucket>`, measure the missing baselines, enqueue the
    start points;
 4. search: in this process (--workers 1), or in N worker processes sharing the storage
@@ -17,6 +21,10 @@ Order of work (nothing is written before every setting has been checked and the 
    records as `rule` for the tuned table;
 6. tuning.json, summary.json, the measurements and the manifest ("complete"); the results are
    also stored in each bucket's study (user attributes `kvtune_result`, `kvtune_run`).
+Rows are durable per trial: every process appends a part file after each trial
+(studies/records.py), merged into measurements.parquet at the end. Workers die with this process
+(studies/worker.py). With stdout not a terminal, a `progress:` line per tenth of --trials (or
+every PROGRESS_LINE_S seconds) says the bucket, trials done and best score.
 """
 
 from __future__ import annotations
@@ -29,9 +37,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from kvtune.studies.config import TuneConfig
+from kvtune.harness.redact import redact_tree
+from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
 from kvtune.studies.finalists import adaptive_candidates, choose, measure_finalists, top_configs
-from kvtune.studies.records import RowRecorder, merge_parts, remove_parts
+from kvtune.studies.records import RowRecorder, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
     RESULT_ATTR,
@@ -49,6 +58,8 @@ from kvtune.studies.storage import (
     describe_storage,
     existing_studies,
     open_storage,
+    remove_if_unused,
+    storage_file,
 )
 from kvtune.studies.study import (
     best_so_far,
@@ -67,19 +78,35 @@ from kvtune.studies.validation_step import validate_bucket
 KERNELS = {"triton": "triton-splitkv", "flashinfer": "flashinfer-tensor-core"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POLL_S = 0.5
+PROGRESS_LINE_S = 30.0  # at least one progress line this often when stdout is not a terminal
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def run_tune(config: TuneConfig, command: str = "") -> Path:
     """Run the tuning described by `config`; returns the run folder. ValueError for bad input."""
     import optuna
 
-    from kvtune.harness.store import MEASUREMENTS, RunWriter
+    from kvtune.harness.backends.select import check_cases_fit
+    from kvtune.harness.store import RunWriter, check_output_dir, mark_killed_runs
 
     silence_optuna()
+    check_output_dir(config.out)
     ctx = prepare(config)
+    url = config.storage or (None if config.journal else default_storage_url(config.out))
+    # A storage file this run creates is removed again if the run fails before any study is in it.
+    new_file = storage_file(url, config.journal)
+    new_file = new_file if new_file is not None and not new_file.exists() else None
+    storage = None
     try:
-        storage = open_storage(config.storage or (None if config.journal else default_storage_url(config.out)),
-                               config.journal, heartbeat_s=config.heartbeat_s)
+        check_cases_fit(ctx.opened.backend, [c for _, cases in ctx.buckets for c in cases])
+        storage = open_storage(url, config.journal, heartbeat_s=config.heartbeat_s)
+        mark_killed_runs(config.out)  # a killed earlier run: its parts merged, status "killed"
         names = [ctx.study_name(b) for b, _ in ctx.buckets]
         existing = existing_studies(storage, names)
         shown = describe_storage(config.storage or default_storage_url(config.out), config.journal)
@@ -95,19 +122,24 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
         stderr_line(f"kvtune tune: {ctx.opened.notice}")
         writer = RunWriter.create(config.out, _manifest(ctx, command, shown), kind="tune")
         ctx.runner.run_id = writer.run_id
-        recorder = RowRecorder(writer.root / MEASUREMENTS)
+        recorder = RowRecorder(writer.root)
         for row, where in ctx.bucket_rows or []:  # --buckets auto: the chunk grid, measured first
             recorder.add(row, **where)
         try:
             result, extra = _run(ctx, storage, writer, recorder, shown, gpus)
         except BaseException as exc:
-            rows = merge_parts(writer.root, recorder.rows)
-            if rows:
-                writer.write_rows(rows)
-            remove_parts(writer.root)
+            recorder.flush()
+            rows = merge_parts(writer.root)
             writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
                           rows=len(rows))
             raise
+    except BaseException:
+        if new_file is not None and storage is not None:
+            remove_if_unused(new_file, storage)
+        elif new_file is not None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{new_file}{suffix}").unlink(missing_ok=True)  # opened half-way, then failed
+        raise
     finally:
         ctx.opened.backend.close()
     summary = build_summary(result, extra)
@@ -117,6 +149,25 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
     return writer.root
 
 
+def stored_settings(config: TuneConfig) -> dict | None:
+    """The settings study `config.study` was created with (SETTINGS_ATTR of its first bucket
+    study in config's storage), or None when it does not exist yet or predates them. Opening the
+    storage creates nothing for an existing file; a missing SQLite file is not created."""
+    import optuna
+
+    silence_optuna()
+    url = config.storage or (None if config.journal else default_storage_url(config.out))
+    path = storage_file(url, config.journal)
+    if path is not None and not path.exists():
+        return None
+    storage = open_storage(url, config.journal, heartbeat_s=config.heartbeat_s)
+    prefix = f"{config.study}/"
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        if summary.study_name.startswith(prefix) and isinstance(summary.user_attrs.get(SETTINGS_ATTR), dict):
+            return dict(summary.user_attrs[SETTINGS_ATTR])
+    return None
+
+
 def _run(ctx, storage, writer, recorder, shown: str, gpus):
     from kvtune.harness.store import atomic_write_json
 
@@ -124,6 +175,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
     studies, baselines = {}, {}
     for bucket, cases in ctx.buckets:
         study = create_or_load(ctx, storage, bucket, parallel=config.workers > 1)
+        if SETTINGS_ATTR not in study.user_attrs:  # the defaults of a later --resume
+            study.set_user_attr(SETTINGS_ATTR, stored_settings_of(config))
         baselines[bucket.name] = seed_study(ctx, study, cases, recorder, warn=stderr_line)
         studies[bucket.name] = study
     recorder.flush()
@@ -135,7 +188,7 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
                 search(ctx, study, cases, baselines[bucket.name], recorder,
                        n_trials=remaining_trials(ctx, study),
                        timeout_s=deadline_share(deadline, len(ctx.buckets) - k),
-                       on_trial=bar.on_trial, on_fail=_fail_line(study))
+                       on_trial=_both(recorder.on_trial, bar.on_trial), on_fail=_fail_line(study))
     else:
         _run_workers(ctx, studies, deadline, writer, gpus)
     results, extra = [], {}
@@ -146,9 +199,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
             continue
         results.append(finished[0])
         extra[bucket.name] = finished[1]
-    rows = merge_parts(writer.root, recorder.rows)
-    writer.write_rows(rows)
-    remove_parts(writer.root)
+    recorder.flush()
+    rows = merge_parts(writer.root)
     if not results:
         raise ValueError("study: no bucket has a complete trial (every configuration failed); "
                          "see the failure lines above")
@@ -159,8 +211,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
         rule=split_rule(ctx.opened.backend))
     for b in results:
         study = studies[b.name]
-        study.set_user_attr(RESULT_ATTR, b.to_dict())
-        study.set_user_attr(RUN_ATTR, result.run_fields())
+        study.set_user_attr(RESULT_ATTR, redact_tree(b.to_dict()))
+        study.set_user_attr(RUN_ATTR, redact_tree(result.run_fields()))
     save_tuning_result(writer.root, result)
     atomic_write_json(writer.root / SUMMARY_FILE, build_summary(result, extra))
     failed = sum(1 for r in rows if r.get("status") != "ok")
@@ -222,7 +274,12 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
 
 
 class _Bar:
-    """A progress bar of one bucket's study: counted trials of --trials, best score so far."""
+    """A progress bar of one bucket's study: counted trials of --trials, best score so far.
+
+    When stdout is not a terminal (a log file, CI, `| tee`), it also prints a plain line to
+    stdout per finished batch of trials (a tenth of --trials) or every PROGRESS_LINE_S seconds,
+    whichever comes first: `progress: bucket 9-32 trials 12/40 best 0.9634` (no line with
+    --no-progress)."""
 
     def __init__(self, study, config: TuneConfig, position: int | None = None) -> None:
         from tqdm import tqdm
@@ -231,13 +288,25 @@ class _Bar:
         self.bar = tqdm(total=self.target, initial=min(counted_trials(study), self.target),
                         desc=study.study_name, unit="trial", file=sys.stderr, position=position,
                         disable=config.no_progress or None, dynamic_ncols=True)
+        self.lines = not config.no_progress and not _is_terminal(sys.stdout)
+        self.line_every = max(1, self.target // 10)
+        self.last_line_n, self.last_line_t = None, time.monotonic()
         self.refresh()
 
     def refresh(self) -> None:
-        self.bar.n = min(counted_trials(self.study), self.target)
+        n = min(counted_trials(self.study), self.target)
+        self.bar.n = n
         best = best_so_far(self.study)
         self.bar.set_postfix_str(f"best {best:.4f}" if best is not None else "best -", refresh=False)
         self.bar.refresh()
+        if self.lines and n != self.last_line_n:
+            now = time.monotonic()
+            if (self.last_line_n is None or n - self.last_line_n >= self.line_every
+                    or n >= self.target or now - self.last_line_t >= PROGRESS_LINE_S):
+                bucket = self.study.study_name.rsplit("/", 1)[-1]
+                shown = f"{best:.4f}" if best is not None else "-"
+                print(f"progress: bucket {bucket} trials {n}/{self.target} best {shown}", flush=True)
+                self.last_line_n, self.last_line_t = n, now
 
     def on_trial(self, study, trial) -> None:
         self.refresh()
@@ -248,6 +317,13 @@ class _Bar:
     def __exit__(self, *exc):
         self.refresh()
         self.bar.close()
+
+
+def _both(first, second):
+    def callback(study, trial) -> None:
+        first(study, trial)
+        second(study, trial)
+    return callback
 
 
 def _fail_line(study):
@@ -269,7 +345,12 @@ def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
                        device_model=None if ctx.opened.device.live else ctx.opened.device.name,
                        buckets=",".join(b.name for b, _ in ctx.buckets))  # --buckets auto: as found
     payload = json.dumps({"config": resolved.to_dict(), "shares": shares, "deadline": deadline,
-                          "run_dir": str(writer.root), "run_id": writer.run_id})
+                          "run_dir": str(writer.root), "run_id": writer.run_id,
+                          "parent_pid": os.getpid()})
+    # The main process's batches (baselines) would sit beside worker 0's on the same GPU.
+    release = getattr(ctx.runner.backend, "release_memory", None)
+    if release is not None:
+        release()
     procs = []
     for i in range(n):
         env = dict(os.environ)
@@ -387,6 +468,7 @@ def _provenance(ctx, writer, shown_storage: str) -> dict:
         "versions": {k: v for k, v in env.items() if k.endswith("_version")},
         "git_commit": env.get("git_commit"),
         "git_dirty": env.get("git_dirty"),
+        "source_sha256": env.get("source_sha256"),
         "preset": config.preset,
     }
 

@@ -136,16 +136,27 @@ def detect_trace_format(path: str | os.PathLike) -> str:
     Raises ValueError naming the file and the allowed formats when none matches.
     """
     first = ""
-    with open(path, encoding="utf-8-sig") as f:
-        for line in f:
-            if line.strip():
-                first = line.strip()
-                break
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            for line in f:
+                if line.strip():
+                    first = line.strip()
+                    break
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"path: {os.fspath(path)!r} is not UTF-8 text (byte {exc.start}: a binary "
+                         "or UTF-16 file?); allowed: a UTF-8 CSV or JSONL trace") from None
+    except OSError as exc:
+        raise ValueError(f"path: cannot read {os.fspath(path)!r} ({exc.strerror})") from None
+    if "\x00" in first:
+        raise ValueError(f"path: {os.fspath(path)!r} holds NUL characters (a binary or UTF-16 "
+                         "file?); allowed: a UTF-8 CSV or JSONL trace")
     if first.startswith("{"):
         try:
-            obj = json.loads(first)
+            obj = _json_line(first)
         except json.JSONDecodeError:
             obj = {}
+        except ValueError as exc:  # nested too deep, or an integer of thousands of digits
+            raise ValueError(f"path: {os.fspath(path)!r} line 1: {exc}") from None
         if isinstance(obj, dict) and {"input_length", "output_length"} <= obj.keys():
             return "mooncake-jsonl"
     else:
@@ -170,12 +181,63 @@ def read_trace(path: str | os.PathLike) -> TraceLengths:
     if not p.is_file():
         raise ValueError(f"path: {os.fspath(path)!r} is not a file")
     st = p.stat()
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"path: cannot read {os.fspath(path)!r} ({exc.strerror})") from None
     return _read_trace_cached(str(p.resolve()), st.st_mtime_ns, st.st_size)
+
+
+# A JSON line nested deeper than this is not a trace record (and would exhaust the recursion of
+# Python's parser); integers longer than this many digits are past any token count.
+MAX_JSON_LINE_DEPTH = 32
+MAX_INT_DIGITS = 18
+MAX_TRACE_TOKENS = 2**40  # lengths above this are not token counts (and would pass int64 math)
+
+
+def _json_line(line: str):
+    """json.loads of one trace line, refusing deep nesting and giant integers up front."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_LINE_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_LINE_DEPTH} levels")
+        elif ch in "]}":
+            depth -= 1
+
+    def bounded_int(text: str):
+        if len(text.lstrip("-")) > MAX_INT_DIGITS:
+            raise ValueError(f"an integer of {len(text.lstrip('-'))} digits; allowed: at most "
+                             f"{MAX_INT_DIGITS}")
+        return int(text)
+
+    return json.loads(line, parse_int=bounded_int)
 
 
 @functools.lru_cache(maxsize=16)
 def _read_trace_cached(path: str, _mtime_ns: int, _size: int) -> TraceLengths:
     fmt = detect_trace_format(path)
+    try:
+        return _read_trace_file(path, fmt)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"path: {path!r} is not UTF-8 text (byte {exc.start}: a binary or UTF-16 "
+                         "file?); allowed: a UTF-8 CSV or JSONL trace") from None
+
+
+def _read_trace_file(path: str, fmt: str) -> TraceLengths:
     if fmt == "mooncake-jsonl":
         context, output = [], []
         with open(path, encoding="utf-8-sig") as f:
@@ -183,14 +245,19 @@ def _read_trace_cached(path: str, _mtime_ns: int, _size: int) -> TraceLengths:
                 if not line.strip():
                     continue
                 try:
-                    obj = json.loads(line)
+                    obj = _json_line(line)
                     context.append(obj["input_length"])
                     output.append(obj["output_length"])
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError) as exc:
                     raise ValueError(
                         f"path: {path!r} line {lineno}: need a JSON object with input_length and "
-                        f"output_length ({exc})"
+                        f"output_length ({' '.join(str(exc).split())[:120]})"
                     ) from None
+                for key in ("input_length", "output_length"):
+                    value = obj[key]
+                    if isinstance(value, bool) or not isinstance(value, (int, float)):
+                        raise ValueError(f"path: {path!r} line {lineno}: {key} is {str(value)[:40]!r}; "
+                                         "allowed: an integer >= 0")
         raw = np.array([context, output], dtype=object).T if context else np.zeros((0, 2))
     else:
         cols = _CSV_COLUMNS[fmt]
@@ -216,11 +283,13 @@ def _as_token_column(path: str, fmt: str, values: np.ndarray, which: int) -> np.
         as_float = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"path: {path!r}: column {name} holds a non-number") from None
-    bad = ~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float))
+    bad = (~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float))
+           | (as_float > MAX_TRACE_TOKENS))
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"path: {path!r}: {name} of request {row} is {values[row]!r}; allowed: integers >= 0"
+            f"path: {path!r}: {name} of request {row} is {str(values[row])[:40]}; allowed: "
+            f"integers 0..{MAX_TRACE_TOKENS}"
         )
     return as_float.astype(np.int64)
 

@@ -158,3 +158,14 @@ def open_backend(
               "numbers are a model, not a measurement")
     ceiling_kind = "calibrated copy bandwidth" if model.calibrated else "datasheet bandwidth"
     return OpenedBackend(backend, device, device.hbm_bytes_per_s, ceiling_kind, notice, env)
+
+
+def check_cases_fit(backend, cases) -> None:
+    """Refuse, before anything is measured, a case whose batch cannot fit in the GPU memory the
+    backend could use: ValueError, one line naming the case, the GB needed and the GB free
+    (backends without a `check_fits`, such as the simulator, take any case)."""
+    check = getattr(backend, "check_fits", None)
+    if check is None:
+        return
+    for case in cases:
+        check(case.batch, f"case {case.case_id}")

@@ -31,6 +31,11 @@ from kvtune.workloads.batch import DecodeBatch
 ERROR_BOUNDS = {"bfloat16": 2e-2, "float16": 2e-2, "float32": 1e-5}
 NOISE_TARGET = 0.005  # relative standard error of the mean that counts as "noise met"
 MAX_CACHED_PLANS = 8  # prepared launches (and verifications) kept per batch
+# Cached batches may hold this share of the GPU's memory, counted as what PyTorch's caching
+# allocator has reserved (not only the tensors' bytes): the timer's L2 flush, graph copies, the
+# plans' scratch and, with --workers, other processes on the same GPU need the rest.
+CACHE_SHARE = 4
+MEMORY_MARGIN_BYTES = 256 << 20  # launch scratch, the allocator's rounding, cuBLAS workspace
 NO_GPU_MESSAGE = "backend triton: no CUDA GPU (torch.cuda.is_available() is False)"
 
 
@@ -180,6 +185,20 @@ class TritonBackend:
     def close(self) -> None:
         self._drop_batch()
 
+    def release_memory(self) -> None:
+        """Free every cached batch and give the allocator's cache back to the GPU (before worker
+        processes start on the same GPU)."""
+        self._drop_batch()
+
+    def check_fits(self, batch: DecodeBatch, label: str = "batch") -> None:
+        """ValueError, one line naming `label`, when `batch` cannot fit in the GPU memory this
+        process could use (free memory, plus what it would give back); nothing on the CPU."""
+        if self.torch_device != "cuda":
+            return
+        need = batch_need_bytes(batch)
+        free = self._available_bytes()
+        check_fit(label, need, free)
+
     # -- internals -------------------------------------------------------------------------
 
     def _time(self, run: Callable, inputs=None):
@@ -220,9 +239,15 @@ class TritonBackend:
         if cached is not None:
             self._batches.move_to_end(key)
             return cached
+        need = batch_need_bytes(batch)
         budget = self._cache_budget_bytes()
-        while self._batches and sum(b.nbytes for b in self._batches.values()) + batch.min_bytes > budget:
+        while self._batches and self._used_bytes() + batch_held_bytes(batch) > budget:
             self._batches.popitem(last=False)  # free before allocating the next
+            self._launches.clear()  # a prepared launch may hold the evicted batch's tensors
+            self._verified.clear()
+            self._empty_cache()
+        if self.torch_device == "cuda":
+            check_fit(_batch_label(batch), need, self._available_bytes())
         from kvtune.kernels.paged import PagedKVCache, make_queries
         from kvtune.kernels.reference import decode_reference
 
@@ -235,13 +260,39 @@ class TritonBackend:
         return inputs
 
     def _cache_budget_bytes(self) -> int:
-        """Device bytes the cached batches may hold: a quarter of the GPU's memory (the timer's
-        L2 flush, graph copies and the plans' scratch need the rest); one batch on the CPU."""
+        """Device bytes the cached batches may hold: a CACHE_SHARE-th of the GPU's memory (the
+        timer's L2 flush, graph copies and the plans' scratch need the rest); one batch on the
+        CPU."""
         if self.torch_device != "cuda":
             return 0
         import torch
 
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory // 4
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory // CACHE_SHARE
+
+    def _used_bytes(self) -> int:
+        """What the cached batches cost: their tensors' bytes, or on a GPU what the caching
+        allocator has reserved if that is more (freed blocks it keeps count too)."""
+        held = sum(b.nbytes for b in self._batches.values())
+        if self.torch_device != "cuda":
+            return held
+        import torch
+
+        return max(held, int(torch.cuda.memory_reserved()))
+
+    def _available_bytes(self) -> int:
+        """GPU bytes a new batch could get: free on the device (other processes counted), plus
+        what this process's allocator holds unused, plus the cached batches it would drop."""
+        import torch
+
+        free, _total = torch.cuda.mem_get_info()
+        unused = int(torch.cuda.memory_reserved()) - int(torch.cuda.memory_allocated())
+        return int(free) + max(0, unused) + sum(b.nbytes for b in self._batches.values())
+
+    def _empty_cache(self) -> None:
+        if self.torch_device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
 
     def _launch(self, plan: Plan, inputs: _BatchInputs):
         launch = self._launches.get(id(plan))
@@ -281,6 +332,40 @@ class _BatchInputs:
         c = self.cache
         one = sum(t.numel() * t.element_size() for t in (c.k_pages, c.v_pages, self.q))
         return one * max(1, len(self.copies or ())) + self.ref.numel() * self.ref.element_size()
+
+
+def batch_held_bytes(batch: DecodeBatch) -> int:
+    """GPU bytes a cached batch keeps: its paged K/V cache (whole pages), queries, an output and
+    the float64 reference (what the cache's cap counts for a batch about to be added)."""
+    s = batch.shape
+    lens = np.asarray(batch.kv_lens, dtype=np.int64)
+    pages = int((-(-lens // s.page_size)).sum())
+    cache = pages * s.page_size * s.num_kv_heads * s.kv_bytes_per_token_per_head
+    return int(cache + 3 * batch.batch_size * s.num_qo_heads * s.head_dim * 8)
+
+
+def batch_need_bytes(batch: DecodeBatch) -> int:
+    """Peak GPU bytes one batch takes here: what it keeps (batch_held_bytes) plus, while the
+    float64 reference is computed, its longest request's K and V in float64 and the scores;
+    MEMORY_MARGIN_BYTES on top."""
+    s = batch.shape
+    lens = np.asarray(batch.kv_lens, dtype=np.int64)
+    longest = int(lens.max()) if lens.size else 0
+    reference = longest * s.num_kv_heads * s.head_dim * 8 * 2 + longest * s.num_qo_heads * 8 * 2
+    return int(batch_held_bytes(batch) + reference + MEMORY_MARGIN_BYTES)
+
+
+def check_fit(label: str, need_bytes: int, free_bytes: int) -> None:
+    """ValueError, one line, when `need_bytes` exceeds `free_bytes`."""
+    if need_bytes > free_bytes:
+        raise ValueError(f"{label}: needs {need_bytes / 1e9:.1f} GB of GPU memory, "
+                         f"{free_bytes / 1e9:.1f} GB free; allowed: a batch that fits (fewer or "
+                         "shorter requests, or a GPU with more free memory)")
+
+
+def _batch_label(batch: DecodeBatch) -> str:
+    return (f"batch of {batch.batch_size} requests ({batch.total_tokens} tokens, "
+            f"seed {batch.seed})")
 
 
 def _is_hybrid(plan) -> bool:
@@ -343,4 +428,5 @@ TritonBackend.samples_measurement = staticmethod(_measurement)
 
 BACKEND = TritonBackend
 
-__all__ = ["BACKEND", "ERROR_BOUNDS", "NO_GPU_MESSAGE", "TritonBackend", "WallClockTimer"]
+__all__ = ["BACKEND", "ERROR_BOUNDS", "NO_GPU_MESSAGE", "TritonBackend", "WallClockTimer",
+           "batch_held_bytes", "batch_need_bytes", "check_fit"]

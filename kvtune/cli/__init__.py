@@ -38,7 +38,10 @@ def main(argv=None) -> int:
         args.command_line = command_line(argv)
         return int(args.handler(args) or 0)
     except (CliError, ValueError, BackendUnavailable) as exc:
-        message = " ".join(str(exc).split())  # one line, whatever the exception held
+        from kvtune.harness.redact import redact_text
+
+        # One line, whatever the exception held, and no credential a driver may have echoed.
+        message = redact_text(" ".join(str(exc).split()))
         print(f"kvtune: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

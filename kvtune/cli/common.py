@@ -39,10 +39,10 @@ def command_line(argv=None) -> str:
     """The command as a user would type it again: `kvtune <args>`, whatever started the process
     (the console script, `python -m kvtune`, or a test calling main), with secrets in storage
     URLs removed."""
-    from kvtune.harness.redact import redact_url
+    from kvtune.harness.redact import redact_text
 
     args = sys.argv[1:] if argv is None else list(argv)
-    return "kvtune " + " ".join(shlex.quote(redact_url(a) if "://" in a else a) for a in args)
+    return redact_text("kvtune " + " ".join(shlex.quote(redact_text(a)) for a in args))
 
 
 def add_suite_arguments(p) -> None:

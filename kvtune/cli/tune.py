@@ -65,7 +65,8 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout-s", type=float, help="stop searching after this many seconds")
     p.add_argument("--heartbeat-s", type=int, help="RDB trial heartbeat interval, s (default 10)")
     p.add_argument("--out", help="results folder (default results/)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (and, with stdout not a terminal, no `progress:` lines)")
     # Only what the user typed may override a preset: absent options stay absent.
     for action in p._actions:
         if action.dest != "help":
@@ -100,8 +101,8 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 def run_tune_command(args: argparse.Namespace) -> int:
     from kvtune.cli import tune_hybrid
-    from kvtune.studies.config import load_preset, merge
-    from kvtune.studies.tune import run_tune
+    from kvtune.studies.config import load_preset, merge, resume_config
+    from kvtune.studies.tune import run_tune, stored_settings
 
     if tune_hybrid.wants_hybrid(args):  # the hybrid knobs: studies/hybrid_tune.py
         return tune_hybrid.run(args)
@@ -109,6 +110,10 @@ def run_tune_command(args: argparse.Namespace) -> int:
     given = explicit_settings(args)
     preset = load_preset(given["preset"]) if given.get("preset") else None
     config = merge(given, preset)
+    if config.resume:  # the study's stored settings are the defaults; given flags must agree
+        stored = stored_settings(config)
+        if stored is not None:
+            config = resume_config(given, preset, stored)
     run_tune(config, command=args.command_line)
     return 0
 

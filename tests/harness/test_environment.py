@@ -84,3 +84,21 @@ def test_nvml_versions_absent_without_driver(monkeypatch):
     # on a CPU machine the NVML versions are never asked for: no GPU, nothing to describe
     if not torch.cuda.is_available():
         assert environment.gpu_fields()["driver_version"] is None
+
+
+def test_a_git_commit_is_recorded_only_at_the_projects_own_git_root(tmp_path):
+    """A copy of the project without .git inside another repository must not record that
+    repository's commit; the source hash identifies the code instead."""
+    outer = tmp_path / "outer"
+    project = outer / "vendor" / "kvtune"
+    (project / "harness").mkdir(parents=True)
+    (project / "harness" / "x.py").write_text("A = 1\n")
+    run = lambda *a: subprocess.run(["git", "-C", str(outer), *a], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    run("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x")
+    assert git_state(outer)[0] is not None
+    assert git_state(project) == (None, None)
+    first = environment.source_hash(project)
+    (project / "harness" / "x.py").write_text("A = 2\n")
+    assert first and environment.source_hash(project) != first
+    assert environment.environment_record(None)["source_sha256"] == environment.source_hash()

@@ -49,3 +49,71 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path):
 def test_run_ids_are_unique(tmp_path):
     ids = {store.RunWriter.create(tmp_path, {}).run_id for _ in range(20)}
     assert len(ids) == 20
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_run_whose_process_is_gone_is_marked_killed_with_its_parts_merged(tmp_path):
+    import pandas as pd
+
+    writer = store.RunWriter.create(tmp_path, {"kind": "tune"}, kind="tune")
+    assert writer.manifest["process"]["pid"] == __import__("os").getpid()
+    store.write_parquet_atomic(writer.root / "measurements.part-w000-1-000001.parquet",
+                               pd.DataFrame([{"trial": 0, "status": "ok"}]))
+    store.write_parquet_atomic(writer.root / "measurements.part-w001-2-000001.parquet",
+                               pd.DataFrame([{"trial": 1, "status": "ok"}]))
+    (writer.root / ".measurements.parquet.abc.tmp").write_bytes(b"half")
+    assert store.list_runs(tmp_path)[0]["status"] == "running"  # this process is alive
+    writer.manifest["process"]["pid"] = _dead_pid()
+    store.atomic_write_json(writer.root / store.MANIFEST, writer.manifest)
+    (run,) = store.list_runs(tmp_path)
+    assert run["status"] == "killed" and "is gone" in run["error"] and run["rows"] == 2
+    assert sorted(store.load_measurements(writer.root)["trial"]) == [0, 1]
+    assert not list(writer.root.glob("measurements.part-*")) and not list(writer.root.glob(".*.tmp"))
+    assert store.mark_killed_runs(tmp_path) == []  # marked once
+
+
+def test_a_reused_pid_or_another_host_is_not_taken_for_the_run(tmp_path):
+    import os
+
+    alive = {"status": "running", "process": {"pid": os.getpid(), "host": __import__("socket").gethostname(),
+                                              "start": store.process_start(os.getpid())}}
+    assert not store.run_process_gone(alive)
+    if alive["process"]["start"] is not None:  # Linux: the same pid started at another time
+        assert store.run_process_gone({**alive, "process": {**alive["process"], "start": 1}})
+    assert not store.run_process_gone({**alive, "process": {**alive["process"], "host": "elsewhere",
+                                                            "pid": _dead_pid()}})
+    assert not store.run_process_gone({"status": "running"})  # an old manifest: left alone
+
+
+def test_files_get_the_users_umask_not_0600(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        writer = store.RunWriter.create(tmp_path, {"kind": "bench"})
+        writer.write_rows([{"a": 1}])
+        for name in (store.MANIFEST, store.MEASUREMENTS):
+            assert (writer.root / name).stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old)
+
+
+def test_output_folders_that_cannot_hold_results_are_refused(tmp_path):
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    for bad, words in ((afile, "is a file"), (afile / "sub", "is a file"), ("/proc/x", "/proc"),
+                       ("/sys/kvtune", "/sys")):
+        with pytest.raises(ValueError, match=words):
+            store.check_output_dir(bad)
+        with pytest.raises(ValueError, match="out:"):
+            store.RunWriter.create(bad, {})
+    assert store.check_output_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert not (tmp_path / "new").exists()  # checking creates nothing

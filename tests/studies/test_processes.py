@@ -63,7 +63,14 @@ def test_sigkill_mid_trial_loses_at_most_that_trial_and_numbering_continues(tmp_
     running = [n for n, t in before.items() if t.state == optuna.trial.TrialState.RUNNING]
     assert len(complete) >= 3 and len(running) <= 1
     killed_run = list_runs(out)[0]
-    assert killed_run["status"] == "running"  # never marked complete
+    # Never marked complete: listing the runs sees its process gone and marks it killed, with
+    # the rows of every finished trial merged into its measurements.parquet.
+    assert killed_run["status"] == "killed" and str(proc.pid) in killed_run["error"]
+    killed_dir = out / killed_run["run_id"]
+    rows = pd.read_parquet(killed_dir / "measurements.parquet")
+    measured = set(rows[(rows["phase"] == "trial") & (rows["study"] == "k/129-512")]["trial"])
+    assert set(complete) <= measured
+    assert not list(killed_dir.glob("measurements.part-*")) and not list(killed_dir.glob(".*.tmp"))
 
     done = subprocess.run(check=False, args=kvtune_argv(*SLOW, "--study", "k", "--trials", "10", "--out", str(out),
                                       "--resume"), env=env_with_repo(), capture_output=True,
@@ -105,6 +112,6 @@ def test_two_workers_share_one_study(tmp_path, storage):
     rows = pd.read_parquet(f"{run['path']}/measurements.parquet")
     assert set(rows[rows["phase"] == "trial"]["worker"]) == {0, 1}
     assert set(rows[rows["phase"] == "trial"]["trial"]) <= set(range(30))
-    assert not list((out / run["run_id"]).glob("measurements.worker-*"))
+    assert not list((out / run["run_id"]).glob("measurements.part-*"))
     summary = json.loads((out / run["run_id"] / "summary.json").read_text())
     assert summary["buckets"][0]["n_trials"] == 30

@@ -104,12 +104,19 @@ def _pa(block_n, warps, stages) -> KernelConfig:
 #   "one-per-sm" measured: bn128-w4-s4-pa. The fp16 products changed the register count
 #   (bn128-w4-s2: 255, bn128-w4-s3/s4-pa: 204, no spills), so the next sweep re-decides these.
 #   head_dim 64 / 256: predicted page-ahead (the plain variants need 254-255 registers).
+# H200 run of 07:31 UTC (4.27 TB/s copy, after the fp16 products; docs/PERFORMANCE.md):
+#   16-bit "many" head_dim 128 -> bn64-w4-s4-pa: llama3-8b uniform B=64 balanced-2x (3.9
+#     programs/SM) 254.9 us vs 300.9 for bn128-w4-s2 (FlashInfer 254.2), fixed-2048 276.4 vs
+#     274.4 (within 1%): summed 531 vs 575 us.
+#   fp8 "many" and "one-per-sm" head_dim 128 -> bn128-w4-s3-pa: llama3-8b uniform B=64
+#     fixed-2048 220.3 us vs 267.0 (bn128-w4-s2), skew80 B=256 balanced-2x 324.6 vs 353.8;
+#     llama3-70b-tp8 48.5-50.8 us vs 51.3-52.4 (bn128-w4-s4-pa).
 # float32 (4 bytes): the precise tests only, not tuned.
-_MANY_16 = {64: _c(256, 8, 2), 128: _c(128, 4, 2), 256: _c(64, 4, 2)}
+_MANY_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
-_MANY_8 = {64: _pa(128, 4, 4), 128: _c(128, 4, 2), 256: _pa(32, 4, 4)}
-_ONE_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 4), 256: _pa(64, 4, 4)}
+_MANY_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 3), 256: _pa(32, 4, 4)}
+_ONE_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 3), 256: _pa(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     **{(d, 2, "many"): c for d, c in _MANY_16.items()},

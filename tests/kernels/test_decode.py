@@ -207,7 +207,7 @@ def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
     # variant, whatever the batch; several KV heads and programs per SM: the measured default.
     assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=1).page_ahead
     assert default_config(128, torch.bfloat16, 16, 1, num_kv_heads=8).page_ahead
-    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=4) == KernelConfig(128, 4, 2)
+    assert default_config(128, torch.bfloat16, 16, 8, num_kv_heads=4) == KernelConfig(64, 4, 4, page_ahead=True)
     assert default_config(128, torch.float8_e4m3fn, 16) == CONFIG_TABLE[(128, 1, "many")]
     assert config_key(256, 1, 1, 2) == (256, 1, "one-per-sm")
     # More than 4 query heads per KV head with several KV heads: their own entry (page-ahead at

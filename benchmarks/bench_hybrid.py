@@ -66,9 +66,11 @@ TRITON_VARIANTS = {
 # knobs; `kvtune tune` searches the full space).
 TUNED_VARIANTS = [
     dict(schedule="sm-aware", ctas_per_sm=2, sm_policy="proportional", prefill_block_m=128),
+    # Decode shares of SMs around the first run's measured optima (decode time / (prefill +
+    # decode) alone: 0.1 for B16 beside 2048 tokens .. 0.75 for B128 beside 512).
+    dict(schedule="partitioned", decode_sm_share=0.25, prefill_block_m=128),
     dict(schedule="partitioned", decode_sm_share=0.5, prefill_block_m=128),
-    dict(schedule="partitioned", decode_sm_share=0.65, prefill_block_m=128),
-    dict(schedule="partitioned", decode_sm_share=0.8, prefill_block_m=128),
+    dict(schedule="partitioned", decode_sm_share=0.75, prefill_block_m=128),
     dict(schedule="sm-aware", ctas_per_sm=4, sm_policy="proportional", prefill_block_m=64),
     dict(schedule="fused", ctas_per_sm=2, prefill_block_m=128),
 ]
@@ -480,10 +482,11 @@ def compiled_checks(device, spec, dry, log) -> list[dict]:
             q_lens, kv_lens = [1, 3, 20], [30, 17, 40]
         batch = AttentionBatch(q_lens, kv_lens, shape)
         data = BatchData(batch, device, torch.bfloat16 if dt == "bf16" else torch.float16)
-        for name in ("hybrid-serial", "pod", "hybrid-fused"):
-            pol = policies.get(name) if name != "hybrid-fused" else policies.get(
-                "hybrid-parametric", schedule="fused", min_tokens_per_cta=512, max_waves=4,
-                min_prefill_split_tokens=128, prefill_split_cap_waves=8)
+        for name in ("hybrid-serial", "pod", "hybrid-fused", "partitioned"):
+            pol = policies.get(name) if name in ("hybrid-serial", "pod") else policies.get(
+                "hybrid-parametric", schedule=name.replace("hybrid-", ""),
+                min_tokens_per_cta=512, max_waves=4, min_prefill_split_tokens=128,
+                prefill_split_cap_waves=8, decode_sm_share=0.1 if name == "partitioned" else 0)
             plan = pol.plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
             launch = prepare_hybrid(plan, data.cache, batch.q_lens)
             ok, err, msg = checked(lambda: run_hybrid(

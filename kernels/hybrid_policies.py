@@ -86,12 +86,20 @@ def modelled_times_s(q, kv, shape: AttentionShape, device: DeviceSpec) -> tuple[
     return flops / tensor_flops_per_s(device), dec_bytes / device.hbm_bytes_per_s
 
 
+# Achieved fractions of the datasheet rates the partition rule assumes: the Triton prefill tile
+# reached ~0.2 of the bf16 tensor rate in the first H200 run (before the page-ahead tile, which
+# should do better), the decodes ~0.8 of HBM bandwidth (docs/KERNEL_NOTES.md, hybrid).
+PREFILL_TENSOR_EFFICIENCY = 0.3
+DECODE_HBM_EFFICIENCY = 0.8
+
+
 def decode_sm_share_rule(q, kv, shape: AttentionShape, device: DeviceSpec) -> float:
     """The proportional SM split (POD-Attention's spirit): the decode part gets the share of SMs
     that makes both parts end together when each scales with its SMs, t_d / (t_p + t_d) of the
-    modelled times (prefill FLOPs at the tensor rate, decode bytes at HBM rate), clamped to
-    0.1..0.9 (the decode side streams at most about its SM share of bandwidth)."""
+    modelled times (prefill FLOPs at PREFILL_TENSOR_EFFICIENCY of the tensor rate, decode bytes
+    at DECODE_HBM_EFFICIENCY of HBM bandwidth), clamped to 0.1..0.9."""
     t_p, t_d = modelled_times_s(q, kv, shape, device)
+    t_p, t_d = t_p / PREFILL_TENSOR_EFFICIENCY, t_d / DECODE_HBM_EFFICIENCY
     if t_p + t_d <= 0:
         return 0.5
     return float(min(0.9, max(0.1, t_d / (t_p + t_d))))

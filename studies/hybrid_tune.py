@@ -45,7 +45,7 @@ SPACE = {
     "max_splits": (8, 16, 32, 64),
     "decode_schedule": ("static", "static-heavy-first"),
     # Decodes' share of SMs under `partitioned` (0: the proportional rule); unused otherwise.
-    "decode_sm_share": (0.0, 0.5, 0.65, 0.8),
+    "decode_sm_share": (0.0, 0.25, 0.5, 0.75),
 }
 
 

@@ -188,7 +188,10 @@ def test_partitioned_plan_programs_and_share_rule():
     dev = DeviceSpec("toy", sm_count=20, l2_bytes=0, hbm_bytes_per_s=1e12)
     q, kv = [1] * 6 + [40], [300] * 6 + [400]
     auto = policies.get("hybrid-parametric", schedule="partitioned").plan_hybrid(q, kv, shape, dev)
+    from kvtune.kernels.hybrid_policies import DECODE_HBM_EFFICIENCY, PREFILL_TENSOR_EFFICIENCY
+
     t_p, t_d = modelled_times_s(np.array(q), np.array(kv), shape, dev)
+    t_p, t_d = t_p / PREFILL_TENSOR_EFFICIENCY, t_d / DECODE_HBM_EFFICIENCY
     share = min(0.9, max(0.1, t_d / (t_p + t_d)))
     assert auto.notes["decode_sm_share"] == pytest.approx(share)
     assert auto.decode_programs == min(max(1, round(share * 20)), auto.num_decode_tasks)

@@ -7,8 +7,10 @@ Query i of a request with q_len Q and kv_len L attends keys 0 .. L - Q + i.
 
 One task is one work item for one KV head; the kernel packs its rows as (token, query head of the
 group): row r is token r // G, head g = r % G, so GQA heads share each K/V load.
-- prefill tile (kind 1): block_m rows (64 or 128 = block_m // G tokens), keys in the tile's kv
-  split, causal mask per row; tensor-core tiles of BLOCK_M x BLOCK_N.
+- prefill tile (kind 1, `_prefill_task`): block_m rows (64 or 128 = block_m // G tokens), keys
+  in the tile's kv split; the keys every row sees run unmasked, only the diagonal / tail steps
+  carry the causal mask; page ids are loaded one step ahead so 3 pipeline stages keep two K/V
+  tiles in flight; tensor-core tiles of BLOCK_M x BLOCK_N.
 - decode item (kind 0): all q_len x G rows of one request (padded to 16..256), keys of one split of
   the decode plan; the causal mask only bites for speculative decodes (q_len > 1).
 A task of a split tile/request writes a float32 partial output and its base-2 log-sum-exp; the
@@ -19,6 +21,9 @@ How tasks reach programs (plan.schedule):
 - serial: a prefill launch, then a decode launch, each with its own block sizes and warps.
 - streams: the same two launches, the decode one on a second CUDA stream (serial on CPU).
 - fused: one launch over one work list (longest kv range first); a program branches on the kind.
+- partitioned: as streams, but the decode launch is a persistent grid of plan.decode_programs
+  programs (MODE_PERSISTENT: program p runs tasks p, p + N, ... through the page-ahead loop) so
+  it holds about that many SMs and the prefill launch takes the rest.
 - sm-aware: POD-Attention's SM-aware CTA scheduling. The grid holds one program per task; each
   reads its SM id (`mov.u32 %smid` through tl.inline_asm_elementwise), takes a ticket from its
   SM's counter, picks prefill or decode by the plan's ratio (plan.sm_ratio()), then takes the

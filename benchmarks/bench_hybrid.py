@@ -614,8 +614,9 @@ def markdown(results: dict) -> str:
     lines = [f"# bench_hybrid ({results['device']['name']}, timer: {results['timer']}, copy "
              f"{results['copy']['bytes_per_s'] / 1e12:.3f} TB/s)", "",
              "| case | prefill tok | decodes | max q | " + " | ".join(cols)
-             + " | best | best/serial | best/bound | best BW frac | FI pod/FI serial |",
-             "|" + "---|" * (len(cols) + 9)]
+             + " | best | best/serial | best/bound | best BW frac | FI pod/FI serial "
+             "| prefill TFLOP/s |",
+             "|" + "---|" * (len(cols) + 10)]
     for c in results["cases"]:
         v = c["variants"]
 
@@ -632,7 +633,8 @@ def markdown(results: dict) -> str:
                      + f" | {c.get('best')} | {c.get('best_speedup_vs_serial', float('nan')):.3f}x"
                      f" | {c.get('best_over_bound', float('nan')):.3f} | "
                      f"{c.get('best_bw_fraction', float('nan')):.2f} | "
-                     f"{c.get('fi_pod_over_fi_serial', float('nan')):.3f} |")
+                     f"{c.get('fi_pod_over_fi_serial', float('nan')):.3f} | "
+                     f"{c.get('prefill_alone_tflops', float('nan')):.0f} |")
     lines += ["", "## parity", "", "| kind | B | kv_len | q_len | hybrid us | baseline | base us "
               "| hybrid/base |", "|---|---|---|---|---|---|---|---|"]
     for p in results["parity"]:
@@ -646,6 +648,8 @@ def markdown(results: dict) -> str:
     if "summary" in results:
         lines += ["", "## summary", "", "```", json.dumps(results["summary"], indent=1,
                                                           default=float), "```"]
+    if results.get("fi_warmup"):
+        lines += ["", f"FlashInfer JIT (background builds): {results['fi_warmup']}"]
     if results["skipped"]:
         lines += ["", f"skipped (budget): {', '.join(results['skipped'])}"]
     return "\n".join(lines) + "\n"

@@ -6,17 +6,22 @@ One invocation:
            reported against (bw_fraction = the batch's minimal bytes / time / copy bandwidth);
   hybrid   per case of a subset of the `hybrid` suite (the paper's sweep at context 4K/16K, chunk
            512/2048, decode batch 16/128, plus chunked-prefill simulator mixes, one speculative):
-           Triton serial, streams, fused, sm-aware (the `pod` policy), a small hybrid-parametric
-           search ("tuned": best of its variants), FlashInfer serial (BatchPrefill + BatchDecode)
-           and FlashInfer POD (BatchPODWithPagedKVCacheWrapper), and prefill-alone / decode-alone
-           (the two halves as their own batches, serial policy) whose max is the overlap bound;
+           Triton serial, streams, fused, sm-aware (the `pod` policy), partitioned (persistent
+           decode grid on the rule's share of SMs beside the prefill grid), a small
+           hybrid-parametric search ("tuned": best of its variants, decode shares 0.25/0.5/0.75
+           included), FlashInfer serial (BatchPrefill + BatchDecode) and FlashInfer POD
+           (BatchPODWithPagedKVCacheWrapper) on FI_CASE_IDS only (3 representative cases, after
+           every Triton case; their JIT is built by 3 background processes from the start), and
+           prefill-alone / decode-alone (the two halves as their own batches, serial policy)
+           whose max is the overlap bound;
   parity   decode-only batches: the hybrid kernel against today's decode kernel
            (kernels/decode.py) on the same decode plan; a prefill-only batch: the hybrid kernel
            against FlashInfer's BatchPrefill (kvtune has no other prefill kernel).
 Every variant's output is checked against the float64 causal reference (NaN-poisoned output,
 relative error <= 2e-2) before it is timed; a failed check is recorded and never timed.
 Timer: CUDA events around one call, L2 flushed before each (outside the events), median of
---reps. A wall-clock budget (--budget-s) skips what is left once spent (recorded as skipped).
+--reps. A wall-clock budget (--budget-s, default 165 s; FlashInfer may overrun it by 15 s) skips
+what is left once spent (recorded as skipped): about 3 minutes on one H100/H200.
 
 Usage (repository root; on the GPU machine with /tmp/site holding the wheels and the checkout):
   PYTHONPATH=/tmp/site python3 benchmarks/bench_hybrid.py --out $OUT

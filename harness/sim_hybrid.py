@@ -149,7 +149,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     if plan.schedule == "serial":
         t = run(from_list(pre_ids), 0.0) + (launch if P else 0.0)
         t = run(from_list(dec_ids), t) + (launch if n > P else 0.0)
-    elif plan.schedule in ("streams", "fused"):
+    elif plan.schedule in ("streams", "fused", "partitioned"):  # partitioned: as streams
         if plan.schedule == "fused":
             keys = (plan.tile_kv_end - plan.tile_kv_start).astype(np.float64)
             length = np.concatenate([np.repeat(keys, shape.num_kv_heads),

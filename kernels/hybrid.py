@@ -7,8 +7,10 @@ Query i of a request with q_len Q and kv_len L attends keys 0 .. L - Q + i.
 
 One task is one work item for one KV head; the kernel packs its rows as (token, query head of the
 group): row r is token r // G, head g = r % G, so GQA heads share each K/V load.
-- prefill tile (kind 1): block_m rows (64 or 128 = block_m // G tokens), keys in the tile's kv
-  split, causal mask per row; tensor-core tiles of BLOCK_M x BLOCK_N.
+- prefill tile (kind 1, `_prefill_task`): block_m rows (64 or 128 = block_m // G tokens), keys
+  in the tile's kv split; the keys every row sees run unmasked, only the diagonal / tail steps
+  carry the causal mask; page ids are loaded one step ahead so 3 pipeline stages keep two K/V
+  tiles in flight; tensor-core tiles of BLOCK_M x BLOCK_N.
 - decode item (kind 0): all q_len x G rows of one request (padded to 16..256), keys of one split of
   the decode plan; the causal mask only bites for speculative decodes (q_len > 1).
 A task of a split tile/request writes a float32 partial output and its base-2 log-sum-exp; the
@@ -19,6 +21,9 @@ How tasks reach programs (plan.schedule):
 - serial: a prefill launch, then a decode launch, each with its own block sizes and warps.
 - streams: the same two launches, the decode one on a second CUDA stream (serial on CPU).
 - fused: one launch over one work list (longest kv range first); a program branches on the kind.
+- partitioned: as streams, but the decode launch is a persistent grid of plan.decode_programs
+  programs (MODE_PERSISTENT: program p runs tasks p, p + N, ... through the page-ahead loop) so
+  it holds about that many SMs and the prefill launch takes the rest.
 - sm-aware: POD-Attention's SM-aware CTA scheduling. The grid holds one program per task; each
   reads its SM id (`mov.u32 %smid` through tl.inline_asm_elementwise), takes a ticket from its
   SM's counter, picks prefill or decode by the plan's ratio (plan.sm_ratio()), then takes the
@@ -50,7 +55,7 @@ from kvtune.kernels.paged import PagedKVCache
 LOG2_E = 1.4426950408889634
 FIELDS = 9  # kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, head
 PREFILL_BLOCK_N = 64
-MODE_GRID, MODE_SM_AWARE = 0, 1
+MODE_GRID, MODE_SM_AWARE, MODE_PERSISTENT = 0, 1, 2
 
 
 @triton.jit
@@ -129,6 +134,115 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
 
 
 @triton.jit
+def _prefill_step(q, k, v, m_i, l_i, acc, key, pos, qk_scale_log2, MASKED: tl.constexpr,
+                  DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """One BLOCK_N-key step of a prefill tile's online softmax (base 2). MASKED: apply the causal
+    mask key <= pos (diagonal and ragged tail steps only; the rest see every key)."""
+    if UPCAST_DOT:
+        k = k.to(tl.float32)
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
+    if MASKED:
+        s = tl.where(key[None, :] <= pos[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A row that has seen no key yet keeps m = -inf; shift by 0 there to avoid inf - inf.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = m_new
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    p_in = p.to(v.dtype)
+    if UPCAST_DOT:
+        p_in = p_in.to(tl.float32)
+        v = v.to(tl.float32)
+    acc = acc * alpha[:, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
+                  page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2,
+                  stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+                  NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
+                  PAGE_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """A prefill tile (kind 1) laid out for Hopper's tensor cores (docs/KERNEL_NOTES.md, hybrid):
+    keys every row sees (below the tile's first token's position) run unmasked in full BLOCK_N
+    steps; only the diagonal / ragged tail steps carry the causal mask. Page ids are loaded one
+    step ahead (loop-carried) so the pipeliner can keep num_stages - 1 K/V tiles in flight."""
+    req = tl.load(task_ptr + 1)
+    q_row0 = tl.load(task_ptr + 2)
+    n_tok = tl.load(task_ptr + 3)
+    pos0 = tl.load(task_ptr + 4)
+    kv_lo = tl.load(task_ptr + 5)
+    kv_hi = tl.load(task_ptr + 6)
+    part_row = tl.load(task_ptr + 7)
+    head = tl.load(task_ptr + 8)
+    page_base = tl.load(page_indptr_ptr + req)
+
+    rows = tl.arange(0, BLOCK_M)
+    tok = rows // G
+    qo_head = head * G + rows % G
+    row_ok = tok < n_tok
+    pos = pos0 + tok  # last key each row may see
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    q_offs = ((q_row0 + tok).to(tl.int64) * stride_q_t + qo_head * stride_q_h)[:, None] \
+        + offs_d[None, :]
+    q = tl.load(q_ptr + q_offs, mask=row_ok[:, None], other=0.0)
+    if UPCAST_DOT:
+        q = q.to(tl.float32)
+    kv_head_off = head * HEAD_DIM
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    # Keys 0..pos0 are seen by every row of the tile: whole steps there need no mask.
+    full_hi = kv_lo + tl.maximum(tl.minimum(kv_hi, pos0 + 1) - kv_lo, 0) // BLOCK_N * BLOCK_N
+    key = kv_lo + offs_n
+    page_cur = tl.load(page_indices_ptr + page_base + key // PAGE_SIZE, mask=key < kv_hi, other=0)
+    for n0 in range(kv_lo, full_hi, BLOCK_N):
+        key = n0 + offs_n
+        kv_row = page_cur.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
+        kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
+        k = tl.load(k_ptr + kv_offs)
+        v = tl.load(v_ptr + kv_offs)
+        key_next = key + BLOCK_N
+        page_cur = tl.load(page_indices_ptr + page_base + key_next // PAGE_SIZE,
+                           mask=key_next < kv_hi, other=0)
+        m_i, l_i, acc = _prefill_step(q, k, v, m_i, l_i, acc, key, pos, qk_scale_log2, False,
+                                      DOT_PRECISION, UPCAST_DOT)
+    for n0 in range(full_hi, kv_hi, BLOCK_N):
+        key = n0 + offs_n
+        valid = key < kv_hi
+        kv_row = page_cur.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
+        kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
+        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+        key_next = key + BLOCK_N
+        page_cur = tl.load(page_indices_ptr + page_base + key_next // PAGE_SIZE,
+                           mask=key_next < kv_hi, other=0)
+        # Keys past kv_hi are past every row's pos only if kv_hi is the causal end; a split's
+        # kv_hi may be below it, so mask them explicitly.
+        m_i, l_i, acc = _prefill_step(q, k, v, m_i, l_i, acc, tl.where(valid, key, 1 << 30),
+                                      pos, qk_scale_log2, True, DOT_PRECISION, UPCAST_DOT)
+
+    has = l_i > 0
+    o = acc / tl.where(has, l_i, 1.0)[:, None]
+    if part_row < 0:
+        o_offs = ((q_row0 + tok).to(tl.int64) * stride_o_t + qo_head * stride_o_h)[:, None] \
+            + offs_d[None, :]
+        tl.store(out_ptr + o_offs, o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        prow = (part_row + tok).to(tl.int64)
+        tl.store(part_o_ptr + (prow * NUM_QO_HEADS + qo_head)[:, None] * HEAD_DIM
+                 + offs_d[None, :], o, mask=row_ok[:, None])
+        lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+        tl.store(part_lse_ptr + prow * NUM_QO_HEADS + qo_head, lse, mask=row_ok)
+
+
+@triton.jit
 def _sm_id(dummy, USE_SMID: tl.constexpr, NUM_SMS: tl.constexpr):
     if USE_SMID:
         # As triton.language.extra.cuda.smid (no operands). %smid is an opaque id that NVIDIA
@@ -138,6 +252,48 @@ def _sm_id(dummy, USE_SMID: tl.constexpr, NUM_SMS: tl.constexpr):
         return sm % NUM_SMS
     else:
         return dummy % NUM_SMS
+
+
+@triton.jit
+def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+              page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h, stride_o_t,
+              stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS: tl.constexpr,
+              G: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
+              BLOCK_MP: tl.constexpr, BLOCK_NP: tl.constexpr, BLOCK_MD: tl.constexpr,
+              BLOCK_ND: tl.constexpr, HAS_PREFILL: tl.constexpr, HAS_DECODE: tl.constexpr,
+              DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+              DECODE_AHEAD: tl.constexpr = False):
+    """Run one task by its kind: a prefill tile (_prefill_task) or a decode item (_attend_task;
+    with DECODE_AHEAD through _prefill_task's page-ahead loop, for the persistent decode grid
+    whose one program per SM must keep several K/V tiles in flight)."""
+    if DECODE_AHEAD:
+        _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                      page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                      stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                      HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
+    elif HAS_PREFILL and HAS_DECODE:
+        kind = tl.load(task_ptr)
+        if kind == 1:
+            _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
+                          page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2,
+                          stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
+                          stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP,
+                          BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
+        else:
+            _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                         page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                         stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                         HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
+    elif HAS_PREFILL:
+        _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                      page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                      stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                      HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
+    else:
+        _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                     page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                     stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+                     HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
 
 
 @triton.jit(do_not_specialize=["num_prefill", "num_decode", "ratio_p", "ratio_d"])
@@ -154,7 +310,7 @@ def _hybrid_kernel(
     UPCAST_DOT: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if MODE == 0:
+    if MODE != 1:
         t = pid
     else:
         # SM-aware binding (POD-Attention, Fig. 9): the SM's ticket picks the kind.
@@ -171,29 +327,23 @@ def _hybrid_kernel(
                 t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
             else:
                 t = num_prefill + t
-    task_ptr = tasks_ptr + t.to(tl.int64) * 9
-    kind = tl.load(task_ptr)
-    if HAS_PREFILL and HAS_DECODE:
-        if kind == 1:
-            _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                         page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
-                         stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
-                         HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
-        else:
-            _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                         page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
-                         stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
-                         HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
-    elif HAS_PREFILL:
-        _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                     page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
-                     stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
-                     HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
+    if MODE == 2:
+        # Persistent decode grid (the `partitioned` schedule): a few programs stride over the
+        # tasks so the launch holds only part of the SMs and a prefill launch on another stream
+        # takes the rest.
+        for t2 in range(pid, num_prefill + num_decode, tl.num_programs(0)):
+            _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                      page_indices_ptr, tasks_ptr + t2 * 9, qk_scale_log2,
+                      stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
+                      stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP,
+                      BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
+                      not HAS_PREFILL)
     else:
-        _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                     page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
-                     stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
-                     HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
+        _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                  page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2,
+                  stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+                  NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, BLOCK_MD, BLOCK_ND,
+                  HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT)
     if MODE == 1:
         done = tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
         if done == num_prefill + num_decode - 1:
@@ -248,6 +398,7 @@ class HybridConfig:
     fused_warps: int
     num_stages: int = 2
     fused_stages: int = 2
+    prefill_stages: int = 3
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -275,7 +426,11 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         # 128+ packed rows (speculative x large groups) spill with 4 warps.
                         decode_warps=dec.num_warps if block_md <= 64 else 8,
                         fused_warps=8 if few or block_md > 64 else 4,
-                        num_stages=dec.num_stages, fused_stages=2 if few else 1)
+                        num_stages=dec.num_stages, fused_stages=2 if few else 1,
+                        # 3 stages keep two 64-key K/V tiles in flight (page ids one step ahead;
+                        # 96 KB + Q, 221-236 registers x 256 threads, no spills in a local sm_90
+                        # compile); 128-key tiles spill at 8 warps (docs/KERNEL_NOTES.md).
+                        prefill_stages=3 if shape.head_dim <= 128 else 2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -298,8 +453,8 @@ class HybridLaunch:
 
     @property
     def num_launches(self) -> int:
-        attend = 2 if self.plan.schedule in ("serial", "streams") and self.num_prefill \
-            and self.num_decode else 1
+        attend = 2 if self.plan.schedule in ("serial", "streams", "partitioned") \
+            and self.num_prefill and self.num_decode else 1
         return attend + (self.merge.shape[0] > 0)
 
 
@@ -373,9 +528,9 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
         fused = both[order]
     else:
         fused = np.concatenate([pre_tasks, dec_tasks])  # sm-aware: prefill tasks, then decode
-    if fused.shape[0] >= 2**31 or part_rows >= 2**31:
+    if fused.shape[0] * FIELDS >= 2**31 or part_rows >= 2**31:
         raise ValueError(f"plan: {fused.shape[0]} tasks / {part_rows} partial rows; allowed: "
-                         "below 2^31 (int32 tables)")
+                         f"below 2^31 / {FIELDS} tasks, 2^31 rows (int32 tables)")
     merge = np.concatenate(merge_rows) if merge_rows else np.zeros((0, 4), dtype=np.int64)
     device = cache.device
 
@@ -384,7 +539,7 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
         return torch.from_numpy(a).to(device)
 
     side = None
-    if plan.schedule == "streams" and device.type == "cuda":
+    if plan.schedule in ("streams", "partitioned") and device.type == "cuda":
         side = torch.cuda.Stream(device=device)
     return HybridLaunch(
         plan=plan, config=hybrid_config(plan, cache),
@@ -420,11 +575,13 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
     ratio_p, ratio_d = plan.sm_ratio()
 
-    def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d):
+    def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None):
         both = has_p and has_d
         if n_pre + n_dec == 0:
             return
-        _hybrid_kernel[(n_pre + n_dec,)](
+        stages = cfg.fused_stages if both else (cfg.prefill_stages if has_p or
+                                                mode == MODE_PERSISTENT else cfg.num_stages)
+        _hybrid_kernel[(programs or n_pre + n_dec,)](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
             cache.page_indptr, cache.page_indices, tasks, launch.counter,
             n_pre, n_dec, ratio_p, ratio_d, scale * LOG2_E,
@@ -437,22 +594,27 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             HAS_DECODE=has_d, USE_SMID=not INTERPRETED, NUM_SMS=plan.sm_count,
             CTR_PAD=triton.next_power_of_2(plan.sm_count + 3),
             DOT_PRECISION=precision, UPCAST_DOT=upcast, num_warps=warps,
-            num_stages=cfg.fused_stages if both else cfg.num_stages,
+            num_stages=stages,
         )
 
     P, D = launch.num_prefill, launch.num_decode
-    if plan.schedule in ("serial", "streams"):
+    if plan.schedule in ("serial", "streams", "partitioned"):
         side = launch.side_stream
+        # partitioned: the decodes as a persistent grid of plan.decode_programs (a share of the
+        # SMs), launched first on the side stream so the prefill launch fills the SMs it leaves.
+        dmode, dprog = (MODE_PERSISTENT, min(D, plan.decode_programs)) \
+            if plan.schedule == "partitioned" and P and D else (MODE_GRID, None)
         if side is not None and P and D:
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)
             with torch.cuda.stream(side):
-                launch_kernel(launch.decode_tasks, 0, D, MODE_GRID, cfg.decode_warps, False, True)
+                launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True,
+                              dprog)
             launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True, False)
             main.wait_stream(side)
         else:
             launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True, False)
-            launch_kernel(launch.decode_tasks, 0, D, MODE_GRID, cfg.decode_warps, False, True)
+            launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog)
     else:
         mode = MODE_SM_AWARE if plan.schedule == "sm-aware" else MODE_GRID
         warps = cfg.fused_warps if P and D else (cfg.prefill_warps if P else cfg.decode_warps)

@@ -20,6 +20,11 @@ Schedules (how the two kinds reach the GPU):
   `sm_policy` ("50:50": alternate; "proportional": prefill:decode CTAs per SM in the ratio of the
   batch's prefill and decode tasks, over ctas_per_sm tickets), falling back to the other kind
   when its own is used up.
+- partitioned: SM partitioning by launch shape: the decodes as a persistent grid of
+  `decode_programs` programs (about one per SM of the decode share) on one stream, the prefill
+  tiles as an ordinary grid on another; the prefill programs take the SMs the decode grid leaves
+  (a 128-row prefill program needs an SM's whole register file, so it cannot co-reside with a
+  decode program). The share comes from the policy (proportional to modelled decode time).
 
 Planning is CPU numpy work; nothing here touches a GPU.
 """
@@ -33,7 +38,7 @@ import numpy as np
 from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, Plan, _check_int, as_kv_lens
 
 MAX_DECODE_Q_LEN = 16
-HYBRID_SCHEDULES = ("serial", "streams", "fused", "sm-aware")
+HYBRID_SCHEDULES = ("serial", "streams", "fused", "sm-aware", "partitioned")
 SM_POLICIES = ("50:50", "proportional")
 PREFILL_BLOCK_M = (64, 128)
 
@@ -52,7 +57,9 @@ class HybridPlan:
     schedule: one of HYBRID_SCHEDULES. ctas_per_sm: CTAs per SM the plan assumes (1..32; 2 or 4 in
     POD). sm_policy: one of SM_POLICIES (used by sm-aware). prefill_split_cap_waves: most waves
     of prefill tasks the kv splits may make (1..64). sm_count: SMs of the planned device.
-    num_kv_heads, page_size, group_size: from the shape.
+    num_kv_heads, page_size, group_size: from the shape. decode_programs: the persistent decode
+    grid of the `partitioned` schedule (1..sm_count x ctas_per_sm where the batch has decodes;
+    0 for other schedules).
     """
 
     q_lens: np.ndarray
@@ -75,6 +82,7 @@ class HybridPlan:
     num_kv_heads: int
     page_size: int
     group_size: int
+    decode_programs: int = 0
     notes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -158,6 +166,7 @@ class HybridPlan:
             "prefill_tasks": self.num_prefill_tasks,
             "decode_tasks": self.num_decode_tasks,
             "decode_schedule": dp.schedule if dp else "",
+            "decode_programs": self.decode_programs,
         }
 
     @property
@@ -193,6 +202,11 @@ def validate_hybrid_plan(p: HybridPlan) -> None:
     _check_int("ctas_per_sm", p.ctas_per_sm, 1, 32)
     _check_int("prefill_split_cap_waves", p.prefill_split_cap_waves, 1, 64)
     _check_int("sm_count", p.sm_count, 1, 1024)
+    if p.schedule == "partitioned" and q.size and (q <= MAX_DECODE_Q_LEN).any():
+        _check_int("decode_programs", p.decode_programs, 1, p.sm_count * p.ctas_per_sm)
+    elif p.decode_programs != 0 and p.schedule != "partitioned":
+        raise ValueError(f"decode_programs: {p.decode_programs} set for schedule "
+                         f"{p.schedule!r}; allowed: 0 unless the schedule is partitioned")
     if p.prefill_block_m not in PREFILL_BLOCK_M:
         raise ValueError(f"prefill_block_m: {p.prefill_block_m} not allowed; allowed: 64, 128")
     if p.group_size > p.prefill_block_m:

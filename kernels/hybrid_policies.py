@@ -86,12 +86,34 @@ def modelled_times_s(q, kv, shape: AttentionShape, device: DeviceSpec) -> tuple[
     return flops / tensor_flops_per_s(device), dec_bytes / device.hbm_bytes_per_s
 
 
+# Achieved fractions of the datasheet rates the partition rule assumes: the Triton prefill tile
+# reached ~0.2 of the bf16 tensor rate in the first H200 run (before the page-ahead tile, which
+# should do better), the decodes ~0.8 of HBM bandwidth (docs/KERNEL_NOTES.md, hybrid).
+PREFILL_TENSOR_EFFICIENCY = 0.3
+DECODE_HBM_EFFICIENCY = 0.8
+
+
+def decode_sm_share_rule(q, kv, shape: AttentionShape, device: DeviceSpec) -> float:
+    """The proportional SM split (POD-Attention's spirit): the decode part gets the share of SMs
+    that makes both parts end together when each scales with its SMs, t_d / (t_p + t_d) of the
+    modelled times (prefill FLOPs at PREFILL_TENSOR_EFFICIENCY of the tensor rate, decode bytes
+    at DECODE_HBM_EFFICIENCY of HBM bandwidth), clamped to 0.1..0.9."""
+    t_p, t_d = modelled_times_s(q, kv, shape, device)
+    t_p, t_d = t_p / PREFILL_TENSOR_EFFICIENCY, t_d / DECODE_HBM_EFFICIENCY
+    if t_p + t_d <= 0:
+        return 0.5
+    return float(min(0.9, max(0.1, t_d / (t_p + t_d))))
+
+
 def make_hybrid_plan(q_lens, kv_lens, shape: AttentionShape, device: DeviceSpec, *,
                      decode_planner, schedule: str, ctas_per_sm: int, sm_policy: str,
                      prefill_split_cap_waves: int, prefill_block_m: int,
-                     min_prefill_split_tokens: int = 1024, notes: dict | None = None) -> HybridPlan:
+                     min_prefill_split_tokens: int = 1024, decode_sm_share: float = 0.0,
+                     notes: dict | None = None) -> HybridPlan:
     """Cut the batch: decodes by `decode_planner(kv_lens) -> Plan`, prefill tiles of
-    `prefill_block_m` rows split along the keys within `prefill_split_cap_waves` waves."""
+    `prefill_block_m` rows split along the keys within `prefill_split_cap_waves` waves.
+    The `partitioned` schedule gets decode_programs = its decode share of the SMs (one program
+    each): `decode_sm_share` in 0.05..0.95, or 0 for decode_sm_share_rule (proportional)."""
     q, kv = check_lengths(q_lens, kv_lens)
     G = shape.group_size
     if G > prefill_block_m:
@@ -106,7 +128,14 @@ def make_hybrid_plan(q_lens, kv_lens, shape: AttentionShape, device: DeviceSpec,
     tiles = build_prefill_tiles(q, kv, group_size=G, block_m=prefill_block_m,
                                 page_size=shape.page_size, kv_splits=splits,
                                 min_split_tokens=min_prefill_split_tokens)
+    programs, share = 0, 0.0
+    if schedule == "partitioned" and dec.size:
+        share = float(decode_sm_share) or decode_sm_share_rule(q, kv, shape, device)
+        programs = int(min(max(1, round(share * device.sm_count)),
+                           device.sm_count * ctas_per_sm, decode_plan.num_tasks))
+        notes = dict(notes or {}, decode_sm_share=share)
     return HybridPlan(q_lens=q, kv_lens=kv, decode_requests=dec, decode_plan=decode_plan,
+                      decode_programs=programs,
                       prefill_block_m=prefill_block_m, schedule=schedule, ctas_per_sm=ctas_per_sm,
                       sm_policy=sm_policy, prefill_split_cap_waves=prefill_split_cap_waves,
                       sm_count=device.sm_count, num_kv_heads=shape.num_kv_heads,
@@ -223,7 +252,8 @@ class HybridParametricPolicy(_HybridBase):
     schedule: one of HYBRID_SCHEDULES. ctas_per_sm: 1..8. sm_policy: 50:50 or proportional.
     prefill_split_cap_waves: 1..64. prefill_block_m: 64 or 128. min_prefill_split_tokens:
     1..1,048,576. Decode split knobs as SplitParams: min_tokens_per_cta, max_waves, max_splits,
-    decode_schedule (one of kernels.plan.SCHEDULES).
+    decode_schedule (one of kernels.plan.SCHEDULES). decode_sm_share (schedule partitioned): the
+    decodes' share of SMs, 0.05..0.95, or 0 for the proportional rule (decode_sm_share_rule).
     """
 
     schedule: str = "sm-aware"
@@ -236,6 +266,7 @@ class HybridParametricPolicy(_HybridBase):
     max_waves: int = 1
     max_splits: int = 32
     decode_schedule: str = "static"
+    decode_sm_share: float = 0.0
     name: ClassVar[str] = "hybrid-parametric"
 
     def __post_init__(self) -> None:
@@ -248,6 +279,11 @@ class HybridParametricPolicy(_HybridBase):
                              "allowed: 64, 128")
         check_int("min_prefill_split_tokens", self.min_prefill_split_tokens, 1, MAX_KV_LEN_TOKENS)
         check_choice("decode_schedule", self.decode_schedule, SCHEDULES)
+        share = self.decode_sm_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) \
+                or not (share == 0 or 0.05 <= share <= 0.95):
+            raise ValueError(f"decode_sm_share: {share!r} out of range; allowed: 0 (proportional "
+                             "rule) or 0.05..0.95")
         self.split_params()  # validates the decode knobs
 
     def split_params(self) -> SplitParams:
@@ -267,6 +303,7 @@ class HybridParametricPolicy(_HybridBase):
                                 prefill_split_cap_waves=self.prefill_split_cap_waves,
                                 prefill_block_m=self.prefill_block_m,
                                 min_prefill_split_tokens=self.min_prefill_split_tokens,
+                                decode_sm_share=float(self.decode_sm_share),
                                 notes={"policy": self.name})
 
 

@@ -35,7 +35,7 @@ from kvtune.workloads.selection import CaseSettings, resolve_shape, resolve_suit
 BASELINE = "hybrid-serial"
 # The search space: categorical knobs and their choices (min_tokens_per_cta as powers of two).
 SPACE = {
-    "schedule": ("serial", "streams", "fused", "sm-aware"),
+    "schedule": ("serial", "streams", "fused", "sm-aware", "partitioned"),
     "ctas_per_sm": (2, 4),
     "sm_policy": ("50:50", "proportional"),
     "prefill_split_cap_waves": (1, 2, 4),
@@ -44,6 +44,8 @@ SPACE = {
     "max_waves": (1, 2, 4),
     "max_splits": (8, 16, 32, 64),
     "decode_schedule": ("static", "static-heavy-first"),
+    # Decodes' share of SMs under `partitioned` (0: the proportional rule); unused otherwise.
+    "decode_sm_share": (0.0, 0.25, 0.5, 0.75),
 }
 
 

@@ -20,10 +20,31 @@ def test_dry_run_writes_checked_table(tmp_path):
     assert res["dry_run"] and len(res["cases"]) == 2
     for case in res["cases"]:
         assert "error" not in case
-        for name in ("serial", "streams", "fused", "pod", "prefill-alone", "decode-alone"):
+        for name in ("serial", "streams", "fused", "pod", "partitioned", "prefill-alone",
+                     "decode-alone"):
             assert case["variants"][name]["ok"], (name, case["variants"][name])
             assert case["variants"][name]["rel_error"] < 2e-2
+        assert case["variants"]["tuned1"]["params"]["schedule"] == "partitioned"
+        assert case["variants"]["tuned1"]["ok"]
     assert res["parity"][0]["hybrid"]["ok"] and res["parity"][0]["base"]["ok"]
     assert "targets" in res["summary"]
     assert res["check"] and all(c["ok"] for c in res["check"])
     assert "| case |" in (tmp_path / "results.md").read_text()
+
+
+def test_fi_warmup_without_flashinfer_or_cuda_is_one_line():
+    import torch
+
+    try:
+        import flashinfer  # noqa: F401
+        have_fi = True
+    except Exception:  # noqa: BLE001
+        have_fi = False
+    if have_fi and torch.cuda.is_available():
+        return  # the warmup would really build FlashInfer here
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_hybrid.py"),
+                           "--fi-warmup", "pod"], env=dict(os.environ, TRITON_INTERPRET="1"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "bench_hybrid: error: --fi-warmup needs CUDA and flashinfer"]

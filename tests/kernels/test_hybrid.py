@@ -31,7 +31,7 @@ def _run(q_lens, kv_lens, shape, policy, dtype=torch.float16, seed=0, nan_tail=T
     return relative_error(out, ref), plan
 
 
-@pytest.mark.parametrize("schedule", ["serial", "streams", "fused", "sm-aware"])
+@pytest.mark.parametrize("schedule", ["serial", "streams", "fused", "sm-aware", "partitioned"])
 def test_schedules_match_reference_with_splits(schedule):
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
     pol = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64, **SPLITTY)
@@ -181,3 +181,50 @@ def test_decode_only_plan_for_decode_callers():
     shape = AttentionShape()
     plan = policies.get("pod").plan([100, 5000], shape, TOY)
     assert plan.batch_size == 2
+
+
+def test_partitioned_plan_programs_and_share_rule():
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    dev = DeviceSpec("toy", sm_count=20, l2_bytes=0, hbm_bytes_per_s=1e12)
+    q, kv = [1] * 6 + [40], [300] * 6 + [400]
+    auto = policies.get("hybrid-parametric", schedule="partitioned").plan_hybrid(q, kv, shape, dev)
+    from kvtune.kernels.hybrid_policies import DECODE_HBM_EFFICIENCY, PREFILL_TENSOR_EFFICIENCY
+
+    t_p, t_d = modelled_times_s(np.array(q), np.array(kv), shape, dev)
+    t_p, t_d = t_p / PREFILL_TENSOR_EFFICIENCY, t_d / DECODE_HBM_EFFICIENCY
+    share = min(0.9, max(0.1, t_d / (t_p + t_d)))
+    assert auto.notes["decode_sm_share"] == pytest.approx(share)
+    assert auto.decode_programs == min(max(1, round(share * 20)), auto.num_decode_tasks)
+    fixed = policies.get("hybrid-parametric", schedule="partitioned",
+                         decode_sm_share=0.5).plan_hybrid(q, kv, shape, dev)
+    assert fixed.decode_programs == min(10, fixed.num_decode_tasks)
+    assert fixed.summary()["decode_programs"] == fixed.decode_programs
+    # Other schedules carry no persistent decode grid; a partitioned plan with decodes needs one.
+    assert policies.get("hybrid-parametric").plan_hybrid(q, kv, shape, dev).decode_programs == 0
+    with pytest.raises(ValueError, match="decode_programs"):
+        dataclasses.replace(fixed, decode_programs=0)
+    with pytest.raises(ValueError, match="decode_programs"):
+        dataclasses.replace(auto, schedule="streams")
+    with pytest.raises(ValueError, match="decode_sm_share"):
+        policies.get("hybrid-parametric", schedule="partitioned", decode_sm_share=0.99)
+
+
+@pytest.mark.parametrize("share", [0.05, 0.5, 0.95])
+def test_partitioned_persistent_decodes_match_reference(share):
+    # Few decode programs stride over many decode tasks (speculative rows included), beside
+    # prefill tiles whose keys split and whose diagonal is masked.
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    pol = policies.get("hybrid-parametric", schedule="partitioned", prefill_block_m=64,
+                       decode_sm_share=share, **SPLITTY)
+    err, plan = _run([1, 3, 70, 1, 2], [40, 23, 150, 9, 33], shape, pol)
+    assert err < 2e-3
+    assert plan.decode_programs < plan.num_decode_tasks
+
+
+def test_prefill_tile_unmasked_steps_and_tail():
+    # Long prefix (unmasked full steps), a diagonal and a ragged kv end; group 4, 128-row tiles.
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=16,
+                           dtype="bf16")
+    for q_lens, kv_lens in (([50], [50]), ([40], [237]), ([33, 1], [300, 77])):
+        err, _ = _run(q_lens, kv_lens, shape, policies.get("hybrid-serial"), dtype=torch.bfloat16)
+        assert err < 2e-2

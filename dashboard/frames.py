@@ -162,7 +162,9 @@ def mark_tuned(frame: pd.DataFrame, result) -> pd.DataFrame:
     rule = getattr(result, "rule", "parametric")
     trial_name = "fixed-split" if rule == "fixed-chunk" else "parametric"
     out = frame.copy()
-    candidates = out["policy"] == trial_name
+    # A bucket may be won by an adaptive candidate (issue 12's rule families): its rows are
+    # `adaptive-chunk` rows of the bucket's params and max chunk.
+    candidates = out["policy"].isin([trial_name, ADAPTIVE_POLICY])
     if "phase" in out:
         candidates &= out["phase"] != "baseline"
     if not candidates.any():
@@ -183,15 +185,24 @@ def mark_tuned(frame: pd.DataFrame, result) -> pd.DataFrame:
         bucket = chosen.get(bucket_name) if bucket_name is not None else None
         if bucket is None:
             bucket = next((b for b in result.buckets if b.min_batch <= size <= b.max_batch), None)
-        if (
-            bucket is not None
-            and _measured_with(decoded[params], bucket.params, rule)
-            and bucket.min_batch <= size <= bucket.max_batch
-        ):
-            winners[i] = True
+        if bucket is None or not bucket.min_batch <= size <= bucket.max_batch:
+            continue
+        family = getattr(bucket, "family", "") or ""
+        if family == "adaptive":
+            adaptive_params = {**bucket.params.to_dict(),
+                               "max_chunk_tokens": getattr(bucket, "max_chunk_tokens", None)}
+            winners[i] = (out["policy"].iat[i] == ADAPTIVE_POLICY
+                          and decoded[params] == adaptive_params)
+        elif family in ("", "fixed-chunk", "parametric"):
+            winners[i] = (out["policy"].iat[i] == trial_name
+                          and _measured_with(decoded[params], bucket.params, rule))
+        # "defer": the engine's own planner ships; no trial row is the bucket's winner.
     out.loc[winners, "policy"] = "tuned"
     out.loc[winners, "policy_params"] = tuned_params
     return out
+
+
+ADAPTIVE_POLICY = "adaptive-chunk"
 
 
 def _measured_with(row_params: dict, params, rule: str) -> bool:

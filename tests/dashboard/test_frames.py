@@ -284,3 +284,34 @@ def test_floor_points_and_the_matching_tuning_run():
     assert compare.matching_tuning_run([bench], tuning) == "t-match"
     assert compare.matching_tuning_run([bench], tuning[:3]) is None
     assert compare.matching_tuning_run([tuning[0], bench], tuning) == "t-new-unrelated"
+
+
+def test_mark_tuned_follows_each_buckets_family():
+    """A fixed-chunk bucket's winner is its chunk's fixed-split rows, an adaptive bucket's its
+    adaptive-chunk rows of the same knobs, a deferred bucket has no winner among the trials."""
+    import json as _json
+
+    from kvtune.kernels.plan import SplitParams
+    from kvtune.studies.result import BucketResult, TuningResult
+
+    fixed, adaptive = SplitParams(2048, 16, 128, 2, "static"), SplitParams(512, 2, 64, 2, "static")
+    buckets = (BucketResult("1-8", 1, 8, "s/1-8", fixed, 1.0, 1.0, 6),
+               BucketResult("9-32", 9, 32, "s/9-32", adaptive, 1.0, 1.0, 6, family="adaptive",
+                            max_chunk_tokens=16384),
+               BucketResult("33-64", 33, 64, "s/33-64", fixed, 1.0, 1.0, 6, family="defer"))
+    result = TuningResult(study="s", buckets=buckets, device={}, shape={}, kernel="k",
+                          backend="flashinfer", simulated=True, rule="fixed-chunk")
+
+    def row(policy, params, batch, bucket):
+        return {"policy": policy, "policy_params": _json.dumps(params), "batch_size": batch,
+                "bucket": bucket, "phase": "finalist"}
+
+    chunk = {"chunk_tokens": 2048, "schedule": "static", "ctas_per_sm": 2}
+    rows = [row("fixed-split", chunk, 4, "1-8"),
+            row("fixed-split", {**chunk, "chunk_tokens": 512}, 4, "1-8"),
+            row("adaptive-chunk", {**adaptive.to_dict(), "max_chunk_tokens": 16384}, 16, "9-32"),
+            row("adaptive-chunk", {**adaptive.to_dict(), "max_chunk_tokens": 8192}, 16, "9-32"),
+            row("fixed-split", chunk, 48, "33-64")]
+    marked = frames.mark_tuned(pd.DataFrame(rows), result)
+    assert list(marked["policy"]) == ["tuned", "fixed-split", "tuned", "adaptive-chunk",
+                                      "fixed-split"]

@@ -116,10 +116,13 @@ def test_the_result_records_the_fixed_chunk_rule(run):
     backend = OneChunkBackend(H200)
     assert split_rule(backend) == "fixed-chunk"
     for b in result.buckets:
-        # The study's pinned knobs: only the chunk was searched.
         p = b.params
-        assert (p.max_waves, p.max_splits, p.ctas_per_sm, p.schedule) == (16, 128, 2, "static")
-        assert rule_mismatch(backend, b.params, cases, H200) is None
+        if b.family in ("", "fixed-chunk"):
+            # The study's pinned knobs: only the chunk was searched.
+            assert (p.max_waves, p.max_splits, p.ctas_per_sm, p.schedule) == (16, 128, 2, "static")
+            assert rule_mismatch(backend, b.params, cases, H200) is None
+        else:  # an adaptive finalist or the engine default won the bucket (issue 12's families)
+            assert b.family in ("adaptive", "defer"), b.family
     assert result.tuned_policy() == policies.get("tuned", **result.tuned_params())
     assert result.tuned_policy().rule == "fixed-chunk"
 
@@ -211,11 +214,19 @@ def test_the_dashboard_names_the_fixed_chunk_winners_tuned(run):
     marked = mark_tuned(raw, result)
     tuned = marked[marked["policy"] == "tuned"]
     assert len(marked) == len(raw) and (tuned["phase"] != "baseline").all()
+    if all(b.family == "defer" for b in result.buckets):
+        # FlashInfer's own planner won every bucket on validation (it picks a chunk per batch):
+        # nothing the study measured ships, so no row may be called `tuned`.
+        assert tuned.empty
+        return
     for b in result.buckets:
+        if b.family == "defer":  # the engine's own planner ships: no trial row is its winner
+            continue
         assert tuned["batch_size"].between(b.min_batch, b.max_batch).any(), b.name
         rows = tuned.index[tuned["batch_size"].between(b.min_batch, b.max_batch)]
-        chunks = {json.loads(p)["chunk_tokens"] for p in raw.loc[rows, "policy_params"]}
-        assert chunks == {b.params.min_tokens_per_cta}
+        if b.family in ("", "fixed-chunk"):  # one chunk per bucket; adaptive ones vary per batch
+            chunks = {json.loads(p)["chunk_tokens"] for p in raw.loc[rows, "policy_params"]}
+            assert chunks == {b.params.min_tokens_per_cta}
     rebuilt = policies.get("tuned", **json.loads(tuned["policy_params"].iloc[0]))
     assert rebuilt == result.tuned_policy()
     baseline = marked[marked["phase"] == "baseline"]

@@ -149,7 +149,7 @@ def test_presets_without_a_calibration_say_uncalibrated():
 def test_open_backend_takes_the_kernel():
     from kvtune.harness.backends.select import open_backend
 
-    opened = open_backend("simulator", device_model_name="h100", kernel="flashinfer-tensor-core")
+    opened = open_backend("simulator", device_model_name="a100", kernel="flashinfer-tensor-core")
     assert opened.backend.kernel == "flashinfer-tensor-core"
     assert "uncalibrated" in opened.notice
 

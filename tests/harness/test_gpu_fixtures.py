@@ -62,3 +62,36 @@ def test_flashinfer_calibrations_on_their_rows(kernel):
     assert report.summary["median_abs_error"] <= 0.10
     if kernel == "flashinfer-tensor-core":  # two plans per batch: own planner and tuned chunk
         assert report.summary["regret_worst"] <= 0.10
+
+
+# Measured rows of runs no shipped calibration was fitted to: the traces suite (other lengths)
+# of the H200 and H100 calls of 2026-11-26 (benchmarks/collect_rows_gpu.sh), mooncake and
+# azure-conv cases. The shipped H200/H100 Triton and FlashInfer tensor-core calibrations were fitted
+# to the threshold and prod-mix runs of the same calls. What they reach here is pinned so that CI
+# catches a model change that makes them worse; issue 14's targets (median Spearman >= 0.9,
+# regret <= 3% geomean / 10% worst, median |error| <= 10%) are met for the latency error on every
+# card and kernel, and not everywhere for the ranking (docs/PERFORMANCE.md, fidelity table).
+HELD_OUT_LEVELS = {
+    # (card, kernel): (median Spearman >=, regret geomean <=, regret worst <=, median |error| <=)
+    ("h200", "triton"): (0.85, 0.06, 0.35, 0.10),
+    ("h200", "flashinfer-tensor-core"): (0.85, 0.03, 0.25, 0.10),
+    ("h100", "triton"): (0.85, 0.03, 0.10, 0.10),
+    ("h100", "flashinfer-tensor-core"): (0.85, 0.03, 0.10, 0.10),
+}
+
+
+@pytest.mark.parametrize("card, kernel", sorted(HELD_OUT_LEVELS))
+def test_shipped_calibrations_on_held_out_gpu_rows(card, kernel):
+    backend = "triton" if kernel == "triton" else "flashinfer"
+    rows = load_rows([FIXTURES / f"{card}-traces-{backend}"])
+    model = sim_model(card, kernel)
+    assert model.calibrated and model.source["date"] == "2026-11-26"
+    assert not set(model.source["runs"]) & {p.name for p in (FIXTURES / f"{card}-traces-{backend}").iterdir()}
+    s = fidelity(rows, kernel, model)[0].summary
+    spearman, regret_geo, regret_worst, error = HELD_OUT_LEVELS[(card, kernel)]
+    assert s["median_spearman"] >= spearman and s["regret_geomean"] <= regret_geo, s
+    assert s["regret_worst"] <= regret_worst and s["median_abs_error"] <= error, s
+    # The hand-set constants on the datasheet device are further off in latency (they were
+    # once fitted to FlashInfer's tensor-core kernel alone, so there the gap is smaller).
+    uncal = SimModel(DEVICE_MODELS[card], DEFAULT_CONSTANTS, kernel)
+    assert fidelity(rows, kernel, uncal)[0].summary["median_abs_error"] > 1.3 * s["median_abs_error"]

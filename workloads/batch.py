@@ -11,6 +11,15 @@ from kvtune.kernels.hybrid_plan import MAX_DECODE_Q_LEN
 from kvtune.kernels.plan import DTYPE_BYTES, MAX_KV_LEN_TOKENS, AttentionShape, as_kv_lens
 
 
+def attention_min_bytes(shape: AttentionShape, kv_tokens: int, q_tokens: int) -> int:
+    """Fewest bytes an attention launch must move: every KV token's K and V once (at the KV
+    element size, 1 byte for fp8), every query row read and its output written once (at the
+    query element size). kv_tokens, q_tokens: totals over the batch."""
+    kv = kv_tokens * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
+    qo = 2 * q_tokens * shape.num_qo_heads * shape.head_dim * DTYPE_BYTES[shape.dtype]
+    return int(kv + qo)
+
+
 @dataclass(frozen=True, eq=False)
 class DecodeBatch:
     """kv_lens of one decode step (q_len = 1 per request) with the attention shape it runs on.
@@ -40,10 +49,7 @@ class DecodeBatch:
     @property
     def min_bytes(self) -> int:
         """Fewest bytes a decode kernel must move: K and V once, q read and out written once."""
-        s = self.shape
-        kv = self.total_tokens * s.num_kv_heads * s.kv_bytes_per_token_per_head
-        qo = 2 * self.batch_size * s.num_qo_heads * s.head_dim * DTYPE_BYTES[s.dtype]
-        return int(kv + qo)
+        return attention_min_bytes(self.shape, self.total_tokens, self.batch_size)
 
 
 # MAX_DECODE_Q_LEN (16): a request with a longer q_len is a prefill chunk (tensor-core tiles of
@@ -138,10 +144,7 @@ class AttentionBatch:
     @property
     def min_bytes(self) -> int:
         """Fewest bytes: K and V once, q read and the output written once."""
-        s = self.shape
-        kv = self.total_tokens * s.num_kv_heads * s.kv_bytes_per_token_per_head
-        qo = 2 * self.num_q_tokens * s.num_qo_heads * s.head_dim * DTYPE_BYTES[s.dtype]
-        return int(kv + qo)
+        return attention_min_bytes(self.shape, self.total_tokens, self.num_q_tokens)
 
     @property
     def causal_flops(self) -> int:

@@ -47,6 +47,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("kvtune: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`kvtune info | head`): stop quietly, as cat does. Point stdout at
+        # devnull so that the interpreter's own flush at exit does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 __all__ = ["EXIT_BAD_INPUT", "CliError", "build_parser", "command_line", "main"]

@@ -75,17 +75,25 @@ def run(args) -> int:
     print("timers:")
     for name, state in info["timers"].items():
         print(f"  {name}: {state}")
-    print("device models: " + ", ".join(
-        m + (f" (calibrated: {', '.join(k)})" if k else " (uncalibrated)")
-        for m, k in info["calibrated_models"].items()))
-    print("policies: " + ", ".join(info["policies"]))
-    print("suites: " + ", ".join(info["suites"]))
+    print("device models:")
+    for m, k in info["calibrated_models"].items():
+        print(f"  {m}: " + (f"calibrated for {', '.join(k)}" if k else "uncalibrated"))
+    _wrapped("policies", info["policies"])
+    _wrapped("suites", info["suites"])
     print("distributions (parameters=default; `kvtune info --json` has units and ranges):")
     for name, d in info["distributions"].items():
         params = " ".join(f"{p}={_short(s['default'])}" for p, s in d["params"].items()) or "-"
         print(f"  {name:<15} {_clip(params, 80)}")
-    print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
+    _wrapped("versions", [f"{k} {v}" for k, v in info["versions"].items()])
     return 0
+
+
+def _wrapped(label: str, items, width: int = 100) -> None:
+    """`label: a, b, c` folded at `width` characters, continuation lines indented."""
+    import textwrap
+
+    print(textwrap.fill(", ".join(items), width=width, initial_indent=f"{label}: ",
+                        subsequent_indent="  ", break_on_hyphens=False))
 
 
 def _short(value) -> str:

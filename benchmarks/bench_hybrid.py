@@ -58,6 +58,7 @@ from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 from kvtune.kernels.reference import attention_reference, relative_error  # noqa: E402
 from kvtune.workloads.batch import AttentionBatch  # noqa: E402
 from kvtune.workloads.hybrid import HybridCase  # noqa: E402
+from bench_kernels import Timer  # noqa: E402 - the sibling script (this folder is sys.path[0])
 
 BOUND = 2e-2
 TRITON_VARIANTS = {
@@ -108,32 +109,13 @@ def dry_cases(shape):
 
 # ------------------------------------------------------------------------------------ timing
 
-class EventTimer:
+class EventTimer(Timer):
+    """bench_kernels.py's timer (CUDA-event pairs, L2 flushed outside them), two warm-up runs."""
+
     name = "cuda-events, cold L2"
 
     def __init__(self, reps: int):
-        from kvtune.harness.l2_cache import L2Flusher
-
-        props = torch.cuda.get_device_properties(0)
-        l2 = int(getattr(props, "L2_cache_size", 50 << 20) or (50 << 20))
-        self.flusher = L2Flusher(l2, "cuda")
-        self.reps = reps
-
-    def __call__(self, fn) -> dict:
-        for _ in range(2):
-            fn()
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for i in range(self.reps):
-            self.flusher.flush()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
-        return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
-                "p90_us": float(np.percentile(us, 90))}
+        super().__init__(reps, warmup=2)
 
 
 class WallTimer:

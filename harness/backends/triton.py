@@ -122,30 +122,37 @@ class TritonBackend:
         return None
 
     def verify(self, batch: DecodeBatch, plan: Plan) -> Verification:
-        import torch
-
         if _is_hybrid(plan):
             from kvtune.harness.backends import triton_hybrid
 
             return triton_hybrid.verify(self, batch, plan)
 
-        from kvtune.kernels.reference import judge_output
-
         inputs = self._batch_inputs(batch)
         launch = self._launch(plan, inputs)
+        return self.check_output(
+            plan, inputs, lambda out: self._decode.run_decode(launch, inputs.q, inputs.cache, out=out),
+            "decode")
+
+    def check_output(self, plan, inputs, run, label: str) -> Verification:
+        """Run `run(out)` once into a NaN-filled output like inputs.q and judge it against
+        inputs.ref (float64 reference) within the dtype's bound; a kernel error is a failed
+        verification. The result is remembered for `plan` (measure times only verified plans)."""
+        import torch
+
+        from kvtune.kernels.reference import judge_output
+
         bound = ERROR_BOUNDS[str(inputs.q.dtype).removeprefix("torch.")]
         out = torch.full_like(inputs.q, float("nan"))
         try:
-            self._decode.run_decode(launch, inputs.q, inputs.cache, out=out)
+            run(out)
             if self.torch_device == "cuda":
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - a kernel error is a failed verification
             result = Verification(ok=False, checked=True, bound=bound,
-                                  message=f"decode raised {type(exc).__name__}: {exc}")
-            self._remember(self._verified, plan, (plan, result))
-            return result
-        ok, err, msg = judge_output(out, inputs.ref, bound)
-        result = Verification(ok=ok, checked=True, rel_error=err, bound=bound, message=msg)
+                                  message=f"{label} raised {type(exc).__name__}: {exc}")
+        else:
+            ok, err, msg = judge_output(out, inputs.ref, bound)
+            result = Verification(ok=ok, checked=True, rel_error=err, bound=bound, message=msg)
         self._remember(self._verified, plan, (plan, result))
         return result
 

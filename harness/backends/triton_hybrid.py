@@ -59,30 +59,15 @@ def _launch(backend, plan: HybridPlan, inputs):
 
 
 def verify(backend, batch, plan: HybridPlan) -> Verification:
-    import torch
-
     from kvtune.kernels.hybrid import run_hybrid
-    from kvtune.kernels.reference import judge_output
 
     batch = as_attention_batch(batch)
     _check_plan_matches(batch, plan)
     inputs = batch_inputs(backend, batch)
-    bound = backend.error_bounds[str(inputs.q.dtype).removeprefix("torch.")]
-    out = torch.full_like(inputs.q, float("nan"))
-    try:
-        launch = _launch(backend, plan, inputs)
-        run_hybrid(launch, inputs.q, inputs.cache, out=out)
-        if backend.torch_device == "cuda":
-            torch.cuda.synchronize()
-    except Exception as exc:  # noqa: BLE001 - a kernel error is a failed verification
-        result = Verification(ok=False, checked=True, bound=bound,
-                              message=f"hybrid attention raised {type(exc).__name__}: {exc}")
-        backend._remember(backend._verified, plan, (plan, result))
-        return result
-    ok, err, msg = judge_output(out, inputs.ref, bound)
-    result = Verification(ok=ok, checked=True, rel_error=err, bound=bound, message=msg)
-    backend._remember(backend._verified, plan, (plan, result))
-    return result
+    return backend.check_output(
+        plan, inputs,
+        lambda out: run_hybrid(_launch(backend, plan, inputs), inputs.q, inputs.cache, out=out),
+        "hybrid attention")
 
 
 def measure(backend, batch, plan: HybridPlan) -> Measurement:

@@ -430,7 +430,6 @@ def _default_device(torch_device: str) -> DeviceSpec:
 
 # Read by harness/backends/triton_hybrid.py, which must not import this module (no cycle).
 TritonBackend.batch_inputs_type = _BatchInputs
-TritonBackend.error_bounds = ERROR_BOUNDS
 TritonBackend.samples_measurement = staticmethod(_measurement)
 
 BACKEND = TritonBackend

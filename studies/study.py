@@ -15,6 +15,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from optuna.exceptions import UpdateFinishedTrialError
+
 from kvtune.studies.buckets import BatchBucket, assign_cases, parse_buckets
 from kvtune.studies.config import TuneConfig
 from kvtune.studies.objective import (
@@ -28,7 +30,13 @@ from kvtune.studies.rules import split_rule
 from kvtune.studies.samplers import check_sampler, make_pruner, make_sampler, worker_seed
 from kvtune.studies.space import SearchSpace, space_for, trial_params
 from kvtune.studies.start_points import start_points
-from kvtune.studies.storage import counted_trials, fail_dead_trials
+from kvtune.studies.storage import (
+    counted_trials,
+    default_storage_url,
+    fail_dead_trials,
+    serialize_waiting_trial_pops,
+    storage_file,
+)
 
 CONFIG_ATTR = "kvtune_config"
 
@@ -224,6 +232,11 @@ def search(ctx: TuneContext, study, cases, baselines_us: dict, recorder, *, n_tr
     fail_dead_trials(study)
     if n_trials <= 0:
         return
+    cfg = ctx.config
+    if not cfg.journal:
+        db = storage_file(cfg.storage or default_storage_url(cfg.out), None)
+        if db is not None:  # SQLite: several processes may pop the same start point
+            serialize_waiting_trial_pops(study, db)
     bucket = study.study_name.rsplit("/", 1)[1]
     objective = BucketObjective(ctx.runner, cases, baselines_us, ctx.space, recorder,
                                 study.study_name, bucket, ctx.config.multi_objective, on_fail,
@@ -239,7 +252,7 @@ def search(ctx: TuneContext, study, cases, baselines_us: dict, recorder, *, n_tr
                 study.optimize(objective, n_trials=n_trials, timeout=left_s,
                                catch=(ConfigFailed,), callbacks=callbacks, gc_after_trial=False)
                 return
-            except ValueError as exc:
+            except (ValueError, UpdateFinishedTrialError) as exc:
                 if not lost_waiting_trial_race(exc):
                     raise
             # SQLite has no row locks, so two processes can both take the same enqueued trial
@@ -257,7 +270,10 @@ MAX_LOST_RACES = 20
 
 
 def lost_waiting_trial_race(exc: BaseException) -> bool:
-    """Whether Optuna's error says another process finished the trial this one was running."""
+    """Whether Optuna's error says another process finished the trial this one was running: its
+    tell ("Cannot tell a COMPLETE trial") or a write to it (UpdateFinishedTrialError) failed."""
+    if isinstance(exc, UpdateFinishedTrialError):
+        return True
     return str(exc).startswith("Cannot tell a ") and "RUNNING" not in str(exc)
 
 

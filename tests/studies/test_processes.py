@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 
 import optuna
@@ -138,11 +139,15 @@ def test_a_trial_told_by_another_process_does_not_stop_the_search(monkeypatch):
     monkeypatch.setattr(study_mod, "BucketObjective", lambda *a, **k: None)
     monkeypatch.setattr(study_mod, "remaining_trials", lambda ctx, s: 3)
     ctx = SimpleNamespace(runner=None, space=None,
-                          config=SimpleNamespace(multi_objective=False, robust=True, trials=10))
+                          config=SimpleNamespace(multi_objective=False, robust=True, trials=10,
+                                                 journal="j.log", storage=None, out="."))
     study_mod.search(ctx, RacyStudy(), [], {}, None, n_trials=5)
     assert calls == [5, 3]
     assert study_mod.lost_waiting_trial_race(ValueError("Cannot tell a FAIL trial."))
     assert not study_mod.lost_waiting_trial_race(ValueError("Cannot tell a RUNNING trial."))
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    assert study_mod.lost_waiting_trial_race(UpdateFinishedTrialError("Trial#0 has already finished"))
 
     class Broken(RacyStudy):
         def optimize(self, *a, **k):
@@ -150,3 +155,38 @@ def test_a_trial_told_by_another_process_does_not_stop_the_search(monkeypatch):
 
     with pytest.raises(ValueError, match="something else"):
         study_mod.search(ctx, Broken(), [], {}, None, n_trials=5)
+
+
+POP_SCRIPT = """
+import sys, optuna
+from kvtune.studies.storage import serialize_waiting_trial_pops
+from pathlib import Path
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+db = Path(sys.argv[1])
+study = optuna.load_study(study_name="pops", storage=f"sqlite:///{db}")
+serialize_waiting_trial_pops(study, db)
+taken = []
+for _ in range(int(sys.argv[2])):
+    t = study.ask()
+    taken.append(t.number)
+    study.tell(t, 1.0)
+print(" ".join(map(str, taken)))
+"""
+
+
+def test_processes_on_one_sqlite_study_never_take_the_same_enqueued_trial(tmp_path):
+    db = tmp_path / "pops.db"
+    study = optuna.create_study(study_name="pops", storage=f"sqlite:///{db}")
+    for x in range(24):
+        study.enqueue_trial({"x": float(x)}, skip_if_exists=False)
+    procs = [subprocess.Popen([sys.executable, "-c", POP_SCRIPT, str(db), "12"],
+                              env=env_with_repo(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    taken = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        taken += [int(n) for n in out.split()]
+    # 36 asks: the 24 enqueued trials once each, then 12 new ones; no trial taken twice.
+    assert len(taken) == 36 and len(set(taken)) == 36
+    assert set(range(24)) <= set(taken)

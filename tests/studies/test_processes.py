@@ -85,7 +85,9 @@ def test_sigkill_mid_trial_loses_at_most_that_trial_and_numbering_continues(tmp_
     for n in running:  # the killed trial: failed, marked lost, not counted
         assert trials[n].state == optuna.trial.TrialState.FAIL and LOST_ATTR in trials[n].user_attrs
     assert sorted(trials) == list(range(len(trials)))
-    assert min(set(trials) - set(before)) == max(before) + 1  # numbering continues
+    added = set(trials) - set(before)
+    if added:  # the kill can come after the bucket already had its 10 counted trials
+        assert min(added) == max(before) + 1  # numbering continues
     assert counted_trials(after) == 10
     assert len(trials) == 10 + len(running)
     assert list_runs(out)[0]["status"] == "complete"

@@ -44,6 +44,7 @@ from kvtune.kernels.policy_common import (
     plain_notes,
     smallest_fitting,
 )
+from kvtune.kernels.tuned_planner import adaptive_chunk_pages
 
 PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"
@@ -67,21 +68,18 @@ def adaptive_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: 
                           max_ctas_per_sm: int, params: SplitParams, max_chunk_tokens: int) -> int:
     """The adaptive family's chunk (tokens, a multiple of page_size) for one batch.
 
-    Knobs: target waves w = params.max_waves, min chunk = params.min_tokens_per_cta, max chunk =
-    max_chunk_tokens, max splits = params.max_splits, occupancy = params.ctas_per_sm. With
-    T = total tokens, L = the longest request, slots = sm_count x min(ctas_per_sm, max_ctas_per_sm):
-      c0 = ceil(T x H_kv / (w x slots))   (about w waves of pieces over the batch)
-      c1 = ceil(L / max_splits)           (the longest request gets at most max_splits pieces)
-      c  = min(max_chunk, max(min_chunk, c0, c1)), rounded up to a whole page.
-    The max chunk wins over max_splits when both cannot hold.
+    Knobs: target waves W = params.max_waves, min chunk = params.min_tokens_per_cta, max chunk =
+    max_chunk_tokens, max splits = params.max_splits, occupancy = params.ctas_per_sm (capped by
+    max_ctas_per_sm). The rule is kernels.tuned_planner.adaptive_chunk_pages (the vendored
+    planner computes the same chunk): a batch already spread evenly over the CTA slots stays
+    unsplit; otherwise the smallest chunk whose exact piece count fits W waves (FlashInfer's own
+    search with W waves), clamped by the min chunk, L / max_splits and the max chunk.
     """
     kv = as_kv_lens(kv_lens)
-    ctas = min(params.ctas_per_sm, max_ctas_per_sm)
-    slots = sm_count * ctas
-    c0 = -(-int(kv.sum()) * num_kv_heads // (params.max_waves * slots))
-    c1 = -(-int(kv.max()) // params.max_splits)
-    chunk = min(max_chunk_tokens, max(params.min_tokens_per_cta, c0, c1))
-    return -(-chunk // page_size) * page_size
+    slots = sm_count * min(params.ctas_per_sm, max_ctas_per_sm)
+    pages = adaptive_chunk_pages(kv, num_kv_heads, page_size, slots, params.max_waves,
+                                 params.min_tokens_per_cta, max_chunk_tokens, params.max_splits)
+    return pages * page_size
 
 
 @dataclass(frozen=True)

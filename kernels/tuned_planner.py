@@ -29,11 +29,22 @@ counts, the other knobs are ignored):
 Request b is cut into splits_b contiguous pieces of piece_pages_b pages (the last may be shorter).
 
 Schema 1.2 lets a bucket name its own rule `family`, which replaces the file's rule there:
-"adaptive" (one chunk per batch, computed from the batch every call; knobs: max_waves = target
-waves, min_tokens_per_cta = min chunk, the bucket's max_chunk_tokens = max chunk, max_splits,
-ctas_per_sm), with T = sum_b L_b, L = max_b L_b, slots = S x min(ctas_per_sm, max_ctas_per_sm):
-  c0 = ceil(T x H_kv / (max_waves x slots));  c1 = ceil(L / max_splits)
-  c = ceil(min(max_chunk, max(min_chunk, c0, c1)) / P) pages; then as "fixed-chunk" with c.
+"adaptive" (one chunk per batch, computed from the batch every call, as FlashInfer's plan() can
+take a fixed_split_size per decode step; knobs: max_waves = target waves W, min_tokens_per_cta =
+min chunk, the bucket's max_chunk_tokens = max chunk, max_splits, ctas_per_sm), with
+T = sum_b L_b, L = max_b L_b, slots = S x min(ctas_per_sm, max_ctas_per_sm), see
+adaptive_chunk_pages:
+  balanced: if max(L, ceil(B x H_kv / slots) x T / B) <= 1.2 x T x H_kv / slots, the unsplit
+      batch is already within 20% of an even spread over the slots (wave tail included): no
+      split (c = max_b pages_b);
+  else, with budget = max(W x slots, B x H_kv + (W - 1) x slots) pieces (W waves, or one piece
+      per request and head plus W - 1 waves of extra pieces for a batch that fills a wave by
+      itself), c = the smallest whole number of pages >= ceil(max(min chunk, P) / P) with
+      H_kv x sum_b ceil(pages_b / c) <= budget (FlashInfer's own search when W = 1); a c
+      above 1.2 x T x H_kv / slots (one piece far above the even share) becomes
+      ceil(1.2 x T x H_kv / (slots x max(W, 2))) tokens;
+  then c = ceil(min(max_chunk, max(min_chunk, c x P, ceil(L / max_splits))) / P) pages, and the
+  pieces are as "fixed-chunk" with c.
 "defer": use the engine's own planner. plan_pieces then returns `deferred=True` and no splits,
 plan_splits returns None, and fixed_split_size returns None: FlashInfer's own planner (pass
 fixed_split_size=None / -1), vLLM's and SGLang's own num_kv_splits logic. See docs/EXPORT.md.
@@ -68,6 +79,9 @@ ADAPTIVE_FAMILY = "adaptive"
 DEFER_FAMILY = "defer"
 FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, DEFER_FAMILY)
 DEFAULT_MAX_CHUNK_TOKENS = 16384
+# The adaptive family's balance check: an unsplit batch within this factor of an even spread
+# over the CTA slots is left unsplit.
+BALANCE_TOLERANCE = 1.2
 # Inclusive ranges of the integer knobs (kvtune's SplitParams).
 PARAM_RANGES = {
     "min_tokens_per_cta": (1, MAX_KV_LEN_TOKENS),
@@ -361,6 +375,45 @@ def _kv_lens(kv_lens) -> np.ndarray:
     return arr
 
 
+def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int, max_waves: int,
+                         min_chunk_tokens: int, max_chunk_tokens: int, max_splits: int) -> int:
+    """The "adaptive" family's chunk for one batch, in pages (see the module docstring).
+
+    kv_lens: [B] tokens, each >= 1. slots: CTA slots of one wave (SMs x CTAs per SM), >= 1.
+    max_waves: target waves, >= 1. min/max_chunk_tokens, max_splits: the bucket's knobs.
+    The balance check keeps a batch whose requests already spread evenly over the slots unsplit
+    (splitting it only adds merge work); the exact count of pieces (sum of ceilings, as FlashInfer
+    counts) keeps a small batch inside W waves instead of spilling a few pieces into another one.
+    """
+    kv = np.asarray(kv_lens, dtype=np.int64)
+    pages = -(-kv // page_size)
+    max_pages = int(pages.max())
+    batch, total = int(kv.shape[0]), int(kv.sum())
+    fair_tokens = total * num_kv_heads / slots
+    unsplit_tokens = max(int(kv.max()), -(-batch * num_kv_heads // slots) * total / batch)
+    if unsplit_tokens <= BALANCE_TOLERANCE * fair_tokens:
+        return max_pages
+    # One piece per request and head always fits this budget, so the search always ends.
+    budget = max(max_waves * slots, batch * num_kv_heads + (max_waves - 1) * slots)
+    low = -(-max(min_chunk_tokens, page_size) // page_size)
+    high = max(low, max_pages)
+    while low < high:  # the smallest chunk whose piece count fits the budget
+        mid = (low + high) // 2
+        if num_kv_heads * int((-(-pages // mid)).sum()) <= budget:
+            high = mid
+        else:
+            low = mid + 1
+    chunk_tokens = low * page_size
+    if chunk_tokens > BALANCE_TOLERANCE * fair_tokens:
+        # The fit left one piece far above the even share (a few requests hold most tokens and
+        # the budget went on one piece per request): pieces of the even share / max(W, 2)
+        # spread it over at least two waves instead.
+        chunk_tokens = math.ceil(BALANCE_TOLERANCE * fair_tokens / max(max_waves, 2))
+    chunk_tokens = min(max_chunk_tokens,
+                       max(min_chunk_tokens, chunk_tokens, -(-int(kv.max()) // max_splits)))
+    return -(-chunk_tokens // page_size)
+
+
 def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None) -> TunedPieces:
     """Splits and piece sizes of the tuned rule for one batch (see the module docstring).
 
@@ -391,11 +444,11 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
         return TunedPieces(None, None, index, dict(params), None, rule, family, True)
     if family in (FIXED_CHUNK_RULE, ADAPTIVE_FAMILY):
         if family == ADAPTIVE_FAMILY:
-            slots = num_sms * min(params["ctas_per_sm"], occupancy)
-            c0 = -(-int(kv.sum()) * heads // (params["max_waves"] * slots))
-            c1 = -(-int(kv.max()) // max_splits)
-            tokens = min(bucket.get("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS),
-                         max(params["min_tokens_per_cta"], c0, c1))
+            chunk = adaptive_chunk_pages(
+                kv, heads, page, num_sms * min(params["ctas_per_sm"], occupancy),
+                params["max_waves"], params["min_tokens_per_cta"],
+                bucket.get("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS), max_splits)
+            tokens = chunk * page
         else:
             tokens = params["min_tokens_per_cta"]
         chunk = -(-tokens // page)
@@ -444,6 +497,7 @@ def fixed_split_size(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int |
 
 __all__ = [
     "ADAPTIVE_FAMILY",
+    "BALANCE_TOLERANCE",
     "DEFER_FAMILY",
     "FAMILIES",
     "FIXED_CHUNK_RULE",
@@ -453,6 +507,7 @@ __all__ = [
     "RULES",
     "SCHEMA_MAJOR",
     "TunedPieces",
+    "adaptive_chunk_pages",
     "check_document",
     "check_schema_version",
     "document_rule",

@@ -28,11 +28,17 @@ from kvtune.studies.rules import trial_policy
 
 DEFAULT_FINALISTS = 5
 DEFAULT_ROUNDS = 3
-# The adaptive candidates: target waves x max splits, min chunk 512 tokens, max chunk 16384.
-ADAPTIVE_WAVES = (1, 2, 4)
-ADAPTIVE_MAX_SPLITS = 64
-ADAPTIVE_MIN_CHUNK_TOKENS = 512
-ADAPTIVE_MAX_CHUNK_TOKENS = 16384
+# The adaptive candidates: target waves x CTA slots per SM (the occupancy the rule counts with),
+# min chunk 256 tokens, no max chunk, max splits 256. Simulated on the calibrated H100 and H200
+# models (FlashInfer and Triton kernels), the best of this grid per batch-size range sits within
+# about 1% of the per-case best chunk in geomean while never planning slower than FlashInfer's own
+# planner; which cell is best moves with the batch size (1-2 slots, 2 waves at batch 8-16; 2
+# slots, 4 waves at 32-64; 4 slots, 2-16 waves above), so each bucket measures the grid.
+ADAPTIVE_WAVES = (1, 2, 4, 8, 16)
+ADAPTIVE_CTAS_PER_SM = (1, 2, 4)
+ADAPTIVE_MAX_SPLITS = 256
+ADAPTIVE_MIN_CHUNK_TOKENS = 256
+ADAPTIVE_MAX_CHUNK_TOKENS = 1 << 20  # no cap: FlashInfer's own search has none either
 
 
 @dataclass(frozen=True)
@@ -50,15 +56,30 @@ class FamilyCandidate:
         return family_policy(self.family, self.params, self.max_chunk_tokens)
 
 
-def adaptive_candidates(space) -> list[FamilyCandidate]:
-    """The adaptive finalists of a study's `space` (its occupancy and page size)."""
+def adaptive_candidates(space, device=None, cases=()) -> list[FamilyCandidate]:
+    """The adaptive finalists of a study's `space` (its page size): ADAPTIVE_WAVES x
+    ADAPTIVE_CTAS_PER_SM (slots per SM above device.max_ctas_per_sm left out). Given `device`
+    and the bucket's `cases` (harness.runner.CaseRun), a candidate that plans the same chunk on
+    every case as an earlier one is dropped: measuring it again would only cost GPU time."""
     page = space.page_size
     low = max(ADAPTIVE_MIN_CHUNK_TOKENS, page)
-    return [FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=w,
-                                        max_splits=ADAPTIVE_MAX_SPLITS,
-                                        ctas_per_sm=space.ctas_per_sm[0], schedule="static"),
-                            "adaptive", max(ADAPTIVE_MAX_CHUNK_TOKENS, low))
-            for w in ADAPTIVE_WAVES]
+    top = max(ADAPTIVE_MAX_CHUNK_TOKENS, low)
+    limit = device.max_ctas_per_sm if device is not None else max(ADAPTIVE_CTAS_PER_SM)
+    out, seen = [], set()
+    for ctas in (c for c in ADAPTIVE_CTAS_PER_SM if c <= limit):
+        for w in ADAPTIVE_WAVES:
+            cand = FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=w,
+                                               max_splits=ADAPTIVE_MAX_SPLITS, ctas_per_sm=ctas,
+                                               schedule="static"), "adaptive", top)
+            if device is not None and cases:
+                policy = cand.policy()
+                key = tuple(policy.plan(c.batch.kv_lens, c.batch.shape, device).notes["chunk_tokens"]
+                            for c in cases)
+                if key in seen:
+                    continue
+                seen.add(key)
+            out.append(cand)
+    return out
 
 
 @dataclass(frozen=True)
@@ -105,11 +126,28 @@ class FinalistStats:
                         self.family, self.max_chunk_tokens)
 
 
-def choose(stats: list[FinalistStats]) -> int:
-    """Index of the winner (see the module docstring). ValueError when none was measured."""
+def choose(stats: list[FinalistStats], default_us: dict | None = None,
+           limit: float = 1.02) -> int:
+    """Index of the winner (see the module docstring). ValueError when none was measured.
+
+    default_us: {case_id: latency of the engine's own planner, us} on the same cases (a baseline
+    of the study). Given it, finalists never more than `limit` x its latency on any case win over
+    the others: what ships must not be slower than the engine's planner on held-out cases
+    (studies/validation.py), so training prefers a rule that is not slower on training cases
+    either. When no finalist is that safe, those whose worst case is least past the limit
+    compete.
+    """
     ok = [i for i, s in enumerate(stats) if s.failed is None and s.scores]
     if not ok:
         raise ValueError("finalists: none could be measured again")
+    if default_us:
+        def excess(i):  # how far past the limit its worst case is (1.0: within it)
+            worst = max((us / default_us[c] for c, us in stats[i].case_us.items()
+                         if c in default_us), default=1.0)
+            return max(worst / limit, 1.0)
+
+        least = min(excess(i) for i in ok)
+        ok = [i for i in ok if excess(i) <= least]
     fastest = min(ok, key=lambda i: (stats[i].median, stats[i].ctas))
     f = stats[fastest]
     within = [i for i in ok if stats[i].p10 <= f.p90]

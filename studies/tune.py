@@ -73,6 +73,7 @@ from kvtune.studies.study import (
     silence_optuna,
     stderr_line,
 )
+from kvtune.studies.validation import REGRESSION_LIMIT
 from kvtune.studies.validation_step import validate_bucket
 
 KERNELS = {"triton": "triton-splitkv", "flashinfer": "flashinfer-tensor-core"}
@@ -91,7 +92,6 @@ def _is_terminal(stream) -> bool:
 def run_tune(config: TuneConfig, command: str = "") -> Path:
     """Run the tuning described by `config`; returns the run folder. ValueError for bad input."""
     import optuna
-
     from kvtune.harness.backends.select import check_cases_fit
     from kvtune.harness.store import RunWriter, check_output_dir, mark_killed_runs
 
@@ -221,12 +221,23 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
     return result, extra
 
 
+def _default_us(ctx, baselines_us, cases) -> dict | None:
+    """{case_id: us} of the engine's own planner when it is one of the study's baselines."""
+    from kvtune.kernels.parametric import engine_default_policy
+
+    default = engine_default_policy()
+    label = next((label for label, p in ctx.baselines if p == default), None)
+    if label is None:
+        return None
+    return {c.case_id: baselines_us[c.case_id][label] for c in cases
+            if label in baselines_us.get(c.case_id, {})}
+
+
 def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
     """(BucketResult, [(median_us, spread)] per finalist) or None when nothing completed."""
-    from optuna.trial import TrialState
-
     from kvtune.studies.oracle import OracleSearch
     from kvtune.studies.space import params_from_trial
+    from optuna.trial import TrialState
 
     config = ctx.config
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -235,11 +246,12 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         return None
     pareto = study.best_trials if config.multi_objective else ()
     candidates = top_configs(complete, config.finalists, config.multi_objective, pareto)
-    candidates += adaptive_candidates(ctx.space) if config.adaptive else []
+    candidates += (adaptive_candidates(ctx.space, ctx.runner.device, cases) if config.adaptive
+                   else [])
     stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
                               study_name=study.study_name, bucket=bucket.name,
                               rounds=config.finalist_rounds, robust=config.robust)
-    win = choose(stats)
+    win = choose(stats, _default_us(ctx, baselines_us, cases), REGRESSION_LIMIT)
     w = stats[win]
     chosen = (candidates[win].policy() if w.family else trial_policy(ctx.runner.backend, w.params))
     family, validation = validate_bucket(ctx, bucket, cases, chosen, recorder, study.study_name)

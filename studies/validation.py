@@ -9,9 +9,11 @@ Cases (chosen before anything is measured, in `split_cases`):
   third (at least one) of its distinct seeds when it has two or more, otherwise every training
   case drawn again with seed + 1000 (a fresh draw of the same recipe). The report says which.
 - `--validate none`: no validation; the defer choice is then made on the training cases.
-Stress share (the robust objective): training also gets, at each of its batch sizes, the
-threshold suite's most skewed batch (skew80 of 262,144 tokens), unless the training suite is the
-threshold suite itself or `--no-stress` is given.
+Stress share (the robust objective): training also gets, at each of its batch sizes, the two
+extremes of the threshold suite (262,144 tokens): its most skewed batch (skew80), which a rule
+that splits too little loses on, and the evenly spread one (uniform), which a rule that splits
+too much loses on; unless the training suite is the threshold suite itself or `--no-stress` is
+given. Production mixes need not contain either, yet a deployed rule meets both.
 
 Per bucket, once the finalists have chosen the tuned configuration on training cases, the tuned
 rule, the engine default (kernels.parametric.engine_default_policy: FlashInfer's own planner, on
@@ -33,7 +35,7 @@ DEFAULT_LABEL = "default"
 REGRESSION_LIMIT = 1.02
 HOLDOUT_SEED_OFFSET = 1000
 VALIDATE_SEEDS = (100, 101)
-STRESS_DISTRIBUTION = "skew80"
+STRESS_DISTRIBUTIONS = ("skew80", "uniform")
 
 
 @dataclass
@@ -79,8 +81,8 @@ def split_cases(suite, validate: tuple, shape, *, stress: bool = True) -> CaseSp
     validation = [c for c in _unique(validation) if c.case_id not in ids]
     extra = []
     if stress and suite.name != "threshold":
-        extra = [Case(STRESS_DISTRIBUTION, {"total_tokens": THRESHOLD_TOTAL_TOKENS}, b, shape, 0)
-                 for b in sizes]
+        extra = [Case(d, {"total_tokens": THRESHOLD_TOTAL_TOKENS}, b, shape, 0)
+                 for d in STRESS_DISTRIBUTIONS for b in sizes]
         extra = [c for c in extra if c.case_id not in ids]
     return CaseSplit(train + extra, validation, how, extra)
 

@@ -27,6 +27,7 @@ from kvtune.harness.store import list_runs
 from kvtune.kernels import policies
 from kvtune.kernels.baselines import FixedSplitPolicy
 from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
+from kvtune.kernels.parametric import AdaptiveChunkPolicy
 from kvtune.kernels.parametric import ParametricPolicy
 from kvtune.kernels.plan import AttentionShape, SplitParams
 from kvtune.studies.config import TuneConfig
@@ -140,6 +141,9 @@ def test_export_gives_a_fixed_split_size_for_every_bucket(run):
         if bucket.get("family") == "defer":  # validation kept FlashInfer's own planner here
             assert fi["fixed_split_size_pages"] is None
             continue
+        if bucket.get("family") == "adaptive":  # the chunk is computed per batch at plan time
+            assert fi["fixed_split_size_pages"] is None and "adaptive" in fi["note"]
+            continue
         chunk_tokens = bucket["params"]["min_tokens_per_cta"]
         assert fi["fixed_split_size_pages"] == math.ceil(chunk_tokens / page)
         assert fi["workspace"]["float_workspace_bytes"] >= 0 and "fixed-chunk" in fi["note"]
@@ -168,6 +172,12 @@ def test_loaded_heuristic_and_plan_splits_give_exactly_the_fixed_split_plans(run
             assert np.array_equal(got.splits, own.splits) and got.grid_size == own.grid_size
             assert tuned_planner.plan_pieces(doc, kv, H200.sm_count).deferred
             assert tuned_planner.fixed_split_size(doc, kv, H200.sm_count) is None
+            continue
+        bucket = doc["buckets"][tuned_planner.select_bucket(doc, len(kv))]
+        if bucket.get("family") == "adaptive":  # its chunk is computed from this batch
+            want = AdaptiveChunkPolicy(params, bucket["max_chunk_tokens"]).plan(kv, shape, H200)
+            assert np.array_equal(got.splits, want.splits)
+            assert np.array_equal(tuned_planner.plan_splits(doc, kv, H200.sm_count), got.splits)
             continue
         want = FixedSplitPolicy(chunk_tokens=params.min_tokens_per_cta).plan(kv, shape, H200)
         measured = fip.chunk_policy(params).plan(kv, shape, H200)  # what the trials ran

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ from kvtune.harness.device import device_model
 from kvtune.kernels import tuned_planner
 from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
 from kvtune.kernels.parametric import AdaptiveChunkPolicy, BucketedPolicy
+from kvtune.studies.finalists import ADAPTIVE_CTAS_PER_SM, ADAPTIVE_WAVES
 from kvtune.kernels.plan import SplitParams
 from kvtune.studies import export
 from kvtune.studies import study as study_module
@@ -62,8 +64,11 @@ def test_deferred_bucket_plans_exactly_like_the_engine_default():
             assert np.array_equal(got.splits, want.splits)
             assert not pieces.deferred and np.array_equal(pieces.splits, got.splits)
             chunk = pieces.chunk_tokens
-            assert chunk % SHAPE.page_size == 0 and chunk <= 8192
-            assert chunk >= min(8192, p.min_tokens_per_cta)
+            assert chunk % SHAPE.page_size == 0
+            # A batch spread evenly over the slots stays unsplit (chunk = its longest request);
+            # otherwise the chunk keeps within the min and max chunk.
+            assert (chunk <= 8192 and chunk >= min(8192, p.min_tokens_per_cta)) or (
+                got.splits.max() == 1 and chunk >= kv.max())
             assert tuned_planner.fixed_split_size(doc, kv, H200.sm_count) == chunk // SHAPE.page_size
 
 
@@ -208,7 +213,11 @@ def test_tune_validate_export_then_bench_the_heuristic_on_a_trace_file(tmp_path,
 def test_adaptive_finalists_run_and_an_adaptive_bucket_exports_its_family_and_knobs(tmp_path):
     root = run_tune(_config(tmp_path, study="ad", validate=("none",)))
     result = load_tuning_result(root)
-    assert all(sum(f.family == "adaptive" for f in b.finalists) == 3 for b in result.buckets)
+    # The grid's candidates, less those that plan the same chunks as an earlier one on the
+    # bucket's cases: at least one, never more than the grid.
+    grid = len(ADAPTIVE_WAVES) * len(ADAPTIVE_CTAS_PER_SM)
+    assert all(1 <= sum(f.family == "adaptive" for f in b.finalists) <= grid
+               for b in result.buckets)
     b = result.buckets[-1]
     adaptive = next(f for f in b.finalists if f.family == "adaptive")
     forced = replace(result, buckets=(*result.buckets[:-1],
@@ -271,4 +280,46 @@ def test_tune_with_auto_buckets_stores_the_grid_and_covers_the_suite(tmp_path):
     for prev, cur in zip(buckets, buckets[1:]):
         assert cur["min_batch"] == prev["max_batch"] + 1
     rows = pd.read_parquet(root / "measurements.parquet")
-    assert len(rows[rows["phase"] == "buckets"]) == 6 * 6  # 3 cases + 3 stress cases x 6 chunks
+    assert len(rows[rows["phase"] == "buckets"]) == 9 * 6  # 3 cases + 3 x 2 stress cases x 6 chunks
+
+
+def test_adaptive_candidates_drop_those_that_plan_the_same_chunks():
+    from kvtune.studies.finalists import adaptive_candidates
+    from kvtune.studies.space import space_for
+
+    space = space_for(H200, SHAPE)
+    cases = [SimpleNamespace(batch=SimpleNamespace(kv_lens=np.full(256, 1024), shape=SHAPE))]
+    # 256 equal requests spread evenly over every slot count: no candidate splits, one is kept.
+    assert len(adaptive_candidates(space, H200, cases)) == 1
+    skewed = [SimpleNamespace(batch=SimpleNamespace(kv_lens=np.array([200_000] + [1000] * 15),
+                                                    shape=SHAPE))]
+    kept = adaptive_candidates(space, H200, skewed)
+    chunks = [c.policy().plan(skewed[0].batch.kv_lens, SHAPE, H200).notes["chunk_tokens"]
+              for c in kept]
+    assert len(kept) > 1 and len(set(chunks)) == len(chunks)
+    assert len(adaptive_candidates(space)) == len(ADAPTIVE_WAVES) * len(ADAPTIVE_CTAS_PER_SM)
+
+
+def test_adaptive_chunk_keeps_a_balanced_batch_whole_and_fits_a_small_one_in_its_waves():
+    from kvtune.kernels.tuned_planner import adaptive_chunk_pages
+
+    slots = 132 * 2
+    # 64 equal requests, 8 KV heads: 512 pieces over 264 slots is already even; no split.
+    assert adaptive_chunk_pages(np.full(64, 4096), 8, 16, slots, 4, 256, 16384, 256) == 256
+    # 34 equal requests: 272 pieces spill 8 into a second wave; split to fill W waves.
+    c = adaptive_chunk_pages(np.full(34, 7712), 8, 16, slots, 4, 256, 16384, 256)
+    assert c < 7712 // 16 and 8 * 34 * -(-482 // c) <= 4 * slots
+    # A small batch of mixed lengths: with W = 1 the chunk is FlashInfer's own (its search with
+    # two CTAs per SM and a 128-token minimum), the smallest whose pieces fit one wave.
+    kv = np.array([9000, 7000, 12000, 3000, 5000, 8000, 6000, 11000])
+    own = FlashInferTensorCorePolicy().plan(kv, SHAPE, H200)
+    c1 = adaptive_chunk_pages(kv, 8, 16, slots, 1, 128, 1 << 20, 1024)
+    assert c1 == own.notes["chunk_pages"]
+    pages = -(-kv // 16)
+    assert 8 * int((-(-pages // c1)).sum()) <= slots < 8 * int((-(-pages // (c1 - 1))).sum())
+    # One long request beside short ones: one wave cannot balance it (FlashInfer's fit leaves a
+    # piece of ~12k tokens, the even share is ~7.9k), so pieces of 1.2 x the share / 2 spread it.
+    kv = np.array([200_000] + [3500] * 15)
+    fair = kv.sum() * 8 / slots
+    c = adaptive_chunk_pages(kv, 8, 16, slots, 1, 128, 1 << 20, 1024)
+    assert c == -(-int(np.ceil(1.2 * fair / 2)) // 16)

@@ -10,8 +10,8 @@
 # grid (512..16384 tokens), and benchmarks/generalise_table.py prints the per-bucket table (train
 # score, validation score, vs default, vs best chunk) and the targets. Every output is checked
 # against the reference before it is timed (kvtune's gate); the GPU backends measure the copy
-# bandwidth in the same run (the fraction-of-ceiling columns). Budget: 8 minutes on one H100
-# (few trials, relaxed stopping, --timeout-s caps); if one call runs short, run one backend per
+# bandwidth in the same run (the fraction-of-ceiling columns). Budget: about 4 minutes per
+# backend and direction on one H200 (few trials, relaxed stopping, --timeout-s caps): run one backend per
 # call (`... OUT/triton triton`, `... OUT/flashinfer flashinfer`). Writes OUT/table.md, OUT/table.json,
 # OUT/generalise.log and OUT/results.tgz. GENERALISE_DIRECTIONS="a" runs only the first
 # direction (the CPU test does).
@@ -43,11 +43,17 @@ t0=$(date +%s)
       measure=(--backend simulator --device-model h200)
     else
       stop=min_samples=5,min_time_ms=5,max_noise=0.02,timeout_s=0.5
-      # FlashInfer: 1 finalist of the search + the 3 adaptive candidates; Triton (whose
-      # parametric rule already adapts to the batch): 2 finalists, no adaptive ones.
-      if [ "$backend" = flashinfer ]; then picks=(--finalists 1); else picks=(--finalists 2 --no-adaptive); fi
-      common=(--backend "$backend" --trials 12 "${picks[@]}" --finalist-rounds 2 --timeout-s 25
-              --stopping "$stop" --baselines flashinfer-tensor-core,fa3)
+      # FlashInfer runs one chunk per batch: the search is one-dimensional (8 trials), then its
+      # best chunk and the adaptive candidates are re-measured. Triton: the five-knob search's
+      # top two and the adaptive candidates. FlashInfer's backend cannot run fa3's per-request
+      # splits, so its baselines are its own planner and the 2048-token chunk.
+      if [ "$backend" = flashinfer ]; then
+        picks=(--trials 8 --finalists 1 --baselines flashinfer-tensor-core,fixed-split)
+      else
+        picks=(--trials 12 --finalists 2 --baselines flashinfer-tensor-core,fa3)
+      fi
+      common=(--backend "$backend" "${picks[@]}" --finalist-rounds 2 --timeout-s 90
+              --stopping "$stop")
       train_a=(--suite traces)
       val_a=(--validate prod-mix --validate threshold)
       bench_a=("--suite prod-mix" "--suite threshold")

@@ -44,7 +44,7 @@ from kvtune.kernels.policy_common import (
     plain_notes,
     smallest_fitting,
 )
-from kvtune.kernels.tuned_planner import adaptive_chunk_pages
+from kvtune.kernels.tuned_planner import EVEN_CTAS_PER_SM, adaptive_chunk_pages
 
 PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"
@@ -72,13 +72,16 @@ def adaptive_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: 
     max_chunk_tokens, max splits = params.max_splits, occupancy = params.ctas_per_sm (capped by
     max_ctas_per_sm). The rule is kernels.tuned_planner.adaptive_chunk_pages (the vendored
     planner computes the same chunk): a batch already spread evenly over the CTA slots stays
-    unsplit; otherwise the smallest chunk whose exact piece count fits W waves (FlashInfer's own
-    search with W waves), clamped by the min chunk, L / max_splits and the max chunk.
+    unsplit (evenness counted with EVEN_CTAS_PER_SM per SM); otherwise the smallest chunk whose
+    exact piece count fits the budget of W waves (FlashInfer's own search at W = 1), spread
+    further when one piece stays far above the even share, clamped by the min chunk,
+    L / max_splits and the max chunk.
     """
     kv = as_kv_lens(kv_lens)
     slots = sm_count * min(params.ctas_per_sm, max_ctas_per_sm)
     pages = adaptive_chunk_pages(kv, num_kv_heads, page_size, slots, params.max_waves,
-                                 params.min_tokens_per_cta, max_chunk_tokens, params.max_splits)
+                                 params.min_tokens_per_cta, max_chunk_tokens, params.max_splits,
+                                 even_slots=sm_count * min(EVEN_CTAS_PER_SM, max_ctas_per_sm))
     return pages * page_size
 
 

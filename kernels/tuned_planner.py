@@ -32,18 +32,16 @@ Schema 1.2 lets a bucket name its own rule `family`, which replaces the file's r
 "adaptive" (one chunk per batch, computed from the batch every call, as FlashInfer's plan() can
 take a fixed_split_size per decode step; knobs: max_waves = target waves W, min_tokens_per_cta =
 min chunk, the bucket's max_chunk_tokens = max chunk, max_splits, ctas_per_sm), with
-T = sum_b L_b, L = max_b L_b, slots = S x min(ctas_per_sm, max_ctas_per_sm), see
-adaptive_chunk_pages:
-  balanced: if max(L, ceil(B x H_kv / slots) x T / B) <= 1.2 x T x H_kv / slots, the unsplit
-      batch is already within 20% of an even spread over the slots (wave tail included): no
-      split (c = max_b pages_b);
-  else, with budget = max(W x slots, B x H_kv + (W - 1) x slots) pieces (W waves, or one piece
-      per request and head plus W - 1 waves of extra pieces for a batch that fills a wave by
-      itself), c = the smallest whole number of pages >= ceil(max(min chunk, P) / P) with
-      H_kv x sum_b ceil(pages_b / c) <= budget (FlashInfer's own search when W = 1); a c
-      above 1.2 x T x H_kv / slots (one piece far above the even share) becomes
-      ceil(1.2 x T x H_kv / (slots x max(W, 2))) tokens;
-  then c = ceil(min(max_chunk, max(min_chunk, c x P, ceil(L / max_splits))) / P) pages, and the
+T = sum_b L_b, L = max_b L_b, slots = S x min(ctas_per_sm, max_ctas_per_sm), even slots
+E = S x min(2, max_ctas_per_sm) and even = T x H_kv / E tokens (adaptive_chunk_pages):
+  if max(L, ceil(B x H_kv / E) x T / B) <= 1.2 x even: no split (c = max_b pages_b; the unsplit
+      batch is already within 20% of an even spread, wave tail included);
+  else, with budget = max(W x slots, B x H_kv + (W - 1) x slots) pieces, c = the smallest whole
+      number of pages >= ceil(max(min chunk, P) / P) with H_kv x sum_b ceil(pages_b / c) <=
+      budget (FlashInfer's own search when W = 1 and ctas_per_sm = 2); if c x P > 1.2 x even
+      (one piece far above the even share), c = min(c x P, max(2048, ceil(1.2 x even /
+      max(W, 2)))) tokens;
+  then c = ceil(min(max_chunk, max(min_chunk, c, ceil(L / max_splits))) / P) pages, and the
   pieces are as "fixed-chunk" with c.
 "defer": use the engine's own planner. plan_pieces then returns `deferred=True` and no splits,
 plan_splits returns None, and fixed_split_size returns None: FlashInfer's own planner (pass
@@ -82,6 +80,11 @@ DEFAULT_MAX_CHUNK_TOKENS = 16384
 # The adaptive family's balance check: an unsplit batch within this factor of an even spread
 # over the CTA slots is left unsplit.
 BALANCE_TOLERANCE = 1.2
+# The adaptive family's smallest piece when it spreads a batch that one wave cannot balance.
+SPREAD_FLOOR_TOKENS = 2048
+# CTAs per SM that the adaptive family's evenness test counts: two decode CTAs per SM stream
+# the copy bandwidth on Hopper (FlashInfer's decode planner also assumes two).
+EVEN_CTAS_PER_SM = 2
 # Inclusive ranges of the integer knobs (kvtune's SplitParams).
 PARAM_RANGES = {
     "min_tokens_per_cta": (1, MAX_KV_LEN_TOKENS),
@@ -376,11 +379,14 @@ def _kv_lens(kv_lens) -> np.ndarray:
 
 
 def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int, max_waves: int,
-                         min_chunk_tokens: int, max_chunk_tokens: int, max_splits: int) -> int:
+                         min_chunk_tokens: int, max_chunk_tokens: int, max_splits: int,
+                         even_slots: int | None = None) -> int:
     """The "adaptive" family's chunk for one batch, in pages (see the module docstring).
 
     kv_lens: [B] tokens, each >= 1. slots: CTA slots of one wave (SMs x CTAs per SM), >= 1.
     max_waves: target waves, >= 1. min/max_chunk_tokens, max_splits: the bucket's knobs.
+    even_slots: the CTAs that stream the bandwidth when the batch is spread evenly (SMs x
+    EVEN_CTAS_PER_SM, capped by the occupancy; default: slots).
     The balance check keeps a batch whose requests already spread evenly over the slots unsplit
     (splitting it only adds merge work); the exact count of pieces (sum of ceilings, as FlashInfer
     counts) keeps a small batch inside W waves instead of spilling a few pieces into another one.
@@ -389,8 +395,9 @@ def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int,
     pages = -(-kv // page_size)
     max_pages = int(pages.max())
     batch, total = int(kv.shape[0]), int(kv.sum())
-    fair_tokens = total * num_kv_heads / slots
-    unsplit_tokens = max(int(kv.max()), -(-batch * num_kv_heads // slots) * total / batch)
+    even = even_slots or slots
+    fair_tokens = total * num_kv_heads / even
+    unsplit_tokens = max(int(kv.max()), -(-batch * num_kv_heads // even) * total / batch)
     if unsplit_tokens <= BALANCE_TOLERANCE * fair_tokens:
         return max_pages
     # One piece per request and head always fits this budget, so the search always ends.
@@ -408,7 +415,10 @@ def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int,
         # The fit left one piece far above the even share (a few requests hold most tokens and
         # the budget went on one piece per request): pieces of the even share / max(W, 2)
         # spread it over at least two waves instead.
-        chunk_tokens = math.ceil(BALANCE_TOLERANCE * fair_tokens / max(max_waves, 2))
+        # Never below SPREAD_FLOOR_TOKENS: on small batches the per-piece and merge costs of
+        # smaller pieces outweigh the imbalance (FlashInfer's one-wave chunk wins there).
+        chunk_tokens = min(chunk_tokens, max(SPREAD_FLOOR_TOKENS, math.ceil(
+            BALANCE_TOLERANCE * fair_tokens / max(max_waves, 2))))
     chunk_tokens = min(max_chunk_tokens,
                        max(min_chunk_tokens, chunk_tokens, -(-int(kv.max()) // max_splits)))
     return -(-chunk_tokens // page_size)
@@ -447,7 +457,8 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
             chunk = adaptive_chunk_pages(
                 kv, heads, page, num_sms * min(params["ctas_per_sm"], occupancy),
                 params["max_waves"], params["min_tokens_per_cta"],
-                bucket.get("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS), max_splits)
+                bucket.get("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS), max_splits,
+                even_slots=num_sms * min(EVEN_CTAS_PER_SM, occupancy))
             tokens = chunk * page
         else:
             tokens = params["min_tokens_per_cta"]
@@ -498,6 +509,8 @@ def fixed_split_size(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int |
 __all__ = [
     "ADAPTIVE_FAMILY",
     "BALANCE_TOLERANCE",
+    "EVEN_CTAS_PER_SM",
+    "SPREAD_FLOOR_TOKENS",
     "DEFER_FAMILY",
     "FAMILIES",
     "FIXED_CHUNK_RULE",

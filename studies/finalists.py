@@ -29,15 +29,15 @@ from kvtune.studies.rules import trial_policy
 DEFAULT_FINALISTS = 5
 DEFAULT_ROUNDS = 3
 # The adaptive candidates: target waves x CTA slots per SM (the occupancy the rule counts with),
-# min chunk 256 tokens, no max chunk, max splits 256. Simulated on the calibrated H100 and H200
+# min chunk 128 tokens (FlashInfer's), no max chunk, max splits 256. Simulated on the calibrated H100 and H200
 # models (FlashInfer and Triton kernels), the best of this grid per batch-size range sits within
 # about 1% of the per-case best chunk in geomean while never planning slower than FlashInfer's own
 # planner; which cell is best moves with the batch size (1-2 slots, 2 waves at batch 8-16; 2
 # slots, 4 waves at 32-64; 4 slots, 2-16 waves above), so each bucket measures the grid.
-ADAPTIVE_WAVES = (1, 2, 4, 8, 16)
+ADAPTIVE_WAVES = (1, 2, 4, 8)
 ADAPTIVE_CTAS_PER_SM = (1, 2, 4)
 ADAPTIVE_MAX_SPLITS = 256
-ADAPTIVE_MIN_CHUNK_TOKENS = 256
+ADAPTIVE_MIN_CHUNK_TOKENS = 128  # FlashInfer's own minimum
 ADAPTIVE_MAX_CHUNK_TOKENS = 1 << 20  # no cap: FlashInfer's own search has none either
 
 

@@ -325,4 +325,5 @@ def test_adaptive_chunk_keeps_a_balanced_batch_whole_and_fits_a_small_one_in_its
     fair = kv.sum() * 8 / slots
     for waves in (1, 2, 4):
         c = adaptive_chunk_pages(kv, 8, 16, slots, waves, 128, 1 << 20, 1024)
-        assert c == -(-max(2048, int(np.ceil(1.2 * fair / waves))) // 16)
+        spread = -(-max(2048, int(np.ceil(1.2 * fair / waves))) // 16)
+        assert c <= spread and (waves > 1 or c == spread)  # one wave's fit leaves ~12k

@@ -38,9 +38,10 @@ E = S x min(2, max_ctas_per_sm) and even = T x H_kv / E tokens (adaptive_chunk_p
       batch is already within 20% of an even spread, wave tail included);
   else, with budget = max(W x slots, B x H_kv + (W - 1) x slots) pieces, c = the smallest whole
       number of pages >= ceil(max(min chunk, P) / P) with H_kv x sum_b ceil(pages_b / c) <=
-      budget (FlashInfer's own search when W = 1 and ctas_per_sm = 2), then c = min(c x P,
-      max(2048, ceil(1.2 x even / W))) tokens (W pieces per slot: a short tail on large
-      batches, and a batch one wave cannot balance is spread);
+      budget (FlashInfer's own search when W = 1 and ctas_per_sm = 2); if its pieces
+      (H_kv x sum_b ceil(pages_b / c)) exceed E or c x P > 1.2 x even, c = min(c x P,
+      max(2048, ceil(1.2 x even / W))) tokens (W pieces per slot: a short tail of the last
+      wave, and a batch one wave cannot balance is spread);
   then c = ceil(min(max_chunk, max(min_chunk, c, ceil(L / max_splits))) / P) pages, and the
   pieces are as "fixed-chunk" with c.
 "defer": use the engine's own planner. plan_pieces then returns `deferred=True` and no splits,
@@ -410,14 +411,16 @@ def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int,
             high = mid
         else:
             low = mid + 1
-    # Pieces no longer than 1.2 x the even share / W: W pieces per CTA slot keep the tail of
-    # the last wave short on large batches (FlashInfer's search alone stops at one piece per
-    # slot), and a fit that left one piece far above the even share is spread. Never below
-    # SPREAD_FLOOR_TOKENS: on small batches the per-piece and merge costs of smaller pieces
-    # outweigh the imbalance (FlashInfer's one-wave chunk wins there).
-    spread_tokens = max(SPREAD_FLOOR_TOKENS,
-                        math.ceil(BALANCE_TOLERANCE * fair_tokens / max_waves))
-    chunk_tokens = min(low * page_size, spread_tokens)
+    chunk_tokens = low * page_size
+    fit_pieces = num_kv_heads * int((-(-pages // low)).sum())
+    if fit_pieces > even or chunk_tokens > BALANCE_TOLERANCE * fair_tokens:
+        # The fit needs more than one wave of the even slots (its last wave's tail), or left
+        # one piece far above the even share: pieces no longer than 1.2 x the even share / W,
+        # W per slot, keep the tail short (FlashInfer's search alone stops at one piece per
+        # slot). Never below SPREAD_FLOOR_TOKENS: on small batches the per-piece and merge
+        # costs of smaller pieces outweigh the imbalance (FlashInfer's one-wave chunk wins).
+        chunk_tokens = min(chunk_tokens, max(SPREAD_FLOOR_TOKENS, math.ceil(
+            BALANCE_TOLERANCE * fair_tokens / max_waves)))
     chunk_tokens = min(max_chunk_tokens,
                        max(min_chunk_tokens, chunk_tokens, -(-int(kv.max()) // max_splits)))
     return -(-chunk_tokens // page_size)

@@ -111,6 +111,11 @@ def _pa(block_n, warps, stages) -> KernelConfig:
 #   fp8 "many" and "one-per-sm" head_dim 128 -> bn128-w4-s3-pa: llama3-8b uniform B=64
 #     fixed-2048 220.3 us vs 267.0 (bn128-w4-s2), skew80 B=256 balanced-2x 324.6 vs 353.8;
 #     llama3-70b-tp8 48.5-50.8 us vs 51.3-52.4 (bn128-w4-s4-pa).
+# H200 run of 10:27 UTC (4.288 TB/s copy; docs/PERFORMANCE.md): with page size 1 (SGLang's
+#   token-granular pages) the 16-bit "many" head_dim-128 entry bn64-w4-s4-pa runs at
+#   0.86-0.89x FlashInfer with fixed-2048 (0.77-0.90 balanced), where bn128-w4-s2 ran at
+#   1.02-1.05x (0.89-1.24) in the 07:31 call: with one token per page the page-ahead gather of
+#   64-token tiles does not pay. Pages smaller than SMALL_PAGE keep bn128-w4-s2.
 # float32 (4 bytes): the precise tests only, not tuned.
 _MANY_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
@@ -118,6 +123,12 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 _MANY_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 3), 256: _pa(32, 4, 4)}
 _ONE_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 3), 256: _pa(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
+# Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
+SMALL_PAGE = 16
+SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
+    (128, 2, "many"): _c(128, 4, 2),
+    (128, 2, "many-large-group"): _c(128, 4, 2),
+}
 CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     **{(d, 2, "many"): c for d, c in _MANY_16.items()},
     **{(d, 2, "many-large-group"): c for d, c in _LARGE_GROUP_16.items()},
@@ -182,12 +193,15 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     the one-program-per-SM regime). group_size: query heads per KV head (G > 4 selects
     "many-large-group" where several programs share an SM). Never depends on kv_lens or the batch, so the number of
     compiled variants stays bounded and a request's arithmetic under a given policy does not
-    change with what else is in the batch. page_size is part of the signature for future
-    tuning; the current table does not distinguish page sizes.
+    change with what else is in the batch. page_size: tokens per page; pages smaller than
+    SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1).
     """
-    return CONFIG_TABLE[config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm,
-                                   group_size)]
+    key = config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm, group_size)
+    if page_size < SMALL_PAGE and key in SMALL_PAGE_TABLE:
+        return SMALL_PAGE_TABLE[key]
+    return CONFIG_TABLE[key]
 
 
-__all__ = ["CANDIDATES", "CONFIG_TABLE", "LARGE_GROUP", "REGIMES", "KernelConfig", "config_key",
+__all__ = ["CANDIDATES", "CONFIG_TABLE", "LARGE_GROUP", "REGIMES", "SMALL_PAGE", "SMALL_PAGE_TABLE",
+           "KernelConfig", "config_key",
            "default_config", "element_bytes", "regime"]

@@ -195,6 +195,7 @@ def test_merge_launched_only_for_split_requests(monkeypatch):
 
 def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
     from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, HEAD_DIMS, REGIMES,
+                                              SMALL_PAGE_TABLE,
                                               config_key)
 
     for d in HEAD_DIMS:
@@ -219,6 +220,13 @@ def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
     assert config_key(128, 2, 1, None, group_size=8) == (128, 2, "one-per-sm")
     assert config_key(128, 2, 4, 1, group_size=16) == (128, 2, "one-per-sm")
     assert default_config(128, torch.bfloat16, 16, 4, num_kv_heads=4, group_size=16).page_ahead
+    # Token-granular pages (SGLang's page size 1): the 16-bit head_dim-128 entries of several
+    # programs per SM drop the page-ahead gather (measured slower there); one-per-sm keeps it.
+    assert default_config(128, torch.bfloat16, 1, 2, num_kv_heads=8) == KernelConfig(128, 4, 2)
+    assert default_config(128, torch.bfloat16, 8, 2, num_kv_heads=4, group_size=8) == KernelConfig(128, 4, 2)
+    assert default_config(128, torch.bfloat16, 1, 8, num_kv_heads=1).page_ahead
+    assert default_config(128, torch.bfloat16, 16, 2) != default_config(128, torch.bfloat16, 1, 2)
+    assert all(c in CANDIDATES[(k[0], k[1])] for k, c in SMALL_PAGE_TABLE.items())
     with pytest.raises(ValueError, match="kv element size"):
         config_key(128, 8, 1, 1)
     with pytest.raises(ValueError, match="group_size"):

@@ -32,6 +32,7 @@ fi_chunk_tokens): the occupancy whose plans match the most rows; without those c
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -43,6 +44,7 @@ from kvtune.harness.sim_model import (
     SimConstants,
     empty_programs,
     merged_requests,
+    resident_ctas_per_sm,
 )
 from kvtune.kernels.plan import DeviceSpec
 
@@ -67,6 +69,10 @@ PRIOR_SCALE = {
     "empty_cta_us": 1.0,
     "residency_exponent": 0.5,
     "inflight_exponent": 0.5,
+    "merge_issue_us": 10.0,
+    "merge_per_split_us": 0.5,
+    "merge_row_us": 0.5,
+    "saturation_sharpness": 2.0,
 }
 
 # name -> (unit the optimizer sees, lower bound, upper bound), in the constant's own units.
@@ -80,6 +86,26 @@ FIT_BOUNDS = {
     "empty_cta_us": (1.0, 0.0, 20.0),
     "residency_exponent": (1.0, 0.0, 2.0),
     "inflight_exponent": (1.0, -2.0, 2.0),
+    "merge_issue_us": (1.0, 0.0, 80.0),
+    "merge_per_split_us": (1.0, 0.0, 5.0),
+    "merge_row_us": (1.0, 0.0, 10.0),
+    "saturation_sharpness": (1.0, 0.5, 20.0),
+}
+
+# What the fit starts from, per kernel: how the kernel occupies an SM (not fitted: a count) and a
+# finite roofline sharpness for the optimizer to move.
+# - triton: kvtune's stage-1 kernel has two variants (kernels/decode_config.py): plans built for
+#   one CTA per SM get the 8-warp page-ahead one, which fills an SM; every other plan runs the
+#   4-warp variant, KERNEL_CTAS_PER_SM["triton"] of which share an SM whatever ctas_per_sm the plan
+#   counted (uniform B=34/35 on the H200: 272/280 CTAs of a plan counting 2 per SM ran in one wave).
+# - flashinfer-tensor-core: FlashInfer's prefill kernel at PrefillPlan's 2 CTAs per SM for every
+#   plan (its fixed-split and no-split plans too: same kernel, same registers).
+# - flashinfer-cuda-core: the occupancy comes from the rows (infer_cuda_core_occupancy) and is the
+#   device's max_ctas_per_sm, so the plan's count is used (kernel_ctas_per_sm 0).
+KERNEL_START = {
+    "triton": {"kernel_ctas_per_sm": 4, "single_cta_variant": True, "saturation_sharpness": 4.0},
+    "flashinfer-tensor-core": {"kernel_ctas_per_sm": 2, "saturation_sharpness": 4.0},
+    "flashinfer-cuda-core": {},
 }
 
 
@@ -158,17 +184,21 @@ def infer_cuda_core_occupancy(frame: pd.DataFrame, devices: dict, default: int) 
     return best, best_hits
 
 
-def identifiable(rep, frame: pd.DataFrame) -> list[str]:
-    """The constants the replayed rows can tell apart (see the module docstring)."""
+def identifiable(rep, frame: pd.DataFrame, device: DeviceSpec,
+                 start: SimConstants = DEFAULT_CONSTANTS) -> list[str]:
+    """The constants the replayed rows can tell apart (see the module docstring); `device` and
+    `start` give the CTAs per SM each plan runs at."""
     names = ["hbm_efficiency", "cta_rate_cap_bytes_per_s", "cta_start_us", "launch_us"]
+    if not math.isinf(start.saturation_sharpness):
+        names.append("saturation_sharpness")
     plans = [p for p in rep.plans if p is not None]
     if any(merged_requests(p).any() for p in plans):
-        names.append("merge_launch_us")
+        names += ["merge_launch_us", "merge_issue_us", "merge_row_us", "merge_per_split_us"]
     if any(p.is_persistent and p.grid_size < p.num_tasks for p in plans):
         names.append("persistent_task_us")
     if any(empty_programs(p) > 0 for p in plans):
         names.append("empty_cta_us")
-    if len({p.ctas_per_sm for p in plans}) > 1:
+    if len({resident_ctas_per_sm(p, device, start) for p in plans}) > 1:
         names.append("residency_exponent")
     if len({s.kv_bytes_per_token_per_head for s in rep.shapes}) > 1:
         names.append("inflight_exponent")
@@ -255,9 +285,9 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
 
     rep = replay(fit_frame, rows.devices, occupancy)
     measured = rep.frame["latency_us"].to_numpy(float)
-    names = identifiable(rep, fit_frame)
     start = replace(start, merge_launch_us=start.merge_launch_us + start.merge_fixed_us,
-                    merge_fixed_us=0.0)
+                    merge_fixed_us=0.0, **KERNEL_START[kernel])
+    names = identifiable(rep, fit_frame, fit_device, start)
     constants, cost, names = fit_constants(rep, fit_device, measured, names, start, max_evaluations)
     device = fit_device
     if preset is not None and name is None:

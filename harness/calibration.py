@@ -20,7 +20,13 @@ listed as not identified):
 - empty_cta_us: programs launched with no work (rows whose plans launch some);
 - residency_exponent: the per-CTA cap of launches built for several CTAs per SM (rows with
   more than one ctas_per_sm);
-- inflight_exponent: the per-CTA cap with other KV bytes per token (rows with more than one).
+- inflight_exponent: the per-CTA cap with other KV bytes per token (rows with more than one);
+- saturation_sharpness: how sharply n streaming CTAs reach the bandwidth (when the start has a
+  finite one: KERNEL_START gives it for the Triton and FlashInfer tensor-core kernels);
+- merge_issue_us, merge_row_us, merge_per_split_us: the merge's earliest start after the first
+  launch, its time per merged (request, query head) row per SM and per split (rows with a merge).
+How each kernel occupies an SM (kernel_ctas_per_sm, single_cta_variant) is not fitted: it is
+KERNEL_START's, from the kernel's source and the rows that show it.
 The fit runs on the runs' GPU (SM count, L2) with the median measured copy bandwidth as
 hbm_bytes_per_s; the file then keeps the matching preset's datasheet figures (name, L2,
 bandwidth) with hbm_efficiency rescaled to them, so a calibrated preset plans like the datasheet
@@ -96,14 +102,16 @@ FIT_BOUNDS = {
 # finite roofline sharpness for the optimizer to move.
 # - triton: kvtune's stage-1 kernel has two variants (kernels/decode_config.py): plans built for
 #   one CTA per SM get the 8-warp page-ahead one, which fills an SM; every other plan runs the
-#   4-warp variant, KERNEL_CTAS_PER_SM["triton"] of which share an SM whatever ctas_per_sm the plan
-#   counted (uniform B=34/35 on the H200: 272/280 CTAs of a plan counting 2 per SM ran in one wave).
+#   4-warp variant, 3 of which share an SM whatever ctas_per_sm the plan counted. The H200
+#   threshold rows show it: 272/280 CTAs of a plan counting 2 per SM (uniform B=34/35) ran in one
+#   wave, while 512 equal CTAs (uniform B=64, 3.9 per SM) ran 11% longer than 1024 (a second,
+#   partial wave at the per-CTA rate); fits with 3 beat 4 and 8 on the fitted rows.
 # - flashinfer-tensor-core: FlashInfer's prefill kernel at PrefillPlan's 2 CTAs per SM for every
 #   plan (its fixed-split and no-split plans too: same kernel, same registers).
 # - flashinfer-cuda-core: the occupancy comes from the rows (infer_cuda_core_occupancy) and is the
 #   device's max_ctas_per_sm, so the plan's count is used (kernel_ctas_per_sm 0).
 KERNEL_START = {
-    "triton": {"kernel_ctas_per_sm": 4, "single_cta_variant": True, "saturation_sharpness": 4.0},
+    "triton": {"kernel_ctas_per_sm": 3, "single_cta_variant": True, "saturation_sharpness": 4.0},
     "flashinfer-tensor-core": {"kernel_ctas_per_sm": 2, "saturation_sharpness": 4.0},
     "flashinfer-cuda-core": {},
 }

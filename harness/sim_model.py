@@ -3,8 +3,11 @@
 This is a MODEL, never a measurement. It predicts how long a Plan takes from how its tasks
 (work items x KV heads) land on CTA slots and share HBM bandwidth:
 
-- CTA slots: `sm_count x ctas_per_sm` (the plan's occupancy, capped by the device's
-  `max_ctas_per_sm`). Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
+- CTA slots: `sm_count x r`, r the CTAs per SM the launch runs at (resident_ctas_per_sm): the
+  kernel's own occupancy when the constants give one (`kernel_ctas_per_sm`: FlashInfer sizes its
+  registers itself; kvtune's Triton kernel runs its 4-warp variant at a fixed occupancy whatever
+  the plan counted, and its one-CTA-per-SM variant, `single_cta_variant`, alone on an SM), else
+  the plan's ctas_per_sm; capped by the device's `max_ctas_per_sm`. Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
   scheduler spreads the first CTAs over the SMs before it doubles up on any of them.
 - Dispatch. Static grids: CTA `i` runs task `i`; CTAs start in grid order, each on the first free
   slot (lowest slot id among slots freed at the same instant). Persistent grids launch
@@ -14,16 +17,22 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
 - Each task first spends a fixed start time on its slot without touching HBM (a CTA's launch and
   prologue, `cta_start_us`; a persistent CTA's later tasks pay `persistent_task_us` instead), then
   streams its bytes. Streaming tasks share the achievable HBM bandwidth equally and none exceeds
-  the per-CTA rate cap.
+  the per-CTA rate cap; n streaming tasks get together the smooth roofline
+  bw / (1 + (bw / (n cap)) ** k) ** (1 / k) (k = `saturation_sharpness`; inf = min(n cap, bw)):
+  near saturation the loaded memory latency grows, so n CTAs get less than n x cap.
 - Split requests add a merge launch that reads every partial output and LSE and writes the final
   output (every request when the plan says `split_kv` is on: FlashInfer then writes partials for
-  all of them); the first launch adds `launch_us`, the merge `merge_launch_us` + `merge_fixed_us`.
+  all of them); the first launch adds `launch_us`, the merge `merge_launch_us` + `merge_fixed_us`
+  + `merge_per_split_us` x the most splits of one request (its serial loop) + `merge_row_us` x
+  merged (request, query head) rows per SM (one short latency-bound program each) + its bytes at
+  the bandwidth. The merge starts when the first launch ends, but not before `merge_issue_us`
+  after it started (the host issues it; eager launches from Python).
 - The per-CTA rate cap depends on the kernel and the plan: `cta_rate_cap_bytes_per_s` for a CTA
   of the reference shape (512 KV bytes per token and head: head_dim 128, 2-byte elements), scaled
   by (bytes per token / 512) ** `inflight_exponent` (a wider row keeps more bytes in flight) and
-  by r ** -`residency_exponent` for a launch built for r CTAs per SM (the plan's ctas_per_sm:
-  kvtune's Triton kernel picks its variant and FlashInfer its registers by it, and co-resident
-  CTAs share an SM's load pipes; exponent 0 = no effect, 1 = one SM-wide rate split r ways).
+  by r ** -`residency_exponent` for a launch running r CTAs per SM (the slots' r: the variant's
+  warps and co-resident CTAs share an SM's load pipes; exponent 0 = no effect, 1 = one SM-wide
+  rate split r ways).
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
   cost `empty_cta_us` of slot time each when they have no work, spread over the slots.
@@ -34,8 +43,9 @@ so a heap of those finish points gives the next event in O(log n). A plan of 100
 simulates in a fraction of a second.
 
 One set of constants stands for one (device, kernel): harness/calibration.py fits them to GPU
-rows, harness/device.py loads the fitted files. Not modelled: L2 hits, clock changes, jitter between CTAs (equal tasks
-started together finish together, so wave quantization is sharper than on a GPU).
+rows, harness/device.py loads the fitted files. Not modelled: L2 hits, clock changes, jitter
+between CTAs (equal tasks started together finish together, so wave quantization is sharper than
+on a GPU), the host's jitter between two eager launches.
 """
 
 from __future__ import annotations
@@ -86,6 +96,19 @@ class SimConstants:
         512, -4..4. Default 0 (one cap for every shape).
     empty_cta_us: slot time of a launched program with no work (it reads its bounds and exits),
         >= 0. Default 0.5 us: not measured.
+    kernel_ctas_per_sm: CTAs per SM the kernel runs at whatever the plan counted, 0..32; 0 (the
+        default) = the plan's ctas_per_sm. Sets the slots and the residency of the rate cap.
+    single_cta_variant: plans built for one CTA per SM run a variant that fills the SM (kvtune's
+        Triton kernel), so they get 1 CTA per SM even when kernel_ctas_per_sm is set. Default
+        False.
+    saturation_sharpness: k of the smooth roofline of the streaming tasks (see the module
+        docstring), >= 0.5; inf (the default) = the hard min(n x cap, bandwidth).
+    merge_issue_us: earliest start of the merge kernel after the first launch started (the host
+        issues it after the first), >= 0. Default 0.
+    merge_per_split_us: merge time per split of the most split request (the merge loops over a
+        request's partials), >= 0. Default 0.
+    merge_row_us: SM time per merged (request, query head) row (one short, latency-bound merge
+        program each, spread over the SMs), >= 0. Default 0.
     """
 
     hbm_efficiency: float = 0.87
@@ -499,6 +522,8 @@ __all__ = [
     "merged_requests",
     "num_slots",
     "programs_per_task",
+    "resident_ctas_per_sm",
     "simulate",
+    "stream_rates",
     "task_bytes",
 ]

@@ -333,6 +333,10 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
         "occupancy_rows_matched": matched,
         "copy_bandwidth_bytes_per_s": bandwidth,
     }
+    if device is not fit_device:
+        source["note"] = (f"fitted against the measured copy bandwidth ({bandwidth / 1e12:.3f} TB/s); "
+                          "stored on the preset's datasheet bandwidth with hbm_efficiency rescaled, "
+                          "as kvtune calibrate does for a preset card")
     model = SimModel(device, constants, kernel, True,
                      f"{kernel} model, calibrated {source['date']} on {gpu.name}", source)
     return CalibrationResult(model, names, source["not_identified"], fit_report.summary,

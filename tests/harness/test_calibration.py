@@ -23,7 +23,8 @@ from kvtune.harness.device import (
     write_calibration,
 )
 from kvtune.harness.fidelity import compare, fidelity, load_rows
-from kvtune.harness.sim_model import SimConstants
+from kvtune.harness.sim_model import SimConstants, simulate
+from kvtune.kernels.plan import AttentionShape, build_plan
 
 from kvtune.cli import main
 
@@ -71,11 +72,20 @@ def test_fit_recovers_known_constants(runs):
             "merge_launch_us", "persistent_task_us", "empty_cta_us",
             "residency_exponent"} <= set(result.fitted)
     assert "inflight_exponent" in result.not_identified  # one shape only
-    assert {"saturation_sharpness", "merge_row_us", "merge_issue_us"} <= set(result.fitted)
+    assert {"saturation_sharpness", "merge_row_us"} <= set(result.fitted)
     assert (c.kernel_ctas_per_sm, c.single_cta_variant) == (3, True)  # the kernel's, not fitted
     for name in ("hbm_efficiency", "cta_rate_cap_bytes_per_s", "cta_start_us", "launch_us",
-                 "merge_launch_us", "residency_exponent", "saturation_sharpness"):
+                 "residency_exponent", "saturation_sharpness"):
         assert getattr(c, name) == pytest.approx(getattr(TRUE, name), rel=0.05), name
+    # The merge's launch, per-row and per-split costs trade off against each other on these few
+    # batches; what they add up to is pinned (10%: a merge is a few us of a 30-400 us batch), on
+    # merges of 1 to 32 split requests.
+    dev = result.model.device
+    for batch in (1, 4, 32):
+        plan = build_plan(np.full(batch, 2_048), 512, num_kv_heads=8, page_size=16, ctas_per_sm=2)
+        fitted_us = simulate(plan, AttentionShape(), dev, c).merge_us
+        true_us = simulate(plan, AttentionShape(), device_model("h200"), TRUE).merge_us
+        assert fitted_us == pytest.approx(true_us, rel=0.10), batch
     assert result.fit_summary["median_abs_error"] < 0.01
     assert result.held_out_summary["median_spearman"] >= 0.99
     assert result.model.calibrated and result.model.source["runs"]

@@ -160,7 +160,7 @@ class SimConstants:
             raise ValueError(
                 f"saturation_sharpness: {k!r} out of range; allowed: >= 0.5 (inf: a hard roofline)"
             )
-        if not isinstance(self.single_cta_variant, bool):
+        if type(self.single_cta_variant) is not bool:  # 1 or "yes" is not a flag
             raise ValueError(f"single_cta_variant: {self.single_cta_variant!r} must be true or false")
         if not (isinstance(self.kernel_ctas_per_sm, int) and 0 <= self.kernel_ctas_per_sm <= 32):
             raise ValueError(

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-
 from kvtune.dashboard import data, frames, storage
 from kvtune.dashboard.launch import ENV_RESULTS, ENV_STORAGE
 from kvtune.dashboard.replay import (

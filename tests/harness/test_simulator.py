@@ -14,11 +14,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kvtune.harness.backends import Measurement, Verification, backend_class
 from kvtune.harness.backends.simulator import BACKEND, SimulatorBackend
 from kvtune.harness.device import device_model
-from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, merge_bytes, simulate, task_bytes
+from kvtune.harness.sim_model import (
+    DEFAULT_CONSTANTS,
+    SimConstants,
+    merge_bytes,
+    simulate,
+    task_bytes,
+)
 from kvtune.kernels.plan import AttentionShape, DeviceSpec, build_plan
 from kvtune.workloads.batch import DecodeBatch
 

@@ -20,7 +20,13 @@ listed as not identified):
 - empty_cta_us: programs launched with no work (rows whose plans launch some);
 - residency_exponent: the per-CTA cap of launches built for several CTAs per SM (rows with
   more than one ctas_per_sm);
-- inflight_exponent: the per-CTA cap with other KV bytes per token (rows with more than one).
+- inflight_exponent: the per-CTA cap with other KV bytes per token (rows with more than one);
+- saturation_sharpness: how sharply n streaming CTAs reach the bandwidth (when the start has a
+  finite one: KERNEL_START gives it for the Triton and FlashInfer tensor-core kernels);
+- merge_issue_us, merge_row_us, merge_per_split_us: the merge's earliest start after the first
+  launch, its time per merged (request, query head) row per SM and per split (rows with a merge).
+How each kernel occupies an SM (kernel_ctas_per_sm, single_cta_variant) is not fitted: it is
+KERNEL_START's, from the kernel's source and the rows that show it.
 The fit runs on the runs' GPU (SM count, L2) with the median measured copy bandwidth as
 hbm_bytes_per_s; the file then keeps the matching preset's datasheet figures (name, L2,
 bandwidth) with hbm_efficiency rescaled to them, so a calibrated preset plans like the datasheet
@@ -32,6 +38,7 @@ fi_chunk_tokens): the occupancy whose plans match the most rows; without those c
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -43,6 +50,7 @@ from kvtune.harness.sim_model import (
     SimConstants,
     empty_programs,
     merged_requests,
+    resident_ctas_per_sm,
 )
 from kvtune.kernels.plan import DeviceSpec
 
@@ -67,6 +75,10 @@ PRIOR_SCALE = {
     "empty_cta_us": 1.0,
     "residency_exponent": 0.5,
     "inflight_exponent": 0.5,
+    "merge_issue_us": 10.0,
+    "merge_per_split_us": 0.5,
+    "merge_row_us": 0.5,
+    "saturation_sharpness": 2.0,
 }
 
 # name -> (unit the optimizer sees, lower bound, upper bound), in the constant's own units.
@@ -80,6 +92,28 @@ FIT_BOUNDS = {
     "empty_cta_us": (1.0, 0.0, 20.0),
     "residency_exponent": (1.0, 0.0, 2.0),
     "inflight_exponent": (1.0, -2.0, 2.0),
+    "merge_issue_us": (1.0, 0.0, 80.0),
+    "merge_per_split_us": (1.0, 0.0, 5.0),
+    "merge_row_us": (1.0, 0.0, 10.0),
+    "saturation_sharpness": (1.0, 0.5, 20.0),
+}
+
+# What the fit starts from, per kernel: how the kernel occupies an SM (not fitted: a count) and a
+# finite roofline sharpness for the optimizer to move.
+# - triton: kvtune's stage-1 kernel has two variants (kernels/decode_config.py): plans built for
+#   one CTA per SM get the 8-warp page-ahead one, which fills an SM; every other plan runs the
+#   4-warp variant, 3 of which share an SM whatever ctas_per_sm the plan counted. The H200
+#   threshold rows show it: 272/280 CTAs of a plan counting 2 per SM (uniform B=34/35) ran in one
+#   wave, while 512 equal CTAs (uniform B=64, 3.9 per SM) ran 11% longer than 1024 (a second,
+#   partial wave at the per-CTA rate); fits with 3 beat 4 and 8 on the fitted rows.
+# - flashinfer-tensor-core: FlashInfer's prefill kernel at PrefillPlan's 2 CTAs per SM for every
+#   plan (its fixed-split and no-split plans too: same kernel, same registers).
+# - flashinfer-cuda-core: the occupancy comes from the rows (infer_cuda_core_occupancy) and is the
+#   device's max_ctas_per_sm, so the plan's count is used (kernel_ctas_per_sm 0).
+KERNEL_START = {
+    "triton": {"kernel_ctas_per_sm": 3, "single_cta_variant": True, "saturation_sharpness": 4.0},
+    "flashinfer-tensor-core": {"kernel_ctas_per_sm": 2, "saturation_sharpness": 4.0},
+    "flashinfer-cuda-core": {},
 }
 
 
@@ -158,17 +192,21 @@ def infer_cuda_core_occupancy(frame: pd.DataFrame, devices: dict, default: int) 
     return best, best_hits
 
 
-def identifiable(rep, frame: pd.DataFrame) -> list[str]:
-    """The constants the replayed rows can tell apart (see the module docstring)."""
+def identifiable(rep, frame: pd.DataFrame, device: DeviceSpec,
+                 start: SimConstants = DEFAULT_CONSTANTS) -> list[str]:
+    """The constants the replayed rows can tell apart (see the module docstring); `device` and
+    `start` give the CTAs per SM each plan runs at."""
     names = ["hbm_efficiency", "cta_rate_cap_bytes_per_s", "cta_start_us", "launch_us"]
+    if not math.isinf(start.saturation_sharpness):
+        names.append("saturation_sharpness")
     plans = [p for p in rep.plans if p is not None]
     if any(merged_requests(p).any() for p in plans):
-        names.append("merge_launch_us")
+        names += ["merge_launch_us", "merge_issue_us", "merge_row_us", "merge_per_split_us"]
     if any(p.is_persistent and p.grid_size < p.num_tasks for p in plans):
         names.append("persistent_task_us")
     if any(empty_programs(p) > 0 for p in plans):
         names.append("empty_cta_us")
-    if len({p.ctas_per_sm for p in plans}) > 1:
+    if len({resident_ctas_per_sm(p, device, start) for p in plans}) > 1:
         names.append("residency_exponent")
     if len({s.kv_bytes_per_token_per_head for s in rep.shapes}) > 1:
         names.append("inflight_exponent")
@@ -255,9 +293,9 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
 
     rep = replay(fit_frame, rows.devices, occupancy)
     measured = rep.frame["latency_us"].to_numpy(float)
-    names = identifiable(rep, fit_frame)
     start = replace(start, merge_launch_us=start.merge_launch_us + start.merge_fixed_us,
-                    merge_fixed_us=0.0)
+                    merge_fixed_us=0.0, **KERNEL_START[kernel])
+    names = identifiable(rep, fit_frame, fit_device, start)
     constants, cost, names = fit_constants(rep, fit_device, measured, names, start, max_evaluations)
     device = fit_device
     if preset is not None and name is None:
@@ -295,6 +333,10 @@ def calibrate(rows: GpuRows, kernel: str, *, holdout_share: float = DEFAULT_HOLD
         "occupancy_rows_matched": matched,
         "copy_bandwidth_bytes_per_s": bandwidth,
     }
+    if device is not fit_device:
+        source["note"] = (f"fitted against the measured copy bandwidth ({bandwidth / 1e12:.3f} TB/s); "
+                          "stored on the preset's datasheet bandwidth with hbm_efficiency rescaled, "
+                          "as kvtune calibrate does for a preset card")
     model = SimModel(device, constants, kernel, True,
                      f"{kernel} model, calibrated {source['date']} on {gpu.name}", source)
     return CalibrationResult(model, names, source["not_identified"], fit_report.summary,

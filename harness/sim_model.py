@@ -3,8 +3,11 @@
 This is a MODEL, never a measurement. It predicts how long a Plan takes from how its tasks
 (work items x KV heads) land on CTA slots and share HBM bandwidth:
 
-- CTA slots: `sm_count x ctas_per_sm` (the plan's occupancy, capped by the device's
-  `max_ctas_per_sm`). Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
+- CTA slots: `sm_count x r`, r the CTAs per SM the launch runs at (resident_ctas_per_sm): the
+  kernel's own occupancy when the constants give one (`kernel_ctas_per_sm`: FlashInfer sizes its
+  registers itself; kvtune's Triton kernel runs its 4-warp variant at a fixed occupancy whatever
+  the plan counted, and its one-CTA-per-SM variant, `single_cta_variant`, alone on an SM), else
+  the plan's ctas_per_sm; capped by the device's `max_ctas_per_sm`. Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
   scheduler spreads the first CTAs over the SMs before it doubles up on any of them.
 - Dispatch. Static grids: CTA `i` runs task `i`; CTAs start in grid order, each on the first free
   slot (lowest slot id among slots freed at the same instant). Persistent grids launch
@@ -14,16 +17,22 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
 - Each task first spends a fixed start time on its slot without touching HBM (a CTA's launch and
   prologue, `cta_start_us`; a persistent CTA's later tasks pay `persistent_task_us` instead), then
   streams its bytes. Streaming tasks share the achievable HBM bandwidth equally and none exceeds
-  the per-CTA rate cap.
+  the per-CTA rate cap; n streaming tasks get together the smooth roofline
+  bw / (1 + (bw / (n cap)) ** k) ** (1 / k) (k = `saturation_sharpness`; inf = min(n cap, bw)):
+  near saturation the loaded memory latency grows, so n CTAs get less than n x cap.
 - Split requests add a merge launch that reads every partial output and LSE and writes the final
   output (every request when the plan says `split_kv` is on: FlashInfer then writes partials for
-  all of them); the first launch adds `launch_us`, the merge `merge_launch_us` + `merge_fixed_us`.
+  all of them); the first launch adds `launch_us`, the merge `merge_launch_us` + `merge_fixed_us`
+  + `merge_per_split_us` x the most splits of one request (its serial loop) + `merge_row_us` x
+  merged (request, query head) rows per SM (one short latency-bound program each) + its bytes at
+  the bandwidth. The merge starts when the first launch ends, but not before `merge_issue_us`
+  after it started (the host issues it; eager launches from Python).
 - The per-CTA rate cap depends on the kernel and the plan: `cta_rate_cap_bytes_per_s` for a CTA
   of the reference shape (512 KV bytes per token and head: head_dim 128, 2-byte elements), scaled
   by (bytes per token / 512) ** `inflight_exponent` (a wider row keeps more bytes in flight) and
-  by r ** -`residency_exponent` for a launch built for r CTAs per SM (the plan's ctas_per_sm:
-  kvtune's Triton kernel picks its variant and FlashInfer its registers by it, and co-resident
-  CTAs share an SM's load pipes; exponent 0 = no effect, 1 = one SM-wide rate split r ways).
+  by r ** -`residency_exponent` for a launch running r CTAs per SM (the slots' r: the variant's
+  warps and co-resident CTAs share an SM's load pipes; exponent 0 = no effect, 1 = one SM-wide
+  rate split r ways).
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
   cost `empty_cta_us` of slot time each when they have no work, spread over the slots.
@@ -34,8 +43,9 @@ so a heap of those finish points gives the next event in O(log n). A plan of 100
 simulates in a fraction of a second.
 
 One set of constants stands for one (device, kernel): harness/calibration.py fits them to GPU
-rows, harness/device.py loads the fitted files. Not modelled: L2 hits, clock changes, jitter between CTAs (equal tasks
-started together finish together, so wave quantization is sharper than on a GPU).
+rows, harness/device.py loads the fitted files. Not modelled: L2 hits, clock changes, jitter
+between CTAs (equal tasks started together finish together, so wave quantization is sharper than
+on a GPU), the host's jitter between two eager launches.
 """
 
 from __future__ import annotations
@@ -86,6 +96,19 @@ class SimConstants:
         512, -4..4. Default 0 (one cap for every shape).
     empty_cta_us: slot time of a launched program with no work (it reads its bounds and exits),
         >= 0. Default 0.5 us: not measured.
+    kernel_ctas_per_sm: CTAs per SM the kernel runs at whatever the plan counted, 0..32; 0 (the
+        default) = the plan's ctas_per_sm. Sets the slots and the residency of the rate cap.
+    single_cta_variant: plans built for one CTA per SM run a variant that fills the SM (kvtune's
+        Triton kernel), so they get 1 CTA per SM even when kernel_ctas_per_sm is set. Default
+        False.
+    saturation_sharpness: k of the smooth roofline of the streaming tasks (see the module
+        docstring), >= 0.5; inf (the default) = the hard min(n x cap, bandwidth).
+    merge_issue_us: earliest start of the merge kernel after the first launch started (the host
+        issues it after the first), >= 0. Default 0.
+    merge_per_split_us: merge time per split of the most split request (the merge loops over a
+        request's partials), >= 0. Default 0.
+    merge_row_us: SM time per merged (request, query head) row (one short, latency-bound merge
+        program each, spread over the SMs), >= 0. Default 0.
     """
 
     hbm_efficiency: float = 0.87
@@ -98,6 +121,12 @@ class SimConstants:
     residency_exponent: float = 0.0
     inflight_exponent: float = 0.0
     empty_cta_us: float = 0.5
+    kernel_ctas_per_sm: int = 0
+    single_cta_variant: bool = False
+    saturation_sharpness: float = math.inf
+    merge_issue_us: float = 0.0
+    merge_per_split_us: float = 0.0
+    merge_row_us: float = 0.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1.25):
@@ -120,10 +149,23 @@ class SimConstants:
                 f"inflight_exponent: {self.inflight_exponent!r} out of range; allowed: -4..4"
             )
         for name in ("cta_start_us", "persistent_task_us", "launch_us", "merge_fixed_us",
-                     "merge_launch_us", "empty_cta_us"):
+                     "merge_launch_us", "empty_cta_us", "merge_issue_us", "merge_per_split_us",
+                     "merge_row_us"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name}: {value!r} out of range; allowed: a finite number >= 0")
+
+        k = self.saturation_sharpness
+        if not (isinstance(k, (int, float)) and 0.5 <= k):
+            raise ValueError(
+                f"saturation_sharpness: {k!r} out of range; allowed: >= 0.5 (inf: a hard roofline)"
+            )
+        if type(self.single_cta_variant) is not bool:  # 1 or "yes" is not a flag
+            raise ValueError(f"single_cta_variant: {self.single_cta_variant!r} must be true or false")
+        if not (isinstance(self.kernel_ctas_per_sm, int) and 0 <= self.kernel_ctas_per_sm <= 32):
+            raise ValueError(
+                f"kernel_ctas_per_sm: {self.kernel_ctas_per_sm!r} out of range; allowed: 0..32"
+            )
 
     def to_dict(self) -> dict:
         """Plain JSON values (an infinite cap is written as None)."""
@@ -231,9 +273,9 @@ def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSp
     flight and by the CTAs per SM the launch is built for."""
     c = constants
     scale = (shape.kv_bytes_per_token_per_head / REFERENCE_KV_BYTES_PER_TOKEN) ** c.inflight_exponent
-    # The occupancy the launch is built for (kvtune's Triton kernel picks its variant, FlashInfer
-    # its registers, by it), not how many CTAs happen to share an SM at one instant.
-    resident = max(1, min(plan.ctas_per_sm, device.max_ctas_per_sm))
+    # The occupancy the launch runs at (the kernel's variant), not how many CTAs happen to share
+    # an SM at one instant.
+    resident = resident_ctas_per_sm(plan, device, c)
     return c.cta_rate_cap_bytes_per_s * scale * resident ** -c.residency_exponent
 
 
@@ -265,9 +307,21 @@ def merge_bytes(plan: Plan, shape: AttentionShape) -> int:
     return partials + final
 
 
-def num_slots(plan: Plan, device: DeviceSpec) -> int:
-    """CTA slots: SMs times the plan's CTAs per SM, capped by the device's occupancy."""
-    return device.sm_count * min(plan.ctas_per_sm, device.max_ctas_per_sm)
+def resident_ctas_per_sm(plan: Plan, device: DeviceSpec,
+                         constants: SimConstants = DEFAULT_CONSTANTS) -> int:
+    """CTAs one SM runs at once for this launch: the kernel's own occupancy when the constants
+    fix one (kernel_ctas_per_sm > 0: FlashInfer sizes registers and shared memory itself, whatever
+    the plan counted), else the plan's ctas_per_sm; capped by the device's occupancy."""
+    c = constants
+    wanted = c.kernel_ctas_per_sm or plan.ctas_per_sm
+    if c.single_cta_variant and plan.ctas_per_sm == 1:
+        wanted = 1  # the variant built for one CTA per SM fills the SM
+    return max(1, min(wanted, device.max_ctas_per_sm))
+
+
+def num_slots(plan: Plan, device: DeviceSpec, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
+    """CTA slots: SMs times the CTAs per SM the launch runs at (resident_ctas_per_sm)."""
+    return device.sm_count * resident_ctas_per_sm(plan, device, constants)
 
 
 def simulate(
@@ -292,7 +346,7 @@ def simulate(
     nbytes = task_bytes(plan, shape)
     if reads > 1:  # each task's programs run one after the other in grid order
         nbytes = np.repeat(nbytes, reads)
-    slots = num_slots(plan, device)
+    slots = num_slots(plan, device, c)
     grid = plan.grid_size * reads
     start, stream, end, cta, slot_of = _run_events(
         nbytes.tolist(),
@@ -301,8 +355,7 @@ def simulate(
         heavy_first_counter=plan.schedule == "persistent-heavy-first",
         cta_start_us=c.cta_start_us,
         next_task_us=c.persistent_task_us,
-        bw_bytes_per_us=bw_bytes_per_us,
-        cap_bytes_per_us=cap_bytes_per_us,
+        rates=stream_rates(slots, bw_bytes_per_us, cap_bytes_per_us, c.saturation_sharpness),
     )
     start += c.launch_us
     stream += c.launch_us
@@ -312,7 +365,15 @@ def simulate(
     stage1_us = float(end.max()) + empty_us
 
     mbytes = merge_bytes(plan, shape)
-    merge_us = c.merge_launch_us + c.merge_fixed_us + mbytes / bw_bytes_per_us if mbytes else 0.0
+    merge_us = 0.0
+    if mbytes:
+        # The merge kernel starts when the first one ends, but not before the host has issued it.
+        stage1_us = max(stage1_us, c.merge_issue_us)
+        merged = merged_requests(plan)
+        max_splits = int(plan.splits[merged].max())
+        rows_per_sm = int(merged.sum()) * shape.num_qo_heads / device.sm_count
+        merge_us = (c.merge_launch_us + c.merge_fixed_us + c.merge_per_split_us * max_splits
+                    + c.merge_row_us * rows_per_sm + mbytes / bw_bytes_per_us)
 
     n_tasks = plan.num_tasks * reads
     task = np.arange(n_tasks, dtype=np.int64)
@@ -337,6 +398,28 @@ def simulate(
     )
 
 
+def stream_rates(max_streaming: int, bw_bytes_per_us: float, cap_bytes_per_us: float,
+                 sharpness: float) -> list:
+    """Bytes/us each of n streaming tasks gets, for n = 0 .. max_streaming (a list).
+
+    n tasks ask for n x cap; HBM gives at most bw. In between, the achieved total is the smooth
+    roofline bw / (1 + (bw / (n cap)) ** k) ** (1 / k) (k = sharpness): near saturation the
+    loaded memory latency grows, so n CTAs with a fixed number of bytes in flight each get less
+    than n x cap before the total reaches bw. k = inf is the hard min(n cap, bw).
+    """
+    n = np.arange(max_streaming + 1, dtype=np.float64)
+    n[0] = 1.0
+    asked = n * cap_bytes_per_us
+    if math.isinf(sharpness):
+        total = np.minimum(asked, bw_bytes_per_us)
+    else:
+        ratio = bw_bytes_per_us / asked
+        total = bw_bytes_per_us * np.exp(-np.log1p(ratio ** sharpness) / sharpness)
+    per_task = total / n
+    per_task[0] = 0.0
+    return per_task.tolist()
+
+
 def _run_events(
     nbytes: list,
     slots: int,
@@ -345,8 +428,7 @@ def _run_events(
     heavy_first_counter: bool,
     cta_start_us: float,
     next_task_us: float,
-    bw_bytes_per_us: float,
-    cap_bytes_per_us: float,
+    rates: list,
 ):
     """The event loop of one launch. Returns start, stream start and end times (us from the first
     CTA's start) and the CTA and slot of every task, as numpy arrays in task order.
@@ -358,8 +440,7 @@ def _run_events(
     stream = [0.0] * n_tasks
     end = [0.0] * n_tasks
     slot_of = [0] * n_tasks
-    # Below this many streaming tasks each runs at the cap; above it they split the bandwidth.
-    saturating = bw_bytes_per_us / cap_bytes_per_us
+    # rates[n]: what each of n streaming tasks gets (stream_rates).
 
     # Tasks paying their start cost, as (time_us it is paid, slot, task). Each cost is a constant
     # added to a non-decreasing clock, so one FIFO per cost stays sorted: no heap needed.
@@ -420,10 +501,7 @@ def _run_events(
                 slot_of[next_cta] = s
                 new_cta.append((now + cta_start_us, s, next_cta))
                 next_cta += 1
-        if n_stream > saturating:
-            rate = bw_bytes_per_us / n_stream
-        else:
-            rate = cap_bytes_per_us if n_stream else 0.0
+        rate = rates[n_stream]
     slot = np.asarray(slot_of, dtype=np.int64)
     task_ids = np.arange(n_tasks, dtype=np.int64)
     # With the counter every CTA stays on its first slot (late CTAs get nothing), so CTA = slot.
@@ -444,6 +522,8 @@ __all__ = [
     "merged_requests",
     "num_slots",
     "programs_per_task",
+    "resident_ctas_per_sm",
     "simulate",
+    "stream_rates",
     "task_bytes",
 ]

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-
 from kvtune.dashboard import data, frames, storage
 from kvtune.dashboard.launch import ENV_RESULTS, ENV_STORAGE
-from kvtune.dashboard.replay import device_from_manifest, policy_from_row, replay_row, shape_from_row
+from kvtune.dashboard.replay import (
+    device_from_manifest,
+    policy_from_row,
+    replay_row,
+    row_constants,
+    shape_from_row,
+)
+from kvtune.harness.sim_model import resident_ctas_per_sm
 from kvtune.harness.store import load_manifest
 
 
@@ -95,7 +102,12 @@ def test_replayed_timelines_reproduce_the_stored_simulated_latency(bench_run):
             replay.plan["num_tasks"] == row["num_tasks"]
             and len(replay.timeline) == row["num_tasks"]
         )
-        assert replay.num_slots == device.sm_count * min(row["ctas_per_sm"], device.max_ctas_per_sm)
+        # The slots are the kernel's occupancy when the row's model fixes one, else the plan's.
+        counted = SimpleNamespace(ctas_per_sm=row["ctas_per_sm"])
+        resident = resident_ctas_per_sm(counted, device, row_constants(row))
+        assert replay.num_slots == device.sm_count * resident
+        if not row_constants(row).kernel_ctas_per_sm:
+            assert resident == min(row["ctas_per_sm"], device.max_ctas_per_sm)
 
 
 def test_replay_of_the_tuned_winner_of_a_tuning_run(tune_run):

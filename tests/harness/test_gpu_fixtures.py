@@ -67,16 +67,22 @@ def test_flashinfer_calibrations_on_their_rows(kernel):
 # Measured rows of runs no shipped calibration was fitted to: the traces suite (other lengths)
 # of the H200 and H100 calls of 2026-11-26 (benchmarks/collect_rows_gpu.sh), mooncake and
 # azure-conv cases. The shipped H200/H100 Triton and FlashInfer tensor-core calibrations were fitted
-# to the threshold and prod-mix runs of the same calls. What they reach here is pinned so that CI
-# catches a model change that makes them worse; issue 14's targets (median Spearman >= 0.9,
-# regret <= 3% geomean / 10% worst, median |error| <= 10%) are met for the latency error on every
-# card and kernel, and not everywhere for the ranking (docs/PERFORMANCE.md, fidelity table).
+# to the threshold and prod-mix runs of the same calls. What they reach here is pinned (a little
+# below the levels reached, so that CI catches a model change that makes them worse). Issue 14's
+# targets (median Spearman >= 0.9, regret <= 3% geomean / 10% worst, median |error| <= 10%) are met
+# on these rows except the H200 Triton worst regret (azure-conv B=8, where two eager launches
+# jitter by 20 us on the host) and the FlashInfer Spearman (three of five policies often plan
+# the same launch, whose GPU order is noise).
 HELD_OUT_LEVELS = {
     # (card, kernel): (median Spearman >=, regret geomean <=, regret worst <=, median |error| <=)
-    ("h200", "triton"): (0.85, 0.06, 0.35, 0.10),
-    ("h200", "flashinfer-tensor-core"): (0.85, 0.03, 0.25, 0.10),
-    ("h100", "triton"): (0.85, 0.03, 0.10, 0.10),
-    ("h100", "flashinfer-tensor-core"): (0.85, 0.03, 0.10, 0.10),
+    # reached 2026-11-26: 0.961, 1.59%, 30.6%, 2.7%
+    ("h200", "triton"): (0.93, 0.025, 0.35, 0.04),
+    # reached: 0.894, 0.23%, 3.8%, 1.7%
+    ("h200", "flashinfer-tensor-core"): (0.87, 0.01, 0.06, 0.03),
+    # reached: 0.947, 0.61%, 3.6%, 2.3%
+    ("h100", "triton"): (0.92, 0.012, 0.06, 0.04),
+    # reached: 0.900, 0.34%, 7.3%, 0.95%
+    ("h100", "flashinfer-tensor-core"): (0.87, 0.01, 0.09, 0.02),
 }
 
 

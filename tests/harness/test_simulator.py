@@ -14,11 +14,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kvtune.harness.backends import Measurement, Verification, backend_class
 from kvtune.harness.backends.simulator import BACKEND, SimulatorBackend
 from kvtune.harness.device import device_model
-from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, merge_bytes, simulate, task_bytes
+from kvtune.harness.sim_model import (
+    DEFAULT_CONSTANTS,
+    SimConstants,
+    merge_bytes,
+    simulate,
+    task_bytes,
+)
 from kvtune.kernels.plan import AttentionShape, DeviceSpec, build_plan
 from kvtune.workloads.batch import DecodeBatch
 
@@ -418,3 +423,71 @@ def test_backend_rejects_plan_of_another_batch():
     plan = build_plan(skew80(32), 4_096, num_kv_heads=8, page_size=16)
     with pytest.raises(ValueError, match="plan"):
         backend.measure(DecodeBatch(uniform(32), SHAPE), plan)
+
+
+def test_smooth_roofline_rates():
+    from kvtune.harness.sim_model import stream_rates
+
+    bw, cap = 4000.0, 30.0  # bytes/us: 133 tasks at the cap would ask for the bandwidth
+    hard = np.array(stream_rates(1000, bw, cap, float("inf")))
+    n = np.arange(1, 1001)
+    assert hard[0] == 0 and np.allclose(hard[1:], np.minimum(n * cap, bw) / n)
+    soft = np.array(stream_rates(1000, bw, cap, 2.0))
+    total = soft[1:] * n
+    assert (total < np.minimum(n * cap, bw)).all() and (np.diff(total) > 0).all()
+    # Where n x cap equals the bandwidth, k = 2 gives 2 ** -0.5 of it; far above, nearly all.
+    assert total[132] == pytest.approx(bw * (1 + (bw / (133 * cap)) ** 2) ** -0.5, rel=1e-12)
+    assert total[-1] > 0.99 * bw and total[0] == pytest.approx(cap, rel=1e-3)
+
+
+def test_kernel_occupancy_sets_the_slots():
+    # 272 equal tasks of a plan counting 2 CTAs per SM (264 slots): 8 tasks run a second wave
+    # alone at the cap; a kernel that runs 3 per SM whatever the plan says takes them in one.
+    plan = build_plan(np.full(34, 8_192), 8_192, num_kv_heads=8, page_size=16, ctas_per_sm=2)
+    counted = simulate(plan, SHAPE, H200, SimConstants())
+    own = simulate(plan, SHAPE, H200, SimConstants(kernel_ctas_per_sm=3))
+    assert counted.num_slots == 264 and own.num_slots == 396
+    per_task_at_cap_us = task_bytes(plan, SHAPE)[0] / DEFAULT_CONSTANTS.cta_rate_cap_bytes_per_s * 1e6
+    assert counted.time_us - own.time_us > 0.9 * per_task_at_cap_us
+    # The one-CTA-per-SM variant fills an SM: such plans keep one slot per SM.
+    one = build_plan(np.full(34, 8_192), 8_192, num_kv_heads=8, page_size=16, ctas_per_sm=1)
+    c = SimConstants(kernel_ctas_per_sm=3, single_cta_variant=True)
+    assert simulate(one, SHAPE, H200, c).num_slots == 132
+    assert simulate(one, SHAPE, H200, SimConstants(kernel_ctas_per_sm=3)).num_slots == 396
+
+
+def test_merge_costs_and_earliest_start():
+    kv = np.full(16, 4_096)
+    plan = build_plan(kv, 1_024, num_kv_heads=8, page_size=16, ctas_per_sm=2)  # 4 splits each
+    base = simulate(plan, SHAPE, H200, SimConstants())
+    rows = SimConstants(merge_row_us=0.5, merge_per_split_us=0.25)
+    with_rows = simulate(plan, SHAPE, H200, rows)
+    merged_rows_per_sm = 16 * SHAPE.num_qo_heads / H200.sm_count
+    assert with_rows.merge_us - base.merge_us == pytest.approx(
+        0.5 * merged_rows_per_sm + 0.25 * 4, rel=1e-12)
+    # The host issues the merge no earlier than merge_issue_us after the first launch started.
+    late = simulate(plan, SHAPE, H200, SimConstants(merge_issue_us=base.stage1_us + 10.0))
+    assert late.time_us == pytest.approx(base.time_us + 10.0, rel=1e-12)
+    early = simulate(plan, SHAPE, H200, SimConstants(merge_issue_us=1.0))
+    assert early.time_us == pytest.approx(base.time_us, rel=1e-12)
+    # No merge, no merge costs.
+    whole = build_plan(kv, 1 << 20, num_kv_heads=8, page_size=16, ctas_per_sm=2)
+    assert simulate(whole, SHAPE, H200, SimConstants(merge_issue_us=500.0)).time_us < 500.0
+
+
+@pytest.mark.parametrize("bad", [{"kernel_ctas_per_sm": 33}, {"kernel_ctas_per_sm": 1.5},
+                                 {"saturation_sharpness": 0.1}, {"merge_row_us": -1.0},
+                                 {"merge_issue_us": float("nan")}, {"single_cta_variant": 1}])
+def test_new_constants_are_checked(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        SimConstants(**bad)
+
+
+def test_calibration_without_the_new_constants_keeps_the_old_model():
+    # A file written before these constants existed (h200-flashinfer-cuda-core) loads with
+    # defaults that reproduce the old model: the plan's occupancy, a hard roofline, no merge
+    # extras.
+    c = SimConstants.from_dict({"hbm_efficiency": 0.9, "cta_rate_cap_bytes_per_s": 30e9})
+    assert (c.kernel_ctas_per_sm, c.single_cta_variant, c.saturation_sharpness) == (0, False, float("inf"))
+    assert c.merge_issue_us == c.merge_row_us == c.merge_per_split_us == 0.0
+    assert SimConstants.from_dict(c.to_dict()) == c

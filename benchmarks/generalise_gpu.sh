@@ -10,7 +10,7 @@
 # grid (512..16384 tokens), and benchmarks/generalise_table.py prints the per-bucket table (train
 # score, validation score, vs default, vs best chunk) and the targets. Every output is checked
 # against the reference before it is timed (kvtune's gate); the GPU backends measure the copy
-# bandwidth in the same run (the fraction-of-ceiling columns). Budget: about 4 minutes per
+# bandwidth in the same run (the fraction-of-ceiling columns). Budget: about 4-6 minutes per
 # backend and direction on one H200 (few trials, relaxed stopping, --timeout-s caps): run one backend per
 # call (`... OUT/triton triton`, `... OUT/flashinfer flashinfer`). Writes OUT/table.md, OUT/table.json,
 # OUT/generalise.log and OUT/results.tgz. GENERALISE_DIRECTIONS="a" runs only the first

@@ -29,7 +29,7 @@ from kvtune.studies.rules import trial_policy
 DEFAULT_FINALISTS = 5
 DEFAULT_ROUNDS = 3
 # The adaptive candidates: target waves x CTA slots per SM (the occupancy the rule counts with),
-# min chunk 128 tokens (FlashInfer's), no max chunk, max splits 256. Simulated on the calibrated H100 and H200
+# min chunk 128 tokens (FlashInfer's), max splits 256, and the max chunks below. Simulated on the calibrated H100 and H200
 # models (FlashInfer and Triton kernels), the best of this grid per batch-size range sits within
 # about 1% of the per-case best chunk in geomean while never planning slower than FlashInfer's own
 # planner; which cell is best moves with the batch size (1-2 slots, 2 waves at batch 8-16; 2
@@ -38,7 +38,11 @@ ADAPTIVE_WAVES = (1, 2, 4, 8)
 ADAPTIVE_CTAS_PER_SM = (1, 2, 4)
 ADAPTIVE_MAX_SPLITS = 256
 ADAPTIVE_MIN_CHUNK_TOKENS = 128  # FlashInfer's own minimum
-ADAPTIVE_MAX_CHUNK_TOKENS = 1 << 20  # no cap: FlashInfer's own search has none either
+# Max chunk: none (FlashInfer's own search has none; small batches of long requests want large
+# chunks), or 8192 tokens: on large batches of long requests (prod-mix, B >= 128, millions of
+# tokens) the best fixed chunk is 4096-8192 tokens whatever the even share per slot, and a chunk
+# of 1.2 x that share / W was 1.23-1.26x slower there (H200, FlashInfer, 2026-11-26).
+ADAPTIVE_MAX_CHUNKS_TOKENS = (1 << 20, 8192)
 
 
 @dataclass(frozen=True)
@@ -57,28 +61,28 @@ class FamilyCandidate:
 
 
 def adaptive_candidates(space, device=None, cases=()) -> list[FamilyCandidate]:
-    """The adaptive finalists of a study's `space` (its page size): ADAPTIVE_WAVES x
-    ADAPTIVE_CTAS_PER_SM (slots per SM above device.max_ctas_per_sm left out). Given `device`
+    """The adaptive finalists of a study's `space` (its page size): ADAPTIVE_MAX_CHUNKS_TOKENS x
+    ADAPTIVE_CTAS_PER_SM x ADAPTIVE_WAVES (slots per SM above device.max_ctas_per_sm left out). Given `device`
     and the bucket's `cases` (harness.runner.CaseRun), a candidate that plans the same chunk on
     every case as an earlier one is dropped: measuring it again would only cost GPU time."""
     page = space.page_size
     low = max(ADAPTIVE_MIN_CHUNK_TOKENS, page)
-    top = max(ADAPTIVE_MAX_CHUNK_TOKENS, low)
     limit = device.max_ctas_per_sm if device is not None else max(ADAPTIVE_CTAS_PER_SM)
     out, seen = [], set()
-    for ctas in (c for c in ADAPTIVE_CTAS_PER_SM if c <= limit):
-        for w in ADAPTIVE_WAVES:
-            cand = FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=w,
-                                               max_splits=ADAPTIVE_MAX_SPLITS, ctas_per_sm=ctas,
-                                               schedule="static"), "adaptive", top)
-            if device is not None and cases:
-                policy = cand.policy()
-                key = tuple(policy.plan(c.batch.kv_lens, c.batch.shape, device).notes["chunk_tokens"]
-                            for c in cases)
-                if key in seen:
-                    continue
-                seen.add(key)
-            out.append(cand)
+    for top in ADAPTIVE_MAX_CHUNKS_TOKENS:
+        for ctas in (c for c in ADAPTIVE_CTAS_PER_SM if c <= limit):
+            for w in ADAPTIVE_WAVES:
+                cand = FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=w,
+                                                   max_splits=ADAPTIVE_MAX_SPLITS, ctas_per_sm=ctas,
+                                                   schedule="static"), "adaptive", max(top, low))
+                if device is not None and cases:
+                    policy = cand.policy()
+                    key = tuple(policy.plan(c.batch.kv_lens, c.batch.shape, device)
+                                .notes["chunk_tokens"] for c in cases)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                out.append(cand)
     return out
 
 

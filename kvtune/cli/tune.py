@@ -41,8 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-adaptive", dest="adaptive", action="store_false",
                    help="no adaptive-family finalists (one chunk per batch computed at plan time)")
     p.add_argument("--no-stress", dest="stress", action="store_false",
-                   help="do not add the stress share (skew80 and uniform batches of 262,144 tokens at "
-                        "each training batch size)")
+                   help="do not add the stress share (skew80 and uniform batches of 262,144 tokens "
+                        "and lognormal short contexts at each training batch size)")
     p.add_argument("--sampler", help=f"{', '.join(SAMPLERS)} (default tpe; nsga2 with --objective mean,worst)")
     p.add_argument("--seed", type=int, help="sampler seed (default 0)")
     p.add_argument("--objective", help=f"{' or '.join(OBJECTIVES)} (default robust: geometric mean "

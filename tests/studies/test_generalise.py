@@ -14,7 +14,7 @@ from kvtune.harness.device import device_model
 from kvtune.kernels import tuned_planner
 from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
 from kvtune.kernels.parametric import AdaptiveChunkPolicy, BucketedPolicy
-from kvtune.studies.finalists import ADAPTIVE_CTAS_PER_SM, ADAPTIVE_WAVES
+from kvtune.studies.finalists import ADAPTIVE_CTAS_PER_SM, ADAPTIVE_MAX_CHUNKS_TOKENS, ADAPTIVE_WAVES
 from kvtune.kernels.plan import SplitParams
 from kvtune.studies import export
 from kvtune.studies import study as study_module
@@ -215,7 +215,7 @@ def test_adaptive_finalists_run_and_an_adaptive_bucket_exports_its_family_and_kn
     result = load_tuning_result(root)
     # The grid's candidates, less those that plan the same chunks as an earlier one on the
     # bucket's cases: at least one, never more than the grid.
-    grid = len(ADAPTIVE_WAVES) * len(ADAPTIVE_CTAS_PER_SM)
+    grid = len(ADAPTIVE_WAVES) * len(ADAPTIVE_CTAS_PER_SM) * len(ADAPTIVE_MAX_CHUNKS_TOKENS)
     assert all(1 <= sum(f.family == "adaptive" for f in b.finalists) <= grid
                for b in result.buckets)
     b = result.buckets[-1]
@@ -297,7 +297,8 @@ def test_adaptive_candidates_drop_those_that_plan_the_same_chunks():
     chunks = [c.policy().plan(skewed[0].batch.kv_lens, SHAPE, H200).notes["chunk_tokens"]
               for c in kept]
     assert len(kept) > 1 and len(set(chunks)) == len(chunks)
-    assert len(adaptive_candidates(space)) == len(ADAPTIVE_WAVES) * len(ADAPTIVE_CTAS_PER_SM)
+    assert len(adaptive_candidates(space)) == (len(ADAPTIVE_WAVES) * len(ADAPTIVE_CTAS_PER_SM)
+                                               * len(ADAPTIVE_MAX_CHUNKS_TOKENS))
 
 
 def test_adaptive_chunk_keeps_a_balanced_batch_whole_and_fits_a_small_one_in_its_waves():

@@ -34,8 +34,9 @@ take a fixed_split_size per decode step; knobs: max_waves = target waves W, min_
 min chunk, the bucket's max_chunk_tokens = max chunk, max_splits, ctas_per_sm), with
 T = sum_b L_b, L = max_b L_b, slots = S x min(ctas_per_sm, max_ctas_per_sm), even slots
 E = S x min(2, max_ctas_per_sm) and even = T x H_kv / E tokens (adaptive_chunk_pages):
-  if max(L, ceil(B x H_kv / E) x T / B) <= 1.2 x even: no split (c = max_b pages_b; the unsplit
-      batch is already within 20% of an even spread, wave tail included);
+  if ceil(B x H_kv / E) x T / B + (L - T / B) <= 1.2 x even: no split (c = max_b pages_b; the
+      unsplit batch, whole waves of the mean request plus the longest one's excess as the tail,
+      is already within 20% of an even spread);
   else, with budget = max(W x slots, B x H_kv + (W - 1) x slots) pieces, c = the smallest whole
       number of pages >= ceil(max(min chunk, P) / P) with H_kv x sum_b ceil(pages_b / c) <=
       budget (FlashInfer's own search when W = 1 and ctas_per_sm = 2); if its pieces
@@ -398,7 +399,12 @@ def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int,
     batch, total = int(kv.shape[0]), int(kv.sum())
     even = even_slots or slots
     fair_tokens = total * num_kv_heads / even
-    unsplit_tokens = max(int(kv.max()), -(-batch * num_kv_heads // even) * total / batch)
+    # The unsplit batch's makespan, in tokens per CTA: whole waves of the mean request, plus the
+    # excess of the longest one as the tail (a long request dispatched late ends last). One
+    # wave: the longest request; equal requests: the wave-quantised mean.
+    mean_tokens = total / batch
+    unsplit_tokens = (-(-batch * num_kv_heads // even) * mean_tokens
+                      + (int(kv.max()) - mean_tokens))
     if unsplit_tokens <= BALANCE_TOLERANCE * fair_tokens:
         return max_pages
     # One piece per request and head always fits this budget, so the search always ends.

@@ -1,9 +1,13 @@
 """`--buckets auto`: the batch-size bucket boundaries searched, not fixed.
 
 Every training case is measured once under a grid of fixed chunks (CHUNK_GRID_TOKENS, each a
-FixedSplitPolicy, which every backend runs). For a group of consecutive batch sizes, the cost
-of one chunk for the whole group is sum over its cases of log(latency(chunk) / the case's best
-latency over the grid); a group's cost is that of its best chunk. Dynamic programming splits the
+FixedSplitPolicy, which every backend runs) and under the engine's own planner
+(kernels.parametric.engine_default_policy), which a bucket can ship as "defer". For a group of
+consecutive batch sizes, the cost of one column (a chunk, or the engine's planner) for the
+whole group is sum over its cases of log(latency(column) / the case's best latency over the
+columns); a group's cost is that of its best column. So batch sizes where the engine's planner
+is best (small batches: FlashInfer's one-wave chunk) and those where a fixed chunk is (where it
+turns split-KV off) land in different buckets, as the per-bucket family choice needs. Dynamic programming splits the
 sorted distinct batch sizes into at most `max_buckets` consecutive groups of least total cost;
 another bucket is only added when it lowers the cost by more than MIN_GAIN per case (a
 geomean gain of about 0.5%), so equal costs give fewer buckets. Buckets are ordered and cover
@@ -21,6 +25,7 @@ from kvtune.studies.buckets import BatchBucket
 
 CHUNK_GRID_TOKENS = (512, 1024, 2048, 4096, 8192, 16384)
 MIN_GAIN = 0.005
+ENGINE_SERIES = "flashinfer-tensor-core"  # the engine's own planner's column
 
 
 def group_cost(log_ratio: np.ndarray) -> float:
@@ -70,12 +75,17 @@ def search_buckets(runner, cases, max_buckets: int, recorder=None) -> tuple[Batc
 
     if not 1 <= max_buckets <= 16:
         raise ValueError(f"max-buckets: {max_buckets} out of range; allowed: 1..16")
+    from kvtune.kernels.parametric import engine_default_policy
+
     policies = [FixedSplitPolicy(chunk_tokens=c) for c in CHUNK_GRID_TOKENS]
+    series = [f"fixed-split:chunk_tokens={c}" for c in CHUNK_GRID_TOKENS]
+    policies.append(engine_default_policy())
+    series.append(ENGINE_SERIES)
     by_size: dict[int, list] = {}
     for case in cases:
         lat = []
-        for c, policy in zip(CHUNK_GRID_TOKENS, policies):
-            row, _ = runner.measure_one(case, policy, series=f"fixed-split:chunk_tokens={c}")
+        for label, policy in zip(series, policies):
+            row, _ = runner.measure_one(case, policy, series=label)
             if recorder is not None:
                 recorder.add(row, phase="buckets", study="", bucket="")
             lat.append(float(row["latency_us"]) if row["status"] == "ok" and row["latency_us"] > 0
@@ -92,4 +102,4 @@ def search_buckets(runner, cases, max_buckets: int, recorder=None) -> tuple[Batc
     return buckets_from_ends(sizes, choose_boundaries(sizes, logs, max_buckets))
 
 
-__all__ = ["CHUNK_GRID_TOKENS", "buckets_from_ends", "choose_boundaries", "search_buckets"]
+__all__ = ["CHUNK_GRID_TOKENS", "ENGINE_SERIES", "buckets_from_ends", "choose_boundaries", "search_buckets"]

@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
     p.add_argument("--trials", type=int, help="trials per bucket, counted over resumptions (default 40)")
     p.add_argument("--buckets", help="batch-size buckets, e.g. 1-8,9-32,33-128,129-512 (default: "
                    "those, extended past 512 when the suite has larger batches), or auto: "
-                   "boundaries searched over a fixed-chunk grid (at most --max-buckets)")
+                   "boundaries searched over a fixed-chunk grid and the engine's own planner (at most "
+                        "--max-buckets)")
     p.add_argument("--max-buckets", type=int, help="with --buckets auto: most buckets (default 4)")
     p.add_argument("--validate", action="append", metavar="SPEC",
                    help="held-out cases the search never sees (repeatable): a suite name, "

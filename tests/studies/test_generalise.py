@@ -280,7 +280,7 @@ def test_tune_with_auto_buckets_stores_the_grid_and_covers_the_suite(tmp_path):
     for prev, cur in zip(buckets, buckets[1:]):
         assert cur["min_batch"] == prev["max_batch"] + 1
     rows = pd.read_parquet(root / "measurements.parquet")
-    assert len(rows[rows["phase"] == "buckets"]) == 12 * 6  # 3 cases + 3 x 3 stress cases x 6 chunks
+    assert len(rows[rows["phase"] == "buckets"]) == 12 * 7  # (3 cases + 3 x 3 stress cases) x (6 chunks + the engine's planner)
 
 
 def test_adaptive_candidates_drop_those_that_plan_the_same_chunks():

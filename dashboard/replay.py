@@ -120,6 +120,8 @@ def replay_row(row: dict, device: DeviceSpec) -> Replay:
         )
     shape = shape_from_row(row)
     policy = policy_from_row(row)
+    if hasattr(policy, "plan_hybrid") and row.get("q_lens") is not None and len(row["q_lens"]):
+        return replay_hybrid_row(row, policy, shape, device)
     batch = DecodeBatch(np.asarray(kv_lens, dtype=np.int64), shape=shape)
     plan = policy.plan(batch.kv_lens, shape, device)
     result = SimulatorBackend(device, row_constants(row)).simulate(batch, plan)
@@ -140,4 +142,76 @@ def replay_row(row: dict, device: DeviceSpec) -> Replay:
     )
 
 
-__all__ = ["Replay", "device_from_manifest", "policy_from_row", "replay_row", "shape_from_row"]
+def replay_hybrid_row(row: dict, policy, shape: AttentionShape, device: DeviceSpec) -> Replay:
+    """A hybrid batch (q_lens stored beside kv_lens): re-planned with plan_hybrid and simulated
+    by harness/sim_hybrid.py. The timeline has a `kind` column ("prefill" or "decode") so the
+    chart can show which CTAs ran prefill tiles and which ran decode pieces."""
+    from kvtune.harness.sim_hybrid import simulate_hybrid
+
+    q_lens = np.asarray(row["q_lens"], dtype=np.int64)
+    kv_lens = np.asarray(row["kv_lens"], dtype=np.int64)
+    if q_lens.shape != kv_lens.shape:
+        raise ValueError(f"q_lens: {q_lens.shape[0]} entries for {kv_lens.shape[0]} kv_lens")
+    plan = policy.plan_hybrid(q_lens, kv_lens, shape, device)
+    result = simulate_hybrid(plan, shape, device, row_constants(row))
+    timeline = hybrid_timeline(plan, result, shape)
+    stage1 = max(result.prefill_us, result.decode_us)
+    return Replay(
+        policy=str(row["policy"]), timeline=timeline, time_us=float(result.time_us),
+        stage1_us=float(stage1), merge_us=float(result.merge_us),
+        num_slots=device.sm_count * min(plan.ctas_per_sm, device.max_ctas_per_sm),
+        sm_count=device.sm_count, kv_lens=kv_lens,
+        plan={**plan.summary(), "waves": plan.waves(device.sm_count)},
+    )
+
+
+def hybrid_timeline(plan, result, shape: AttentionShape) -> pd.DataFrame:
+    """One row per task of a simulated hybrid launch, in the columns of SimResult.to_frame()
+    plus `kind`. Prefill tasks are tile-major (a tile's KV heads together), decode tasks
+    head-major (harness.sim_hybrid.hybrid_tasks). slot: the lowest of the SM's slots free at the
+    task's start, so concurrent CTAs of one SM sit on different rows."""
+    heads = shape.num_kv_heads
+    per_tok = shape.kv_bytes_per_token_per_head
+    request = [np.repeat(plan.tile_request, heads)]
+    split = [np.repeat(plan.tile_split, heads)]
+    head = [np.tile(np.arange(heads), plan.num_prefill_tiles)]
+    keys = [np.repeat(plan.tile_kv_end - plan.tile_kv_start, heads)]
+    dp = plan.decode_plan
+    if dp is not None:
+        items = dp.work_request.shape[0]
+        request.append(np.tile(plan.decode_requests[dp.work_request], heads))
+        split.append(np.tile(dp.work_split, heads))
+        head.append(np.repeat(np.arange(heads), items))
+        keys.append(np.tile(dp.item_tokens(), heads))
+    frame = pd.DataFrame({
+        "request": np.concatenate(request).astype(np.int64),
+        "split": np.concatenate(split).astype(np.int64),
+        "kv_head": np.concatenate(head).astype(np.int64),
+        "sm": np.asarray(result.sm, dtype=np.int64),
+        "start_us": np.asarray(result.start_us, dtype=float),
+        "end_us": np.asarray(result.end_us, dtype=float),
+        "bytes": np.concatenate(keys).astype(float) * per_tok,
+        "kind": np.where(np.asarray(result.kind) == 1, "prefill", "decode"),
+    })
+    frame["slot"] = _slots(frame)
+    return frame
+
+
+def _slots(frame: pd.DataFrame) -> np.ndarray:
+    """Per task, the lowest slot of its SM that is free when it starts (interval colouring)."""
+    slot = np.zeros(len(frame), dtype=np.int64)
+    for _, part in frame.groupby("sm", sort=False):
+        ends: list[float] = []
+        for i, start, end in zip(part.index, part["start_us"], part["end_us"]):
+            free = next((k for k, e in enumerate(ends) if e <= start + 1e-9), None)
+            if free is None:
+                ends.append(end)
+                free = len(ends) - 1
+            else:
+                ends[free] = end
+            slot[i] = free
+    return slot
+
+
+__all__ = ["Replay", "device_from_manifest", "hybrid_timeline", "policy_from_row",
+           "replay_hybrid_row", "replay_row", "shape_from_row"]

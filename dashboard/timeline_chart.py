@@ -17,6 +17,8 @@ from kvtune.dashboard.figure_parts import SPARE_COLORS, vertical_rule
 
 # Requests in the legend, longest first; the rest share one legend entry ("N other requests").
 TIMELINE_LEGEND_MAX_REQUESTS = 12
+# A hybrid launch's CTAs by kind: prefill tiles (compute-bound) and decode pieces.
+KIND_COLORS = {"prefill": "#1f77b4", "decode": "#ff7f0e"}
 # Colours by length rank (the longest request is red): ten distinct hues, then muted ones.
 REQUEST_PALETTE = (
     "#d62728",
@@ -143,12 +145,20 @@ def timeline_figure(
         )
 
     fig = go.Figure()
-    legend_requests = order[:TIMELINE_LEGEND_MAX_REQUESTS]
+    if "kind" in frame.columns:
+        # A hybrid launch: what matters is which CTAs ran prefill tiles and which decode pieces.
+        for kind, color in KIND_COLORS.items():
+            part = frame[frame["kind"] == kind]
+            if not part.empty:
+                fig.add_trace(bar(part, f"{kind} CTAs ({len(part):,})", color))
+        legend_requests = rest = []
+    else:
+        legend_requests = order[:TIMELINE_LEGEND_MAX_REQUESTS]
+        rest = order[TIMELINE_LEGEND_MAX_REQUESTS:]
     for req in legend_requests:
         part = frame[frame["request"] == req]
         name = f"request {req}" + (f" · {int(lens[req]):,} tok" if lens is not None else "")
         fig.add_trace(bar(part, name, palette[rank[int(req)] % len(palette)]))
-    rest = order[TIMELINE_LEGEND_MAX_REQUESTS:]
     if rest:
         # The shorter requests share a legend entry; cycled colours keep neighbours apart.
         part = frame[frame["request"].isin(rest)]
@@ -194,7 +204,8 @@ def timeline_figure(
         # Below the plot, three entries a row, so that the legend does not squeeze the bars.
         legend={"orientation": "h", "yanchor": "top", "y": -0.1, "x": 0,
                 "entrywidth": 0.33, "entrywidthmode": "fraction", "font": {"size": 10},
-                "title": {"text": "requests, longest first", "side": "top"}},
+                "title": {"text": ("CTAs by kind" if "kind" in frame.columns
+                                   else "requests, longest first"), "side": "top"}},
         margin={"t": 40, "l": 60, "r": 20, "b": 40},
     )
     return fig

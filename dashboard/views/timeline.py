@@ -130,10 +130,16 @@ sim_note = (
     if run.get("simulated")
     else " The run was measured on a GPU; this timeline is the simulator's model of it."
 )
+hybrid = any("kind" in r.timeline.columns for r, _ in replays.values())
+colours = (
+    "Colours: the CTAs that ran prefill tiles and those that ran decode pieces."
+    if hybrid
+    else "Colours follow the requests' lengths (the longest is red); the legend lists the "
+    "longest requests first."
+)
 st.caption(
-    f"Case {code(case_id)} on {code(frames.device_text(run))}: the stored kv_lens re-planned with "
-    f"each policy's stored parameters and simulated.{sim_note} Colours follow the requests' "
-    "lengths (the longest is red); the legend lists the longest requests first."
+    f"Case {code(case_id)} on {code(frames.device_text(run))}: the stored lengths re-planned with "
+    f"each policy's stored parameters and simulated.{sim_note} {colours}"
 )
 x_max = max(r.time_us for r, _ in replays.values()) * 1.03 if time_axis == "shared" else None
 cols = st.columns(2)

@@ -95,6 +95,9 @@ class SimulatorBackend:
             checked=False, message=f"simulated ({self.device.name})",
             extra={"sim_prefill_us": r.prefill_us, "sim_decode_us": r.decode_us,
                    "sim_merge_us": r.merge_us, "sim_model": self.device.name,
+                   "sim_kernel": self.kernel, "sim_calibrated": self.calibrated,
+                   # The constants, so a stored hybrid row replays exactly (the SM timeline).
+                   "sim_constants": json.dumps(self.constants.to_dict(), sort_keys=True),
                    "flops": batch.causal_flops},
         )
 

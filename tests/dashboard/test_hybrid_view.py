@@ -54,3 +54,35 @@ def test_page_draws_the_hybrid_runs(monkeypatch, hybrid_results):
     assert not at.exception
     assert at.title[0].value == "Hybrid batches"
     assert at.get("plotly_chart"), "no chart drawn"
+
+
+def test_replayed_hybrid_rows_show_prefill_and_decode_ctas_and_reproduce_the_latency(hybrid_results):
+    import numpy as np
+
+    from kvtune.dashboard.replay import replay_row
+    from kvtune.dashboard.timeline_chart import KIND_COLORS, timeline_figure
+    from kvtune.harness.device import device_model
+
+    _, rows = hybrid_results
+    device = device_model("h100")
+    mixed = [r for r in rows if r["status"] == "ok" and r.get("q_lens")
+             and max(r["q_lens"]) > 1 and min(r["q_lens"]) == 1]
+    assert mixed
+    for row in mixed:
+        rep = replay_row(row, device)
+        t = rep.timeline
+        assert set(t["kind"]) == {"prefill", "decode"}
+        assert (t["kind"] == "prefill").sum() == rep.plan["prefill_tasks"]
+        assert (t["kind"] == "decode").sum() == rep.plan["decode_tasks"]
+        # The replay is the stored simulation: same latency, no two CTAs on one slot at once.
+        assert rep.time_us == pytest.approx(row["latency_us"], rel=1e-9)
+        assert t["slot"].max() < rep.num_slots // rep.sm_count
+        for _, part in t.groupby(["sm", "slot"]):
+            part = part.sort_values("start_us")
+            assert (part["start_us"].to_numpy()[1:] >= part["end_us"].to_numpy()[:-1] - 1e-6).all()
+        assert np.isin(t["request"], np.arange(len(row["kv_lens"]))).all()
+        fig = timeline_figure(t, sm_count=rep.sm_count, num_slots=rep.num_slots,
+                              kv_lens=rep.kv_lens, stage1_us=rep.stage1_us, time_us=rep.time_us)
+        bars = [trace for trace in fig.data if trace.type == "bar"]
+        assert [b.marker.color for b in bars] == [KIND_COLORS["prefill"], KIND_COLORS["decode"]]
+        assert sum(len(b.x) for b in bars) == len(t)

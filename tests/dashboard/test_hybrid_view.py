@@ -86,3 +86,24 @@ def test_replayed_hybrid_rows_show_prefill_and_decode_ctas_and_reproduce_the_lat
         bars = [trace for trace in fig.data if trace.type == "bar"]
         assert [b.marker.color for b in bars] == [KIND_COLORS["prefill"], KIND_COLORS["decode"]]
         assert sum(len(b.x) for b in bars) == len(t)
+
+
+def test_timeline_page_draws_a_hybrid_run_by_cta_kind(monkeypatch, hybrid_results):
+    root, rows = hybrid_results
+    monkeypatch.setenv(ENV_RESULTS, str(root))
+    monkeypatch.delenv(ENV_STORAGE, raising=False)
+    run = next(r["run_id"] for r in rows if max(r.get("q_lens") or [1]) > 1
+               and min(r.get("q_lens") or [2]) == 1)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    at.sidebar.multiselect(key=RUNS_KEY).set_value([run]).run()
+    at.switch_page("views/timeline.py").run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 2
+    import json
+
+    names = {t["name"].split(" (")[0] for c in charts
+             for t in json.loads(c.proto.spec)["data"] if t.get("type") == "bar"}
+    assert names == {"prefill CTAs", "decode CTAs"}

@@ -476,10 +476,21 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
         return TunedPieces(splits.astype(np.int64), piece_tokens.astype(np.int64), index,
                            dict(params), int(chunk * page), rule, family)
 
+    splits, piece_pages, low = _parametric_pieces(pages, heads, num_sms, occupancy,
+                                                  {**params, "page_size": page})
+    return TunedPieces(splits, (piece_pages * page).astype(np.int64), index,
+                       dict(params), int(low * page), rule, family)
+
+
+def _parametric_pieces(pages: np.ndarray, heads: int, num_sms: int, occupancy: int,
+                       params: dict) -> tuple[np.ndarray, np.ndarray, int]:
+    """(splits, piece pages, chunk pages) of the "parametric" rule (the module docstring)."""
+    page_min = params["min_tokens_per_cta"]
     ctas = min(params["ctas_per_sm"], occupancy)
-    budget = max(params["max_waves"] * num_sms * ctas, int(kv.shape[0]) * heads)
-    low = -(-max(params["min_tokens_per_cta"], page) // page)
+    budget = max(params["max_waves"] * num_sms * ctas, int(pages.shape[0]) * heads)
+    low = -(-max(page_min, params["page_size"]) // params["page_size"])
     high = max(low, int(pages.max()))
+    max_splits = params["max_splits"]
     # FlashInfer's binary search, bit for bit: the smallest chunk (pages) whose task count fits.
     while low < high:
         mid = (low + high) // 2
@@ -490,8 +501,89 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     wanted = np.minimum(-(-pages // low), max_splits)
     piece_pages = -(-pages // wanted)
     splits = -(-pages // piece_pages)  # equal pieces can need fewer than asked
-    return TunedPieces(splits.astype(np.int64), (piece_pages * page).astype(np.int64), index,
-                       dict(params), int(low * page), rule, family)
+    return splits.astype(np.int64), piece_pages, int(low)
+
+
+HYBRID_SCHEMA_PREFIX = "kvtune-hybrid-heuristic/"
+# Requests with at most this many new tokens are decodes (speculative ones included).
+MAX_DECODE_Q_LEN = 16
+
+
+class HybridPieces(NamedTuple):
+    """What a tuned hybrid heuristic (`kvtune tune --suite hybrid`, hybrid_heuristic.json) makes
+    of one batch of decodes and prefill chunks.
+
+    knobs: the bucket's params (schedule, ctas_per_sm, sm_policy, prefill_split_cap_waves,
+    prefill_block_m, min_prefill_split_tokens, the decode split knobs, decode_sm_share).
+    bucket_index: the bucket used. decode_requests: [D] batch indices of the decodes (q_len <=
+    16). decode_splits: [D] KV pieces per decode (the parametric rule with the decode knobs).
+    prefill_kv_splits: KV splits of every prefill tile (1..64). deferred: True when no bucket
+    holds the batch: use the engine's own hybrid planner (the others are then None).
+    """
+
+    knobs: dict | None
+    bucket_index: int | None
+    decode_requests: np.ndarray | None
+    decode_splits: np.ndarray | None
+    prefill_kv_splits: int | None
+    deferred: bool = False
+
+
+def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
+                max_ctas_per_sm: int | None = None) -> HybridPieces:
+    """The tuned hybrid rule for one batch (kernels.hybrid_policies.HybridTunedPolicy plans the
+    same decode splits and prefill kv splits; kvtune's tests check it).
+
+    heuristic: the parsed hybrid_heuristic.json (json.load; its `schema` starts with
+        kvtune-hybrid-heuristic/). q_lens, kv_lens: [B] new tokens and total tokens per request
+        (kv_len counts the new ones; 1 <= q_len <= kv_len <= 1,048,576). num_sms: 1..1024.
+    The bucket is the one whose decode count and prefill token ranges hold the batch; the decode
+    splits follow the "parametric" rule of the module docstring with the bucket's
+    min_tokens_per_cta, max_waves, max_splits and ctas_per_sm; a prefill tile's kv splits are
+    max(1, min(64, cap_waves x slots // (tiles x H_kv))) with tiles = sum over prefill requests of
+    ceil(q_len / (block_m // G)). Outside every bucket: deferred (kvtune itself then plans the
+    `pod` rule, which an engine replaces by its own).
+    """
+    if not isinstance(heuristic, dict) or not str(heuristic.get("schema", "")).startswith(
+            HYBRID_SCHEMA_PREFIX):
+        raise ValueError(f"schema: not a {HYBRID_SCHEMA_PREFIX}* document")
+    _int("num_sms", num_sms, 1, 1024)
+    q = np.asarray(q_lens, dtype=np.int64).ravel()
+    kv = _kv_lens(kv_lens)
+    if q.shape != kv.shape:
+        raise ValueError(f"q_lens: {q.shape[0]} entries for {kv.shape[0]} kv_lens")
+    if q.size and (q.min() < 1 or (q > kv).any()):
+        raise ValueError("q_lens: each must be 1..its kv_len")
+    shape = heuristic["shape"]
+    heads, page = int(shape["num_kv_heads"]), int(shape["page_size"])
+    group = int(shape["num_qo_heads"]) // heads
+    occupancy = (heuristic["device"]["max_ctas_per_sm"] if max_ctas_per_sm is None
+                 else max_ctas_per_sm)
+    _int("max_ctas_per_sm", occupancy, 1, 32)
+    dec = np.flatnonzero(q <= MAX_DECODE_Q_LEN)
+    prefill_tokens = int(q[q > MAX_DECODE_Q_LEN].sum())
+    for index, b in enumerate(heuristic.get("buckets", [])):
+        if (b["min_decodes"] <= dec.size <= b["max_decodes"]
+                and b["min_prefill_tokens"] <= prefill_tokens <= b["max_prefill_tokens"]):
+            break
+    else:
+        return HybridPieces(None, None, None, None, None, True)
+    knobs = dict(b["params"])
+    ctas = int(knobs.get("ctas_per_sm", 2))
+    splits = np.ones(0, dtype=np.int64)
+    if dec.size:
+        params = {"min_tokens_per_cta": int(knobs.get("min_tokens_per_cta", 2048)),
+                  "max_waves": int(knobs.get("max_waves", 1)),
+                  "max_splits": int(knobs.get("max_splits", 32)), "ctas_per_sm": ctas,
+                  "page_size": page}
+        splits = _parametric_pieces(-(-kv[dec] // page), heads, num_sms, occupancy, params)[0]
+    block_m = int(knobs.get("prefill_block_m", 128))
+    tok = block_m // group
+    tiles = int((-(-q[q > MAX_DECODE_Q_LEN] // tok)).sum())
+    slots = num_sms * ctas
+    cap = int(knobs.get("prefill_split_cap_waves", 2))
+    kv_splits = 1 if tiles == 0 else int(max(1, min(64, (cap * slots) // (tiles * heads))))
+    return HybridPieces(knobs, index, dec, splits, kv_splits)
 
 
 def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None):
@@ -527,7 +619,9 @@ __all__ = [
     "PARAMETRIC_RULE",
     "RULES",
     "SCHEMA_MAJOR",
+    "HybridPieces",
     "TunedPieces",
+    "plan_hybrid",
     "adaptive_chunk_pages",
     "check_document",
     "check_schema_version",

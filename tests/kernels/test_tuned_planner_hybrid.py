@@ -1,0 +1,85 @@
+"""The vendored planner plans hybrid batches (issue 15): kernels.tuned_planner.plan_hybrid gives
+the decode splits and prefill kv splits that kvtune's `hybrid-tuned` policy plans, from the
+hybrid heuristic file alone, and defers outside its buckets."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kvtune.kernels import tuned_planner
+from kvtune.kernels.hybrid_policies import HYBRID_SCHEMA, HybridTunedPolicy
+from kvtune.kernels.plan import AttentionShape, DeviceSpec
+
+SHAPE = AttentionShape(num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16)
+H200 = DeviceSpec(name="h200", sm_count=132, l2_bytes=60 << 20, hbm_bytes_per_s=4.8e12,
+                  max_ctas_per_sm=4)
+BUCKETS = [
+    {"min_decodes": 0, "max_decodes": 64, "min_prefill_tokens": 1, "max_prefill_tokens": 4096,
+     "params": {"schedule": "sm-aware", "ctas_per_sm": 2, "sm_policy": "proportional",
+                "prefill_split_cap_waves": 2, "prefill_block_m": 128, "min_tokens_per_cta": 1024,
+                "max_waves": 2, "max_splits": 16, "decode_schedule": "static"}},
+    {"min_decodes": 65, "max_decodes": 256, "min_prefill_tokens": 0, "max_prefill_tokens": 4096,
+     "params": {"schedule": "fused", "ctas_per_sm": 4, "sm_policy": "50:50",
+                "prefill_split_cap_waves": 1, "prefill_block_m": 64, "min_tokens_per_cta": 4096,
+                "max_waves": 4, "max_splits": 64, "decode_schedule": "static-heavy-first"}},
+]
+
+
+@pytest.fixture()
+def heuristic(tmp_path):
+    doc = {"schema": HYBRID_SCHEMA, "shape": SHAPE.to_dict(), "device": H200.to_dict(),
+           "buckets": BUCKETS}
+    path = tmp_path / "hybrid_heuristic.json"
+    path.write_text(json.dumps(doc))
+    return doc, str(path)
+
+
+def _batch(rng, decodes: int, chunk: int):
+    kv = list(rng.integers(64, 60_000, decodes))
+    q = [int(rng.integers(1, 5)) for _ in range(decodes)]
+    if chunk:
+        q.append(chunk)
+        kv.append(chunk + int(rng.integers(0, 20_000)))
+    return np.array(q), np.array(kv)
+
+
+def test_vendored_hybrid_plan_matches_the_tuned_policy(heuristic):
+    doc, path = heuristic
+    policy = HybridTunedPolicy(path=path)
+    rng = np.random.default_rng(3)
+    seen = set()
+    for _ in range(60):
+        decodes = int(rng.choice([0, 5, 40, 100, 300]))
+        chunk = int(rng.choice([0, 512, 2048, 8192]))
+        if decodes == 0 and chunk == 0:
+            continue
+        q, kv = _batch(rng, decodes, chunk)
+        plan = policy.plan_hybrid(q, kv, SHAPE, H200)
+        got = tuned_planner.plan_hybrid(doc, q, kv, H200.sm_count)
+        if got.deferred:
+            seen.add("deferred")
+            assert plan.notes.get("policy") == "pod"  # kvtune plans its POD rule there
+            continue
+        seen.add(got.bucket_index)
+        assert got.knobs == BUCKETS[got.bucket_index]["params"]
+        assert plan.notes["policy"] == "hybrid-parametric"
+        assert np.array_equal(got.decode_requests, plan.decode_requests)
+        want = plan.decode_plan.splits if plan.decode_plan is not None else np.ones(0)
+        assert np.array_equal(got.decode_splits, want)
+        assert got.prefill_kv_splits == plan.notes["prefill_kv_splits"]
+    assert seen == {0, 1, "deferred"}
+
+
+def test_vendored_hybrid_plan_refuses_what_it_cannot_plan(heuristic):
+    doc, _ = heuristic
+    with pytest.raises(ValueError, match="q_lens"):
+        tuned_planner.plan_hybrid(doc, [5], [4], 132)
+    with pytest.raises(ValueError, match="q_lens"):
+        tuned_planner.plan_hybrid(doc, [1, 1], [4], 132)
+    with pytest.raises(ValueError, match="schema"):
+        tuned_planner.plan_hybrid({"schema": "kvtune-heuristic"}, [1], [4], 132)
+    with pytest.raises(ValueError, match="num_sms"):
+        tuned_planner.plan_hybrid(doc, [1], [4], 0)

@@ -535,7 +535,8 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
     same decode splits and prefill kv splits; kvtune's tests check it).
 
     heuristic: the parsed hybrid_heuristic.json (json.load; its `schema` starts with
-        kvtune-hybrid-heuristic/). q_lens, kv_lens: [B] new tokens and total tokens per request
+        kvtune-hybrid-heuristic/), or a `kvtune export` document with a `hybrid` section
+        (schema 1.3, `kvtune export --hybrid`). q_lens, kv_lens: [B] new tokens and total tokens per request
         (kv_len counts the new ones; 1 <= q_len <= kv_len <= 1,048,576). num_sms: 1..1024.
     The bucket is the one whose decode count and prefill token ranges hold the batch; the decode
     splits follow the "parametric" rule of the module docstring with the bucket's
@@ -544,9 +545,14 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
     ceil(q_len / (block_m // G)). Outside every bucket: deferred (kvtune itself then plans the
     `pod` rule, which an engine replaces by its own).
     """
+    if isinstance(heuristic, dict) and isinstance(heuristic.get("hybrid"), dict):
+        # An export of schema 1.3 carries the hybrid buckets as its `hybrid` section.
+        heuristic = {**heuristic["hybrid"], "shape": heuristic["shape"],
+                     "device": heuristic["device"]}
     if not isinstance(heuristic, dict) or not str(heuristic.get("schema", "")).startswith(
             HYBRID_SCHEMA_PREFIX):
-        raise ValueError(f"schema: not a {HYBRID_SCHEMA_PREFIX}* document")
+        raise ValueError(f"schema: not a {HYBRID_SCHEMA_PREFIX}* document nor an export with a "
+                         "hybrid section")
     _int("num_sms", num_sms, 1, 1024)
     q = np.asarray(q_lens, dtype=np.int64).ravel()
     kv = _kv_lens(kv_lens)

@@ -57,7 +57,7 @@ from kvtune.studies.result import (
 
 # 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric"); 1.2 per-bucket
 # `family` and `max_chunk_tokens`, the evidence's `validation`, `allow_regression`.
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 # Validation slower than the engine default by more than this on any case refuses the export.
 REGRESSION_LIMIT = 1.02
 SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
@@ -373,12 +373,15 @@ def kvtune_version() -> str:
 
 def build_heuristic(result: TuningResult, *, source: dict | None = None,
                     max_kv_len_tokens: int = DEFAULT_MAX_KV_LEN_TOKENS,
-                    now: _dt.datetime | None = None, allow_regression: bool = False) -> dict:
+                    now: _dt.datetime | None = None, allow_regression: bool = False,
+                    hybrid_path=None) -> dict:
     """The heuristic document (docs/EXPORT.md) of a finished tuning run; validated before return.
 
     max_kv_len_tokens: the longest request the engine targets are checked for, 1..1,048,576.
     allow_regression: export a bucket whose validation is > 2% slower than the engine default on
     some case (recorded in the file); without it that is a ValueError naming the bucket.
+    hybrid_path: a hybrid_heuristic.json (`kvtune tune --suite hybrid`) of the same shape, written
+    as the `hybrid` section (schema 1.3; kernels.tuned_planner.plan_hybrid plans with it).
     """
     from kvtune.kernels.policy_common import check_int
 
@@ -405,10 +408,47 @@ def build_heuristic(result: TuningResult, *, source: dict | None = None,
         "targets": build_targets(table, shape, spec, max_kv_len_tokens, rule=result.rule),
     }
     _family_targets(doc, covered)
+    if hybrid_path is not None:
+        doc["hybrid"] = hybrid_section(hybrid_path, doc["shape"])
     if regressions:
         doc["allow_regression"] = True
     validate_document(doc)
     return doc
+
+
+def hybrid_section(path, shape: dict) -> dict:
+    """The `hybrid` section of schema 1.3 from a hybrid_heuristic.json of `kvtune tune --suite
+    hybrid`: its schema, buckets and bucket edges, each bucket's knobs checked by the
+    hybrid-parametric policy. ValueError (one line, naming the field) for a file that is not
+    one, or that was tuned for another attention shape than `shape` (the export's)."""
+    from kvtune.kernels.hybrid_policies import HYBRID_SCHEMA, HybridParametricPolicy
+
+    path = _regular_file(path, "hybrid")
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"hybrid: cannot read {path}: {exc}") from None
+    if not isinstance(doc, dict) or str(doc.get("schema", "")).split("/")[0] != \
+            HYBRID_SCHEMA.split("/")[0]:
+        raise ValueError(f"hybrid: {path} is not a {HYBRID_SCHEMA} file")
+    theirs = {k: doc.get("shape", {}).get(k) for k in ("num_qo_heads", "num_kv_heads", "head_dim",
+                                                         "page_size")}
+    ours = {k: shape.get(k) for k in theirs}
+    if theirs != ours:
+        raise ValueError(f"hybrid: {path} was tuned for shape {theirs}; this export's is {ours}")
+    buckets = doc.get("buckets")
+    if not isinstance(buckets, list) or not buckets:
+        raise ValueError(f"hybrid: {path} has no buckets")
+    out = []
+    for i, b in enumerate(buckets):
+        try:
+            HybridParametricPolicy(**b["params"])
+            edges = {k: int(b[k]) for k in ("min_decodes", "max_decodes", "min_prefill_tokens",
+                                             "max_prefill_tokens")}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"hybrid: buckets[{i}]: {exc}") from None
+        out.append({**edges, "params": dict(b["params"])})
+    return {"schema": doc["schema"], "buckets": out}
 
 
 def _family_targets(doc: dict, covered) -> None:

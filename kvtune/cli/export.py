@@ -35,6 +35,9 @@ def add_parser(sub) -> None:
     p.add_argument("--allow-regression", action="store_true",
                    help="export even a bucket whose validation is more than 2%% slower than the "
                         "engine's own planner on some case (the file records it)")
+    p.add_argument("--hybrid", metavar="FILE",
+                   help="also write the hybrid knobs of a `kvtune tune --suite hybrid` run "
+                        "(its hybrid_heuristic.json, same shape) as the file's hybrid section")
     p.set_defaults(handler=run_export)
 
 
@@ -48,7 +51,7 @@ def run_export(args) -> int:
     else:
         result, source = export.tuning_result_from_run(args.run)
     doc = export.build_heuristic(result, source=source, max_kv_len_tokens=args.max_kv_len,
-                                 allow_regression=args.allow_regression)
+                                 allow_regression=args.allow_regression, hybrid_path=args.hybrid)
     path = export.write_heuristic(doc, args.output)
     for line in summary_lines(doc):
         print(line)

@@ -83,3 +83,40 @@ def test_vendored_hybrid_plan_refuses_what_it_cannot_plan(heuristic):
         tuned_planner.plan_hybrid({"schema": "kvtune-heuristic"}, [1], [4], 132)
     with pytest.raises(ValueError, match="num_sms"):
         tuned_planner.plan_hybrid(doc, [1], [4], 0)
+
+
+def test_export_writes_the_hybrid_section_and_the_planner_reads_it(tmp_path, heuristic):
+    from kvtune.studies import export
+    from tests.studies.test_export import FIXED_NOW, sample_result
+
+    doc, path = heuristic
+    result = sample_result(shape=SHAPE)
+    out = export.build_heuristic(result, now=FIXED_NOW, hybrid_path=path)
+    assert out["schema_version"] == "1.3"
+    assert [b["params"] for b in out["hybrid"]["buckets"]] == [b["params"] for b in BUCKETS]
+    written = tmp_path / "tuned.json"
+    export.write_heuristic(out, written)
+    loaded = json.loads(written.read_text())
+    tuned_planner.check_document(loaded)  # the decode part still reads as before
+    rng = np.random.default_rng(5)
+    for decodes, chunk in ((5, 512), (100, 2048), (300, 8192)):
+        q, kv = _batch(rng, decodes, chunk)
+        a = tuned_planner.plan_hybrid(loaded, q, kv, 132)
+        b = tuned_planner.plan_hybrid(doc, q, kv, 132)
+        assert a.deferred == b.deferred and a.bucket_index == b.bucket_index
+        if not a.deferred:
+            assert np.array_equal(a.decode_splits, b.decode_splits)
+            assert a.prefill_kv_splits == b.prefill_kv_splits
+    # Another shape, or not a hybrid file: one line naming the field.
+    other = dict(doc, shape={**doc["shape"], "num_kv_heads": 4})
+    bad = tmp_path / "other.json"
+    bad.write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="hybrid: .*tuned for shape"):
+        export.build_heuristic(result, now=FIXED_NOW, hybrid_path=str(bad))
+    bad.write_text(json.dumps({"schema": "something-else"}))
+    with pytest.raises(ValueError, match="hybrid: .* is not a"):
+        export.build_heuristic(result, now=FIXED_NOW, hybrid_path=str(bad))
+    broken = dict(doc, buckets=[dict(BUCKETS[0], params={**BUCKETS[0]["params"], "ctas_per_sm": 99})])
+    bad.write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"hybrid: buckets\[0\]"):
+        export.build_heuristic(result, now=FIXED_NOW, hybrid_path=str(bad))

@@ -132,7 +132,7 @@ def test_export_gives_a_fixed_split_size_for_every_bucket(run):
     run_dir, path, _, _ = run
     doc = json.loads(path.read_text())
     result = load_tuning_result(run_dir)
-    assert doc["schema_version"] == "1.2" and doc["rule"] == "fixed-chunk"
+    assert doc["schema_version"] == "1.3" and doc["rule"] == "fixed-chunk"
     page = doc["shape"]["page_size"]
     targets = doc["targets"]["flashinfer"]["buckets"]
     assert len(targets) == len(doc["buckets"]) == len(result.buckets)

@@ -183,7 +183,7 @@ def test_tune_validate_export_then_bench_the_heuristic_on_a_trace_file(tmp_path,
     assert main(["export", "--study", "e2e", "--storage", f"sqlite:///{out}/optuna.db",
                  "-o", str(heuristic)]) == 0
     doc = json.loads(heuristic.read_text())
-    assert doc["schema_version"] == "1.2"
+    assert doc["schema_version"] == "1.3"
     assert all(e["validation"]["cases"] >= 1 for e in doc["evidence"])
     bench_out = tmp_path / "bench"
     assert main(["bench", "--distribution", "trace", "--param", f"path={trace}", "--batch-sizes",

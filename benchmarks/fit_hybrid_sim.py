@@ -1,0 +1,143 @@
+"""Fit the hybrid simulator's prefill constant to a GPU run of benchmarks/bench_hybrid.py.
+
+    python benchmarks/fit_hybrid_sim.py RESULTS.json [--json OUT.json]
+
+RESULTS.json is bench_hybrid.py's output (its cases, each variant's median_us, the device). The
+cases are rebuilt from their case ids (workloads.hybrid.HybridCase, deterministic), every variant
+is planned again with its policy and simulated (harness/sim_hybrid.py) on the run's device.
+
+Fit: `prefill_efficiency` (the fraction of the tensor-core peak a prefill tile reaches) on the
+`prefill-alone` rows only (a prefill batch alone is compute-bound: its time is the one number
+that constant sets), by a 1-D search of the median log error. Held out: every mixed variant
+(serial, streams, fused, pod, partitioned, the tuned grid) and decode-alone. Prints the median
+and worst relative error per variant before and after; nothing is written into the project
+(set the default in harness/sim_hybrid.py from what it prints, with the run named there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from kvtune.harness.sim_hybrid import HybridSimConstants, simulate_hybrid
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape, DeviceSpec
+from kvtune.workloads.batch import AttentionBatch
+from kvtune.workloads.hybrid import HybridCase
+
+VARIANT_POLICIES = {
+    "serial": ("hybrid-serial", {}),
+    "streams": ("hybrid-streams", {}),
+    "fused": ("hybrid-fused", {}),
+    "pod": ("pod", {}),
+    "partitioned": ("hybrid-parametric", {"schedule": "partitioned"}),
+    "prefill-alone": ("hybrid-serial", {}),
+    "decode-alone": ("hybrid-serial", {}),
+}
+
+
+def case_from_id(case_id: str, shape: AttentionShape) -> HybridCase:
+    """The HybridCase of an id like hybrid:B16:seed0:chunk_tokens=512,context_tokens=4096."""
+    _, b, seed, *rest = case_id.split(":")
+    params = {}
+    for kv in (rest[0].split(",") if rest else []):
+        k, v = kv.split("=")
+        params[k] = v if k == "source" else int(v)
+    return HybridCase(params, int(b[1:]), shape, int(seed[4:]))
+
+
+def variant_batch(batch: AttentionBatch, name: str) -> AttentionBatch | None:
+    if name not in ("prefill-alone", "decode-alone"):
+        return batch
+    mask = batch.is_prefill if name == "prefill-alone" else ~batch.is_prefill
+    if not mask.any():
+        return None
+    return AttentionBatch(batch.q_lens[mask], batch.kv_lens[mask], batch.shape, batch.seed)
+
+
+def rows(results: dict) -> list[dict]:
+    """(case, variant, plan, shape, gpu us) of every ok variant with a time."""
+    shape = AttentionShape(**results["shape"])
+    device = DeviceSpec(**results["device"])
+    out = []
+    for entry in results["cases"]:
+        batch = case_from_id(entry["case_id"], shape).batch()
+        for name, r in entry["variants"].items():
+            if not r.get("ok") or not r.get("median_us") or name.startswith("flashinfer"):
+                continue
+            if name in VARIANT_POLICIES:
+                pol, kw = VARIANT_POLICIES[name]
+            elif name.startswith("tuned") and isinstance(r.get("params"), dict):
+                pol, kw = "hybrid-parametric", r["params"]
+            else:
+                continue
+            sub = variant_batch(batch, name)
+            if sub is None:
+                continue
+            plan = policies.get(pol, **kw).plan_hybrid(sub.q_lens, sub.kv_lens, shape, device)
+            out.append({"case": entry["case_id"], "variant": name.rstrip("0123456789"),
+                        "plan": plan, "shape": shape, "device": device,
+                        "gpu_us": float(r["median_us"])})
+    return out
+
+
+def errors(data: list[dict], hybrid: HybridSimConstants) -> dict:
+    by = {}
+    for d in data:
+        sim = simulate_hybrid(d["plan"], d["shape"], d["device"], hybrid=hybrid).time_us
+        by.setdefault(d["variant"], []).append(sim / d["gpu_us"] - 1.0)
+    return by
+
+
+def fit(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
+    """prefill_efficiency minimising |median log(sim / gpu)| over the prefill-alone rows."""
+    train = [d for d in data if d["variant"] == "prefill-alone"]
+    if not train:
+        raise ValueError("results: no prefill-alone rows to fit prefill_efficiency on")
+
+    def loss(eff: float) -> float:
+        e = errors(train, replace(start, prefill_efficiency=eff))["prefill-alone"]
+        return abs(float(np.median(np.log1p(e))))
+
+    grid = np.round(np.arange(0.10, 1.0001, 0.01), 2)
+    best = min(grid, key=loss)
+    return replace(start, prefill_efficiency=float(best))
+
+
+def table(by: dict) -> list[str]:
+    lines = ["| variant | rows | median error | worst |", "|---|---|---|---|"]
+    for name, e in sorted(by.items()):
+        e = np.asarray(e)
+        worst = e[np.argmax(np.abs(e))]
+        lines.append(f"| {name} | {e.size} | {np.median(e):+.1%} | {worst:+.1%} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results")
+    ap.add_argument("--json", help="write the fitted constants and both tables here")
+    args = ap.parse_args(argv)
+    with open(args.results) as f:
+        results = json.load(f)
+    data = rows(results)
+    before = HybridSimConstants()
+    after = fit(data, before)
+    b, a = errors(data, before), errors(data, after)
+    print(f"prefill_efficiency: {before.prefill_efficiency} -> {after.prefill_efficiency} "
+          f"(fitted on {len(b.get('prefill-alone', []))} prefill-alone rows)")
+    print("\nbefore\n" + "\n".join(table(b)) + "\n\nafter\n" + "\n".join(table(a)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"prefill_efficiency": after.prefill_efficiency,
+                       "before": {k: list(map(float, v)) for k, v in b.items()},
+                       "after": {k: list(map(float, v)) for k, v in a.items()}}, f, indent=1)
+    return 0 if all(math.isfinite(x) for v in a.values() for x in v) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

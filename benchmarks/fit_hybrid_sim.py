@@ -22,7 +22,6 @@ import math
 from dataclasses import replace
 
 import numpy as np
-
 from kvtune.harness.sim_hybrid import HybridSimConstants, simulate_hybrid
 from kvtune.kernels import policies
 from kvtune.kernels.plan import AttentionShape, DeviceSpec

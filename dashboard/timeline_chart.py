@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-
 from kvtune.dashboard.figure_parts import SPARE_COLORS, vertical_rule
 
 # Requests in the legend, longest first; the rest share one legend entry ("N other requests").

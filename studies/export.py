@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from kvtune.kernels import tuned_planner
-from kvtune.studies.export_targets import DEFAULT_MAX_KV_LEN_TOKENS, build_targets
 from kvtune.harness.redact import redact_url
+from kvtune.kernels import tuned_planner
+from kvtune.kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, BucketedPolicy
+from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
 from kvtune.kernels.tuned_planner import (
     MAX_FILE_BYTES,
     check_document,
@@ -43,8 +44,7 @@ from kvtune.kernels.tuned_planner import (
     plan_pieces,
     read_document,
 )
-from kvtune.kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, BucketedPolicy
-from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
+from kvtune.studies.export_targets import DEFAULT_MAX_KV_LEN_TOKENS, build_targets
 from kvtune.studies.result import (
     RESULT_ATTR,
     RUN_ATTR,

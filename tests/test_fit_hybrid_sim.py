@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from kvtune.harness.sim_hybrid import HybridSimConstants, simulate_hybrid
 from kvtune.kernels import policies
 from kvtune.kernels.plan import AttentionShape, DeviceSpec

@@ -4,7 +4,6 @@ side on one time axis or each on its own, with the waves marked and the idle-slo
 
 import pandas as pd
 import streamlit as st
-
 from kvtune.dashboard import charts, data, frames, selection
 from kvtune.dashboard.text import code, plain
 from kvtune.dashboard.timeline_chart import idle_slot_share

@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-
 from kvtune.kernels import tuned_planner
 from kvtune.kernels.hybrid_policies import HYBRID_SCHEMA, HybridTunedPolicy
 from kvtune.kernels.plan import AttentionShape, DeviceSpec
@@ -87,6 +86,7 @@ def test_vendored_hybrid_plan_refuses_what_it_cannot_plan(heuristic):
 
 def test_export_writes_the_hybrid_section_and_the_planner_reads_it(tmp_path, heuristic):
     from kvtune.studies import export
+
     from tests.studies.test_export import FIXED_NOW, sample_result
 
     doc, path = heuristic

@@ -3,9 +3,7 @@ results whose "GPU" times the simulator made with that efficiency."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from kvtune.harness.sim_hybrid import HybridSimConstants, simulate_hybrid
@@ -13,18 +11,11 @@ from kvtune.kernels import policies
 from kvtune.kernels.plan import AttentionShape, DeviceSpec
 from kvtune.workloads.hybrid import HybridCase
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "fit_hybrid_sim.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("fit_hybrid_sim", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.benchmark_scripts import load_benchmark
 
 
 def test_fit_recovers_the_prefill_efficiency(tmp_path):
-    mod = _module()
+    mod = load_benchmark("fit_hybrid_sim")
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=128, page_size=16)
     device = DeviceSpec(name="h200", sm_count=132, l2_bytes=60 << 20, hbm_bytes_per_s=4.8e12,
                         max_ctas_per_sm=8)

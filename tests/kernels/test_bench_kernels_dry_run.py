@@ -3,25 +3,19 @@ interpreter, a tiny batch, FlashInfer skipped), so the GPU call does not break o
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from kvtune.kernels import decode_config
 from kvtune.kernels.decode_config import KernelConfig
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_kernels.py"
+from tests.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_kernels")
 
 
 def test_default_matrix_covers_every_shape_kv_type_and_page_size(bench):

@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 from kvtune.harness.sim_hybrid import HybridSimConstants, simulate_hybrid
@@ -28,15 +30,13 @@ from kvtune.kernels.plan import AttentionShape, DeviceSpec
 from kvtune.workloads.batch import AttentionBatch
 from kvtune.workloads.hybrid import HybridCase
 
-VARIANT_POLICIES = {
-    "serial": ("hybrid-serial", {}),
-    "streams": ("hybrid-streams", {}),
-    "fused": ("hybrid-fused", {}),
-    "pod": ("pod", {}),
-    "partitioned": ("hybrid-parametric", {"schedule": "partitioned"}),
-    "prefill-alone": ("hybrid-serial", {}),
-    "decode-alone": ("hybrid-serial", {}),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_hybrid import TRITON_VARIANTS, sub_batch  # noqa: E402  (the run's variant table)
+
+# The variants as bench_hybrid.py ran them (its table), and the two halves it timed with the
+# serial policy on their own.
+VARIANT_POLICIES = {**TRITON_VARIANTS, "prefill-alone": ("hybrid-serial", {}),
+                    "decode-alone": ("hybrid-serial", {})}
 
 
 def case_from_id(case_id: str, shape: AttentionShape) -> HybridCase:
@@ -50,12 +50,12 @@ def case_from_id(case_id: str, shape: AttentionShape) -> HybridCase:
 
 
 def variant_batch(batch: AttentionBatch, name: str) -> AttentionBatch | None:
-    if name not in ("prefill-alone", "decode-alone"):
-        return batch
-    mask = batch.is_prefill if name == "prefill-alone" else ~batch.is_prefill
-    if not mask.any():
-        return None
-    return AttentionBatch(batch.q_lens[mask], batch.kv_lens[mask], batch.shape, batch.seed)
+    """The batch a variant ran: the whole one, or bench_hybrid's prefill / decode half."""
+    if name == "prefill-alone":
+        return sub_batch(batch, batch.is_prefill)
+    if name == "decode-alone":
+        return sub_batch(batch, ~batch.is_prefill)
+    return batch
 
 
 def rows(results: dict) -> list[dict]:

@@ -34,10 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, Plan, _check_int, as_kv_lens
 
-MAX_DECODE_Q_LEN = 16
+# The vendored planner owns the decode / prefill boundary and the prefill split rule, so that an
+# engine that copies it plans hybrid batches exactly as kvtune does.
+from kvtune.kernels.tuned_planner import MAX_DECODE_Q_LEN
+from kvtune.kernels.tuned_planner import prefill_kv_splits as vendored_prefill_kv_splits
+
 HYBRID_SCHEDULES = ("serial", "streams", "fused", "sm-aware", "partitioned")
 SM_POLICIES = ("50:50", "proportional")
 PREFILL_BLOCK_M = (64, 128)
@@ -311,13 +314,11 @@ def build_prefill_tiles(q_lens, kv_lens, *, group_size: int, block_m: int, page_
 def prefill_kv_splits(q_lens, kv_lens, *, group_size: int, block_m: int, num_kv_heads: int,
                       slots: int, cap_waves: int) -> int:
     """The largest kv split count (1..64) that keeps the prefill tasks within `cap_waves` waves of
-    `slots` CTA slots; 1 when the unsplit tiles already fill that many."""
-    q = np.asarray(q_lens, dtype=np.int64)
-    tok = block_m // group_size
-    tiles = int((-(-q[q > MAX_DECODE_Q_LEN] // tok)).sum())
-    if tiles == 0:
-        return 1
-    return int(max(1, min(64, (cap_waves * slots) // (tiles * num_kv_heads))))
+    `slots` CTA slots; 1 when the unsplit tiles already fill that many (the vendored planner's
+    rule, kernels.tuned_planner.prefill_kv_splits, so both plan alike). kv_lens: unused."""
+    return vendored_prefill_kv_splits(q_lens, group_size=group_size, block_m=block_m,
+                                      num_kv_heads=num_kv_heads, slots=slots,
+                                      cap_waves=cap_waves)
 
 
 __all__ = [

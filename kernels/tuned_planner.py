@@ -476,19 +476,17 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
         return TunedPieces(splits.astype(np.int64), piece_tokens.astype(np.int64), index,
                            dict(params), int(chunk * page), rule, family)
 
-    splits, piece_pages, low = _parametric_pieces(pages, heads, num_sms, occupancy,
-                                                  {**params, "page_size": page})
+    splits, piece_pages, low = _parametric_pieces(pages, heads, page, num_sms, occupancy, params)
     return TunedPieces(splits, (piece_pages * page).astype(np.int64), index,
                        dict(params), int(low * page), rule, family)
 
 
-def _parametric_pieces(pages: np.ndarray, heads: int, num_sms: int, occupancy: int,
-                       params: dict) -> tuple[np.ndarray, np.ndarray, int]:
+def _parametric_pieces(pages: np.ndarray, heads: int, page_size: int, num_sms: int,
+                       occupancy: int, params: dict) -> tuple[np.ndarray, np.ndarray, int]:
     """(splits, piece pages, chunk pages) of the "parametric" rule (the module docstring)."""
-    page_min = params["min_tokens_per_cta"]
     ctas = min(params["ctas_per_sm"], occupancy)
     budget = max(params["max_waves"] * num_sms * ctas, int(pages.shape[0]) * heads)
-    low = -(-max(page_min, params["page_size"]) // params["page_size"])
+    low = -(-max(params["min_tokens_per_cta"], page_size) // page_size)
     high = max(low, int(pages.max()))
     max_splits = params["max_splits"]
     # FlashInfer's binary search, bit for bit: the smallest chunk (pages) whose task count fits.
@@ -580,16 +578,27 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
     if dec.size:
         params = {"min_tokens_per_cta": int(knobs.get("min_tokens_per_cta", 2048)),
                   "max_waves": int(knobs.get("max_waves", 1)),
-                  "max_splits": int(knobs.get("max_splits", 32)), "ctas_per_sm": ctas,
-                  "page_size": page}
-        splits = _parametric_pieces(-(-kv[dec] // page), heads, num_sms, occupancy, params)[0]
-    block_m = int(knobs.get("prefill_block_m", 128))
-    tok = block_m // group
-    tiles = int((-(-q[q > MAX_DECODE_Q_LEN] // tok)).sum())
-    slots = num_sms * ctas
-    cap = int(knobs.get("prefill_split_cap_waves", 2))
-    kv_splits = 1 if tiles == 0 else int(max(1, min(64, (cap * slots) // (tiles * heads))))
+                  "max_splits": int(knobs.get("max_splits", 32)), "ctas_per_sm": ctas}
+        splits = _parametric_pieces(-(-kv[dec] // page), heads, page, num_sms, occupancy,
+                                    params)[0]
+    kv_splits = prefill_kv_splits(q, group_size=group,
+                                  block_m=int(knobs.get("prefill_block_m", 128)),
+                                  num_kv_heads=heads, slots=num_sms * ctas,
+                                  cap_waves=int(knobs.get("prefill_split_cap_waves", 2)))
     return HybridPieces(knobs, index, dec, splits, kv_splits)
+
+
+def prefill_kv_splits(q_lens, *, group_size: int, block_m: int, num_kv_heads: int,
+                      slots: int, cap_waves: int) -> int:
+    """The largest kv split count (1..64) that keeps the prefill tasks within `cap_waves` waves of
+    `slots` CTA slots; 1 when the unsplit tiles already fill that many. A prefill request (q_len
+    above MAX_DECODE_Q_LEN) has ceil(q_len / (block_m // group_size)) tiles per KV head."""
+    q = np.asarray(q_lens, dtype=np.int64)
+    tok = block_m // group_size
+    tiles = int((-(-q[q > MAX_DECODE_Q_LEN] // tok)).sum())
+    if tiles == 0:
+        return 1
+    return int(max(1, min(64, (cap_waves * slots) // (tiles * num_kv_heads))))
 
 
 def plan_splits(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None):
@@ -635,6 +644,7 @@ __all__ = [
     "load_document",
     "parse_document",
     "plan_hybrid",
+    "prefill_kv_splits",
     "plan_pieces",
     "plan_splits",
     "read_document",

@@ -166,30 +166,17 @@ def replay_hybrid_row(row: dict, policy, shape: AttentionShape, device: DeviceSp
 
 def hybrid_timeline(plan, result, shape: AttentionShape) -> pd.DataFrame:
     """One row per task of a simulated hybrid launch, in the columns of SimResult.to_frame()
-    plus `kind`. Prefill tasks are tile-major (a tile's KV heads together), decode tasks
-    head-major (harness.sim_hybrid.hybrid_tasks). slot: the lowest of the SM's slots free at the
-    task's start, so concurrent CTAs of one SM sit on different rows."""
-    heads = shape.num_kv_heads
-    per_tok = shape.kv_bytes_per_token_per_head
-    request = [np.repeat(plan.tile_request, heads)]
-    split = [np.repeat(plan.tile_split, heads)]
-    head = [np.tile(np.arange(heads), plan.num_prefill_tiles)]
-    keys = [np.repeat(plan.tile_kv_end - plan.tile_kv_start, heads)]
-    dp = plan.decode_plan
-    if dp is not None:
-        items = dp.work_request.shape[0]
-        request.append(np.tile(plan.decode_requests[dp.work_request], heads))
-        split.append(np.tile(dp.work_split, heads))
-        head.append(np.repeat(np.arange(heads), items))
-        keys.append(np.tile(dp.item_tokens(), heads))
+    plus `kind`, labelled by harness.sim_hybrid.hybrid_task_ids. slot: the lowest of the SM's
+    slots free at the task's start, so concurrent CTAs of one SM sit on different rows."""
+    from kvtune.harness.sim_hybrid import hybrid_task_ids
+
+    ids = hybrid_task_ids(plan, shape)
     frame = pd.DataFrame({
-        "request": np.concatenate(request).astype(np.int64),
-        "split": np.concatenate(split).astype(np.int64),
-        "kv_head": np.concatenate(head).astype(np.int64),
+        "request": ids["request"], "split": ids["split"], "kv_head": ids["kv_head"],
         "sm": np.asarray(result.sm, dtype=np.int64),
         "start_us": np.asarray(result.start_us, dtype=float),
         "end_us": np.asarray(result.end_us, dtype=float),
-        "bytes": np.concatenate(keys).astype(float) * per_tok,
+        "bytes": ids["keys"].astype(float) * shape.kv_bytes_per_token_per_head,
         "kind": np.where(np.asarray(result.kind) == 1, "prefill", "decode"),
     })
     frame["slot"] = _slots(frame)

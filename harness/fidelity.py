@@ -250,7 +250,8 @@ def distinct_launches(group: pd.DataFrame, gpu_col: str, sim_col: str) -> pd.Dat
     keys = [launch_key(r) for _, r in group.iterrows()]
     if any(k is None for k in keys):
         return group
-    group = group.assign(_launch=[hash(k) for k in keys])
+    index = {}
+    group = group.assign(_launch=[index.setdefault(k, len(index)) for k in keys])
     merged = group.groupby("_launch", sort=False).agg(
         **{gpu_col: (gpu_col, "mean"), sim_col: (sim_col, "mean")})
     first = group.drop_duplicates("_launch").set_index("_launch")

@@ -62,6 +62,27 @@ class HybridSimResult:
     kind: np.ndarray  # 1 prefill, 0 decode
 
 
+def hybrid_task_ids(plan: HybridPlan, shape: AttentionShape) -> dict:
+    """{request, split, kv_head, keys}: [tasks] int64 arrays in hybrid_tasks' order (prefill tasks
+    tile-major, a tile's KV heads together; then decode tasks head-major). request: batch index;
+    keys: the task's key tokens. What the SM timeline labels each simulated task with."""
+    H = shape.num_kv_heads
+    request = [np.repeat(plan.tile_request, H)]
+    split = [np.repeat(plan.tile_split, H)]
+    head = [np.tile(np.arange(H), plan.num_prefill_tiles)]
+    keys = [np.repeat(plan.tile_kv_end - plan.tile_kv_start, H)]
+    dp = plan.decode_plan
+    if dp is not None:
+        items = dp.work_request.shape[0]
+        request.append(np.tile(plan.decode_requests[dp.work_request], H))
+        split.append(np.tile(dp.work_split, H))
+        head.append(np.repeat(np.arange(H), items))
+        keys.append(np.tile(dp.item_tokens(), H))
+    return {name: np.concatenate(parts).astype(np.int64)
+            for name, parts in (("request", request), ("split", split), ("kv_head", head),
+                                ("keys", keys))}
+
+
 def hybrid_tasks(plan: HybridPlan, shape: AttentionShape):
     """(kind, flops, bytes, rows) float64 arrays: prefill tasks (tile-major), then decode tasks."""
     H, D = shape.num_kv_heads, shape.head_dim

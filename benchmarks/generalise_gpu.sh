@@ -14,7 +14,9 @@
 # backend and direction on one H200 (few trials, relaxed stopping, --timeout-s caps): run one backend per
 # call (`... OUT/triton triton`, `... OUT/flashinfer flashinfer`). Writes OUT/table.md, OUT/table.json,
 # OUT/generalise.log and OUT/results.tgz. GENERALISE_DIRECTIONS="a" runs only the first
-# direction (the CPU test does).
+# direction (the CPU test does). GENERALISE_TIMER (default auto = CUPTI) is the GPU timer of the
+# tune and bench runs: `graph` replays each decode from a CUDA graph as serving engines do, which
+# keeps the host's launch of the merge kernel out of 20-40 us Triton decodes.
 set -euo pipefail
 out=${1:?usage: generalise_gpu.sh OUT [BACKEND...]}
 shift
@@ -52,15 +54,16 @@ t0=$(date +%s)
       else
         picks=(--trials 12 --finalists 2 --baselines flashinfer-tensor-core,fa3)
       fi
+      timer=${GENERALISE_TIMER:-auto}
       common=(--backend "$backend" "${picks[@]}" --finalist-rounds 2 --timeout-s 90
-              --stopping "$stop")
+              --stopping "$stop" --timer "$timer")
       train_a=(--suite traces)
       val_a=(--validate prod-mix --validate threshold)
       bench_a=("--suite prod-mix" "--suite threshold")
       train_b=(--suite prod-mix)
       val_b=(--validate traces)
       bench_b=("--suite traces")
-      measure=(--backend "$backend" --stopping "$stop")
+      measure=(--backend "$backend" --stopping "$stop" --timer "$timer")
     fi
     for dir in ${GENERALISE_DIRECTIONS:-a b}; do
       if [ $dir = a ]; then train=("${train_a[@]}"); val=("${val_a[@]}"); benches=("${bench_a[@]}"); name=traces

@@ -100,18 +100,21 @@ FIT_BOUNDS = {
 
 # What the fit starts from, per kernel: how the kernel occupies an SM (not fitted: a count) and a
 # finite roofline sharpness for the optimizer to move.
-# - triton: kvtune's stage-1 kernel has two variants (kernels/decode_config.py): plans built for
-#   one CTA per SM get the 8-warp page-ahead one, which fills an SM; every other plan runs the
-#   4-warp variant, 3 of which share an SM whatever ctas_per_sm the plan counted. The H200
-#   threshold rows show it: 272/280 CTAs of a plan counting 2 per SM (uniform B=34/35) ran in one
-#   wave, while 512 equal CTAs (uniform B=64, 3.9 per SM) ran 11% longer than 1024 (a second,
-#   partial wave at the per-CTA rate); fits with 3 beat 4 and 8 on the fitted rows.
+# - triton: kvtune's stage-1 kernel has two variants for the default shape
+#   (kernels/decode_config.py): plans built for one CTA per SM get the 8-warp page-ahead one
+#   (bn128-w8-s3-pa, 136 KB of shared memory), which fills an SM; every other plan runs the
+#   4-warp page-ahead one (bn64-w4-s4-pa, 102 KB: 2 per SM by shared memory, local sm_90 compile,
+#   benchmarks/compile_survey.py), whatever ctas_per_sm the plan counted. Until the table
+#   changed (2026-11-26, 10:27 UTC) that variant was bn128-w4-s2 (72 KB, 3 per SM): the H200
+#   rows of 06:33 showed 3, and the fit to the graph-replay rows of 11:42 (the new variant)
+#   held out reaches median Spearman 0.90 and 3.6% worst regret with 2, 0.85 and 21% with 3.
+#   When the config table changes, this count must follow it.
 # - flashinfer-tensor-core: FlashInfer's prefill kernel at PrefillPlan's 2 CTAs per SM for every
 #   plan (its fixed-split and no-split plans too: same kernel, same registers).
 # - flashinfer-cuda-core: the occupancy comes from the rows (infer_cuda_core_occupancy) and is the
 #   device's max_ctas_per_sm, so the plan's count is used (kernel_ctas_per_sm 0).
 KERNEL_START = {
-    "triton": {"kernel_ctas_per_sm": 3, "single_cta_variant": True, "saturation_sharpness": 4.0},
+    "triton": {"kernel_ctas_per_sm": 2, "single_cta_variant": True, "saturation_sharpness": 4.0},
     "flashinfer-tensor-core": {"kernel_ctas_per_sm": 2, "saturation_sharpness": 4.0},
     "flashinfer-cuda-core": {},
 }

@@ -227,8 +227,10 @@ class FidelityReport:
 
 def launch_key(row) -> tuple | None:
     """What the GPU ran for a row, or None when the row does not say: the pieces per request,
-    the schedule, the grid and the chunk (plan_notes chunk_tokens, or FlashInfer's chunk_pages x
-    page_size). Two policies with the same key launched the same kernel on the same pieces."""
+    the schedule, the grid, the chunk (plan_notes chunk_tokens, or FlashInfer's chunk_pages x
+    page_size) and the compiled kernel configuration when the row names one (kvtune's Triton
+    kernel picks it from the plan's CTAs per SM). Two policies with the same key launched the
+    same kernel on the same pieces."""
     splits = row.get("splits")
     if splits is None or (isinstance(splits, float) and math.isnan(splits)):
         return None
@@ -239,8 +241,10 @@ def launch_key(row) -> tuple | None:
         chunk = int(notes["chunk_pages"]) * int(row.get("page_size") or 1)
     if isinstance(chunk, list):
         chunk = tuple(chunk)
+    config = row.get("kernel_config")
+    config = None if config is None or (isinstance(config, float) and math.isnan(config)) else str(config)
     return (tuple(int(x) for x in np.asarray(splits).ravel()), str(row.get("schedule")),
-            int(row.get("grid_size") or 0), chunk)
+            int(row.get("grid_size") or 0), chunk, config)
 
 
 def distinct_launches(group: pd.DataFrame, gpu_col: str, sim_col: str) -> pd.DataFrame:

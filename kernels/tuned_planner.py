@@ -58,6 +58,7 @@ full JSON Schema check on top of this.)
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
@@ -84,6 +85,8 @@ DEFAULT_MAX_CHUNK_TOKENS = 16384
 BALANCE_TOLERANCE = 1.2
 # The adaptive family's smallest piece when it spreads a batch that one wave cannot balance.
 SPREAD_FLOOR_TOKENS = 2048
+# A one-wave fit is spread only when that shortens the busiest slot's tokens by this factor.
+SPREAD_MIN_GAIN = 1.1
 # CTAs per SM that the adaptive family's evenness test counts: two decode CTAs per SM stream
 # the copy bandwidth on Hopper (FlashInfer's decode planner also assumes two).
 EVEN_CTAS_PER_SM = 2
@@ -425,11 +428,48 @@ def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int,
         # W per slot, keep the tail short (FlashInfer's search alone stops at one piece per
         # slot). Never below SPREAD_FLOOR_TOKENS: on small batches the per-piece and merge
         # costs of smaller pieces outweigh the imbalance (FlashInfer's one-wave chunk wins).
-        chunk_tokens = min(chunk_tokens, max(SPREAD_FLOOR_TOKENS, math.ceil(
+        spread_tokens = min(chunk_tokens, max(SPREAD_FLOOR_TOKENS, math.ceil(
             BALANCE_TOLERANCE * fair_tokens / max_waves)))
+        # A fit inside one wave is only spread when that shortens the busiest slot by more than
+        # SPREAD_MIN_GAIN: smaller pieces that spill into a second wave can end later than the
+        # one-wave fit, and every extra piece adds its start and merge work (H200, Triton
+        # kernel, graph replays, 2026-11-26: 2x40/skew80/prod-mix at B=16 ran 6-15% slower
+        # spread, where the in-order makespan was longer; skew40 B=16 4% slower at 0.1% shorter).
+        if fit_pieces > even or (
+                SPREAD_MIN_GAIN * in_order_makespan_tokens(
+                    kv, num_kv_heads, page_size, -(-spread_tokens // page_size), even)
+                < in_order_makespan_tokens(kv, num_kv_heads, page_size, low, even)):
+            chunk_tokens = spread_tokens
     chunk_tokens = min(max_chunk_tokens,
                        max(min_chunk_tokens, chunk_tokens, -(-int(kv.max()) // max_splits)))
     return -(-chunk_tokens // page_size)
+
+
+def in_order_makespan_tokens(kv_lens, num_kv_heads: int, page_size: int, chunk_pages: int,
+                             slots: int) -> float:
+    """Tokens the busiest CTA slot streams when the batch is cut into chunks of `chunk_pages`
+    pages and the pieces go, in launch order, each to the slot that frees first.
+
+    Launch order is that of a static grid (FlashInfer's decode and kvtune's Triton kernel):
+    every piece of request 0, then of request 1, ..., for KV head 0, then again for head 1, and
+    so on. kv_lens: [B] tokens, >= 1. num_kv_heads, page_size, chunk_pages, slots: >= 1.
+    This counts tokens only (no per-piece or merge cost): it compares two cuts of one batch.
+    """
+    kv = np.asarray(kv_lens, dtype=np.int64)
+    chunk = int(chunk_pages) * page_size
+    counts = -(-kv // chunk)
+    sizes = np.full(int(counts.sum()), chunk, dtype=np.int64)
+    last = np.cumsum(counts) - 1
+    sizes[last] = kv - (counts - 1) * chunk
+    order = np.tile(sizes, num_kv_heads)
+    if order.size <= slots:
+        return float(order.max())
+    # The first wave starts together; every later piece takes the slot that frees first.
+    free = list(order[:slots].astype(np.float64))
+    heapq.heapify(free)
+    for size in order[slots:]:
+        heapq.heappush(free, heapq.heappop(free) + float(size))
+    return float(max(free))
 
 
 def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None) -> TunedPieces:
@@ -634,6 +674,8 @@ __all__ = [
     "RULES",
     "SCHEMA_MAJOR",
     "SPREAD_FLOOR_TOKENS",
+    "SPREAD_MIN_GAIN",
+    "in_order_makespan_tokens",
     "HybridPieces",
     "TunedPieces",
     "adaptive_chunk_pages",

@@ -189,8 +189,11 @@ def measure_validation(runner, cases, tuned_policy, baselines, recorder, *, stud
     on a case is left out of that case (the tuned rule or the default failing is a ValueError)."""
     from kvtune.kernels.parametric import engine_default_policy
 
+    from kvtune.harness.fidelity import launch_key
+
     series = [("tuned", tuned_policy), (DEFAULT_LABEL, engine_default_policy()), *baselines]
     lat = {label: {c.case_id: [] for c in cases} for label, _ in series}
+    keys = {label: {c.case_id: set() for c in cases} for label in ("tuned", DEFAULT_LABEL)}
     for r in range(rounds):
         for case in cases:
             for i, (label, policy) in enumerate(series):
@@ -199,18 +202,36 @@ def measure_validation(runner, cases, tuned_policy, baselines, recorder, *, stud
                              round_index=r, candidate=i)
                 if row["status"] == "ok" and row["latency_us"] > 0:
                     lat[label][case.case_id].append(float(row["latency_us"]))
+                    if label in keys:
+                        keys[label][case.case_id].add(launch_key(row))
                 elif label in ("tuned", DEFAULT_LABEL):
                     raise ValueError(f"validation: {label} is {row['status']} on {case.case_id} "
                                      f"({row.get('message', '')})")
-    median = {label: {cid: float(np.median(v)) for cid, v in per.items() if v}
-              for label, per in lat.items()}
     per_round = [geomean([lat["tuned"][c.case_id][r] / lat[DEFAULT_LABEL][c.case_id][r]
                           for c in cases]) for r in range(rounds)] if cases else []
     noise = 0.0
     if len(per_round) > 1:
         med = float(np.median(per_round))
         noise = float((np.percentile(per_round, 90) - np.percentile(per_round, 10)) / med)
+    pool_identical_launches(lat, keys)  # after the noise, which identical launches measure too
+    median = {label: {cid: float(np.median(v)) for cid, v in per.items() if v}
+              for label, per in lat.items()}
     return median, noise
+
+
+def pool_identical_launches(lat: dict, keys: dict) -> None:
+    """Where the tuned rule and the default launched the same kernel on the same pieces in every
+    round of a case (harness.fidelity.launch_key), give both the pooled samples of the two: their
+    difference there is the GPU's run-to-run noise, not the rule's (H200, 2026-11-26: one such
+    launch read 285 us first in its round and 256 us second), and a rule must not be deferred,
+    or shipped, on it. lat: {series: {case_id: [us]}}, changed in place; keys: {"tuned" and
+    DEFAULT_LABEL: {case_id: set of launch keys}}."""
+    for cid, tuned_keys in keys["tuned"].items():
+        same = tuned_keys == keys[DEFAULT_LABEL][cid] and len(tuned_keys) == 1
+        if same and None not in tuned_keys:
+            pooled = lat["tuned"][cid] + lat[DEFAULT_LABEL][cid]
+            lat["tuned"][cid] = list(pooled)
+            lat[DEFAULT_LABEL][cid] = list(pooled)
 
 
 def defer_decision(cases, case_us: dict, noise: float) -> tuple[bool, str]:
@@ -238,6 +259,7 @@ __all__ = [
     "assign_to_buckets",
     "defer_decision",
     "measure_validation",
+    "pool_identical_launches",
     "split_cases",
     "validation_summary",
 ]

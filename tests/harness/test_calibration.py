@@ -34,7 +34,7 @@ from kvtune.cli import main
 TRUE = SimConstants(hbm_efficiency=0.8, cta_rate_cap_bytes_per_s=60e9, cta_start_us=2.5,
                     launch_us=5.0, merge_launch_us=4.0, merge_fixed_us=0.0,
                     persistent_task_us=0.8, empty_cta_us=0.3, residency_exponent=0.5,
-                    kernel_ctas_per_sm=3, single_cta_variant=True, saturation_sharpness=3.0,
+                    kernel_ctas_per_sm=2, single_cta_variant=True, saturation_sharpness=3.0,
                     merge_row_us=0.3)
 POLICIES = ("no-split,no-split:ctas_per_sm=1,fixed-split:chunk_tokens=512,"
             "fixed-split:chunk_tokens=512:schedule=persistent-heavy-first:ctas_per_sm=1,trtllm")
@@ -73,7 +73,7 @@ def test_fit_recovers_known_constants(runs):
             "residency_exponent"} <= set(result.fitted)
     assert "inflight_exponent" in result.not_identified  # one shape only
     assert {"saturation_sharpness", "merge_row_us"} <= set(result.fitted)
-    assert (c.kernel_ctas_per_sm, c.single_cta_variant) == (3, True)  # the kernel's, not fitted
+    assert (c.kernel_ctas_per_sm, c.single_cta_variant) == (2, True)  # the kernel's, not fitted
     for name in ("hbm_efficiency", "cta_rate_cap_bytes_per_s", "cta_start_us", "launch_us",
                  "residency_exponent", "saturation_sharpness"):
         assert getattr(c, name) == pytest.approx(getattr(TRUE, name), rel=0.05), name

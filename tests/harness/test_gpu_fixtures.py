@@ -1,10 +1,10 @@
-"""The shipped calibrations against real GPU rows (tests/fixtures/gpu, H200 measurements
-transcribed from docs/PERFORMANCE.md by build_from_performance_md.py), so CI keeps them honest.
+"""The shipped calibrations against real GPU rows (tests/fixtures/gpu: H200 measurements
+transcribed from docs/PERFORMANCE.md by build_from_performance_md.py, and subsets of GPU runs
+that no calibration was fitted to), so CI keeps them honest.
 
 - Replaying a GPU row plans what the GPU ran: the items and grid the run recorded come back.
-- Each shipped H200 calibration meets issue 14's targets on rows of its kernel (the Triton one on
-  a run it was not fitted to); the hand-set preset constants do not (that is why they were
-  replaced).
+- Each shipped calibration meets issue 14's targets on held-out rows of its kernel; the
+  hand-set preset constants do not (that is why they were replaced).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from kvtune.harness.sim_model import DEFAULT_CONSTANTS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 KERNELS_RUN = FIXTURES / "h200-triton-kernels"
-TRITON_HELD_OUT = FIXTURES / "h200-bench-flashinfer-triton"
 FLASHINFER_RUN = FIXTURES / "h200-bench-flashinfer-flashinfer"
 
 
@@ -42,17 +41,18 @@ def test_shipped_h200_calibrations_name_their_runs():
         assert not sim_model(name, "triton").calibrated
 
 
-def test_triton_calibration_on_a_run_it_was_not_fitted_to():
-    rows = load_rows([TRITON_HELD_OUT])
+def test_triton_calibration_describes_the_current_kernel():
+    """The Triton calibration is fitted to rows of the kernel configuration it stands for: the
+    H200 runs after the config table of 2026-11-26 10:27 UTC (bn64-w4-s4-pa, 2 CTAs per SM, in
+    harness.calibration.KERNEL_START). The transcribed rows of h200-bench-flashinfer-triton ran
+    the earlier bn128-w4-s2 (3 per SM) and are no longer a check of it (the held-out traces rows
+    below are)."""
+    from kvtune.harness.calibration import KERNEL_START
+
     model = sim_model("h200", "triton")
+    assert model.constants.kernel_ctas_per_sm == KERNEL_START["triton"]["kernel_ctas_per_sm"]
+    assert all(date >= "2026-11-26T10:27" for date in model.source["run_dates"].values())
     assert "h200-bench-flashinfer-triton" not in model.source["runs"]
-    report, _ = fidelity(rows, "triton", model)
-    s = report.summary
-    assert s["median_spearman"] >= 0.9 and s["regret_worst"] <= 0.10
-    assert s["median_abs_error"] <= 0.10
-    # The hand-set constants on the datasheet device miss the latency target on the same rows.
-    uncal = SimModel(DEVICE_MODELS["h200"], DEFAULT_CONSTANTS, "triton")
-    assert fidelity(rows, "triton", uncal)[0].summary["median_abs_error"] > 0.10
 
 
 @pytest.mark.parametrize("kernel", ["flashinfer-tensor-core", "flashinfer-cuda-core"])
@@ -64,19 +64,20 @@ def test_flashinfer_calibrations_on_their_rows(kernel):
         assert report.summary["regret_worst"] <= 0.10
 
 
-# Measured rows of runs no shipped calibration was fitted to: the traces suite (other lengths)
-# of the H200 and H100 calls of 2026-11-26 (benchmarks/collect_rows_gpu.sh), mooncake and
-# azure-conv cases. The shipped H200/H100 Triton and FlashInfer tensor-core calibrations were fitted
-# to the threshold and prod-mix runs of the same calls. What they reach here is pinned (a little
-# below the levels reached, so that CI catches a model change that makes them worse). Issue 14's
-# targets (median Spearman >= 0.9, regret <= 3% geomean / 10% worst, median |error| <= 10%) are met
-# on these rows except the H200 Triton worst regret (azure-conv B=8, where two eager launches
-# jitter by 20 us on the host) and the FlashInfer Spearman (three of five policies often plan
-# the same launch, whose GPU order is noise).
+# Measured rows of runs no shipped calibration was fitted to: the traces suite (other lengths),
+# mooncake and azure-conv cases, of GPU calls of 2026-11-26 (benchmarks/collect_rows_gpu.sh).
+# H200 Triton: the 11:45 UTC call, each decode replayed from a CUDA graph (TIMER=graph), with
+# the kernel configuration of that day's 10:27 table; the shipped h200-triton.json was fitted to
+# the threshold and prod-mix runs of that call. The others: the 06:33/06:38 calls (CUPTI), whose
+# threshold and prod-mix runs the H200 FlashInfer and H100 calibrations were fitted to. What they
+# reach here is pinned (a little below the levels reached, so that CI catches a model change
+# that makes them worse). Issue 14's targets (median Spearman >= 0.9, regret <= 3% geomean / 10%
+# worst, median |error| <= 10%) are met on these rows except the FlashInfer Spearman (three of
+# five policies often plan the same launch, whose GPU order is noise).
 HELD_OUT_LEVELS = {
     # (card, kernel): (median Spearman >=, regret geomean <=, regret worst <=, median |error| <=)
-    # reached 2026-11-26: 0.961, 1.59%, 30.6%, 2.7%
-    ("h200", "triton"): (0.93, 0.025, 0.35, 0.04),
+    # reached 2026-11-26 (graph replays, 11:45 UTC rows): 0.929, 0.37%, 3.5%, 1.8%
+    ("h200", "triton"): (0.90, 0.01, 0.06, 0.03),
     # reached: 0.894, 0.23%, 3.8%, 1.7%
     ("h200", "flashinfer-tensor-core"): (0.87, 0.01, 0.06, 0.03),
     # reached: 0.947, 0.61%, 3.6%, 2.3%

@@ -320,11 +320,46 @@ def test_adaptive_chunk_keeps_a_balanced_batch_whole_and_fits_a_small_one_in_its
     assert c1 == own.notes["chunk_pages"]
     pages = -(-kv // 16)
     assert 8 * int((-(-pages // c1)).sum()) <= slots < 8 * int((-(-pages // (c1 - 1))).sum())
-    # One long request beside short ones: one wave cannot balance it (FlashInfer's fit leaves a
-    # piece of ~12k tokens, the even share is ~7.9k); no piece above 1.2 x the share / W.
+    # One long request beside short ones: FlashInfer's one-wave fit leaves pieces of ~11k
+    # tokens where the even share is ~7.9k. With W = 1, pieces of 1.2 x the share would spill 32
+    # pieces into a second wave, whose in-order makespan (~12.7k) is longer than the fit's: the
+    # fit (FlashInfer's own chunk) stays. With W = 2, 4 no piece is above 1.2 x the share / W.
     kv = np.array([200_000] + [3500] * 15)
     fair = kv.sum() * 8 / slots
-    for waves in (1, 2, 4):
+    fit = FlashInferTensorCorePolicy().plan(kv, SHAPE, H200).notes["chunk_pages"]
+    assert adaptive_chunk_pages(kv, 8, 16, slots, 1, 128, 1 << 20, 1024) == fit
+    for waves in (2, 4):
         c = adaptive_chunk_pages(kv, 8, 16, slots, waves, 128, 1 << 20, 1024)
         spread = -(-max(2048, int(np.ceil(1.2 * fair / waves))) // 16)
-        assert c <= spread and (waves > 1 or c == spread)  # one wave's fit leaves ~12k
+        assert c <= spread
+
+
+def test_in_order_makespan_counts_the_second_wave_in_launch_order():
+    from kvtune.kernels.tuned_planner import in_order_makespan_tokens
+
+    # 2 slots, 1 head, chunk 4 tokens: pieces in order 4, 4, 2 (request 0), 3 (request 1).
+    # The first wave is 4 | 4; the 2 then the 3 take the slot that frees first: 4+2, then 4+3.
+    assert in_order_makespan_tokens([10, 3], 1, 1, 4, 2) == 7.0
+    # One wave: the longest piece. Two heads repeat the order: 4 4 2 3 4 4 2 3 over 8 slots.
+    assert in_order_makespan_tokens([10, 3], 2, 1, 4, 8) == 4.0
+    # Pages round the chunk: chunk 1 page of 4 tokens = the first case.
+    assert in_order_makespan_tokens([10, 3], 1, 4, 1, 2) == 7.0
+
+
+def test_adaptive_spreads_a_one_wave_fit_only_when_that_shortens_the_launch():
+    """The H200 cases (Triton kernel, graph replays, 2026-11-26) where spreading FlashInfer's
+    one-wave fit ran slower (2x40, skew40, skew80 at B=16) keep the fit; at B=32, where the
+    fit leaves most of one long request in one piece, the batch is spread (3-8x faster there)."""
+    from kvtune.kernels.tuned_planner import adaptive_chunk_pages
+    from kvtune.workloads.distributions import sample_kv_lens
+
+    slots = 132 * 2
+    for name in ("2x40", "skew40", "skew80"):
+        kv = sample_kv_lens(name, 16)
+        own = FlashInferTensorCorePolicy().plan(kv, SHAPE, H200).notes["chunk_pages"]
+        assert adaptive_chunk_pages(kv, 8, 16, slots, 1, 128, 1 << 20, 256) == own, name
+        kv = sample_kv_lens(name, 32)
+        own = FlashInferTensorCorePolicy().plan(kv, SHAPE, H200)
+        c = adaptive_chunk_pages(kv, 8, 16, slots, 1, 128, 1 << 20, 256)
+        assert c * 16 <= 1.2 * kv.sum() * 8 / slots + 16, name
+        assert not own.notes.get("split_kv", True) or c < own.notes["chunk_pages"], name

@@ -363,3 +363,34 @@ def test_adaptive_spreads_a_one_wave_fit_only_when_that_shortens_the_launch():
         c = adaptive_chunk_pages(kv, 8, 16, slots, 1, 128, 1 << 20, 256)
         assert c * 16 <= 1.2 * kv.sum() * 8 / slots + 16, name
         assert not own.notes.get("split_kv", True) or c < own.notes["chunk_pages"], name
+
+
+def test_identical_launches_of_tuned_and_default_are_pooled():
+    """A tuned rule that launches exactly what the default launches is judged equal to it there:
+    the two measurements of one kernel differ by the GPU's noise alone."""
+    from kvtune.studies.validation import DEFAULT_LABEL, pool_identical_launches
+
+    lat = {"tuned": {"a": [285.0, 286.0], "b": [300.0, 302.0]},
+           DEFAULT_LABEL: {"a": [256.0, 255.0], "b": [250.0, 251.0]}, "fa3": {"a": [280.0]}}
+    keys = {"tuned": {"a": {("k", 1)}, "b": {("k", 2)}},
+            DEFAULT_LABEL: {"a": {("k", 1)}, "b": {("k", 3)}}}
+    pool_identical_launches(lat, keys)
+    assert sorted(lat["tuned"]["a"]) == sorted(lat[DEFAULT_LABEL]["a"]) == [255.0, 256.0, 285.0, 286.0]
+    assert lat["tuned"]["b"] == [300.0, 302.0] and lat[DEFAULT_LABEL]["b"] == [250.0, 251.0]
+    assert lat["fa3"]["a"] == [280.0]
+    # A launch that changed between rounds, or an unknown one, is not pooled.
+    lat = {"tuned": {"a": [1.0, 2.0]}, DEFAULT_LABEL: {"a": [3.0, 4.0]}}
+    pool_identical_launches(lat, {"tuned": {"a": {("k", 1), ("k", 2)}},
+                                  DEFAULT_LABEL: {"a": {("k", 1), ("k", 2)}}})
+    pool_identical_launches(lat, {"tuned": {"a": {None}}, DEFAULT_LABEL: {"a": {None}}})
+    assert lat["tuned"]["a"] == [1.0, 2.0]
+
+
+def test_launch_key_tells_kernel_configurations_apart():
+    from kvtune.harness.fidelity import launch_key
+
+    row = {"splits": [1, 2], "schedule": "static", "grid_size": 24, "page_size": 16,
+           "plan_notes": json.dumps({"chunk_tokens": 2048}), "kernel_config": "bn64-w4-s4-pa"}
+    assert launch_key(row) == launch_key(dict(row))
+    assert launch_key(row) != launch_key({**row, "kernel_config": "bn128-w8-s3-pa"})
+    assert launch_key({**row, "splits": None}) is None

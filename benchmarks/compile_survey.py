@@ -48,12 +48,13 @@ _KV_TYPES = {"bf16": None, "fp16": None, "fp8": "*fp8e4nv"}
 
 
 def parse_label(label: str) -> KernelConfig:
-    """bn128-w4-s3-pa -> KernelConfig(128, 4, 3, page_ahead=True); -pf for the prefetch."""
-    m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa)*)", label)
+    """bn128-w4-s3-pa -> KernelConfig(128, 4, 3, page_ahead=True); -pf for the prefetch, -vw for
+    fp8 V widened before the product (v_widen)."""
+    m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw)*)", label)
     if not m:
         raise ValueError(f"config: {label!r} not a label like bn128-w4-s3-pa")
     return KernelConfig(int(m[1]), int(m[2]), int(m[3]), prefetch="-pf" in m[4],
-                        page_ahead="-pa" in m[4])
+                        page_ahead="-pa" in m[4], v_widen="-vw" in m[4])
 
 
 def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: KernelConfig,
@@ -78,6 +79,7 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "PAGE_AHEAD": cfg.page_ahead, "DOT_PRECISION": "tf32", "UPCAST_DOT": False,
         "P_DTYPE": tl.float16 if kv_type == "fp8" else p_dtype, "KV_FP8": kv_type == "fp8",
         "Q_TO_FP16": kv_type == "fp8" and q_type == "bf16",
+        "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True,
     }
     signature = {name: args.get(name, "constexpr") for name in fn.arg_names}
     # What the JIT's specialisation would say on a GPU: torch allocations are 16-byte aligned,
@@ -90,9 +92,11 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
 
 
 def ptx_counts(ptx: str) -> dict:
-    """Static PTX instruction counts: cvt by type pair, mma, ldmatrix, shared loads, async copies."""
+    """Static PTX instruction counts: cvt by type pair, mma, ldmatrix, shared loads and stores (in
+    all and by width), async copies."""
     ops = Counter()
     cvts = Counter()
+    shared = Counter()  # ld.shared / st.shared by width: ld.shared.b8 is one byte per load
     for line in ptx.splitlines():
         s = line.strip()
         if not s or s.startswith(("//", ".", "{", "}", "$")) or s.endswith(":"):
@@ -110,11 +114,14 @@ def ptx_counts(ptx: str) -> dict:
             ops[base if base != "cp" else "cp.async"] += 1
         elif op.startswith("ld.shared"):
             ops["ld.shared"] += 1
+            shared[op] += 1
         elif op.startswith("st.shared"):
             ops["st.shared"] += 1
+            shared[op] += 1
         elif op.startswith("ld.global"):
             ops["ld.global"] += 1
-    return {"ops": dict(ops), "cvt": dict(sorted(cvts.items(), key=lambda kv: -kv[1]))}
+    return {"ops": dict(ops), "cvt": dict(sorted(cvts.items(), key=lambda kv: -kv[1])),
+            "shared": dict(sorted(shared.items(), key=lambda kv: -kv[1]))}
 
 
 def ptxas_usage(ptx: str) -> tuple[int, int]:
@@ -144,7 +151,7 @@ def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
         "regs": regs, "spill_bytes": spills, "smem_bytes": md.shared,
         **{f"ptx_{n}": v for n, v in counts["ops"].items()},
         "cvt_data_per_kv_element": round(counts["ops"].get("cvt_data", 0) * threads / elements, 3),
-        "cvt_kinds": counts["cvt"],
+        "cvt_kinds": counts["cvt"], "shared_kinds": counts["shared"],
     }
 
 

@@ -80,6 +80,51 @@ def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, st
 
 
 @triton.jit
+def _e4m3x4_to_f16(x, ASM: tl.constexpr):
+    """Four fp16 tensors (bytes 0..3 of each int32 of `x`, little endian: elements 4j..4j+3)
+    with the exact fp16 values of the e4m3 codes. ASM: one `mov.b32 {lo, hi}` and two
+    `cvt.rn.f16x2.e4m3x2` per int32 (sm_89+); otherwise (the interpreter, which cannot run
+    inline asm) the same values through a byte extract and Triton's e4m3 -> fp16 cast."""
+    if ASM:
+        b0, b1, b2, b3 = tl.inline_asm_elementwise(
+            "{ .reg .b16 lo, hi; .reg .b32 r0, r1;\n"
+            "mov.b32 {lo, hi}, $4;\n"
+            "cvt.rn.f16x2.e4m3x2 r0, lo;\n"
+            "cvt.rn.f16x2.e4m3x2 r1, hi;\n"
+            "mov.b32 {$0, $1}, r0;\n"
+            "mov.b32 {$2, $3}, r1; }",
+            "=h,=h,=h,=h,r", [x],
+            dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=True, pack=1)
+    else:
+        b0 = (x & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+        b1 = ((x >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+        b2 = ((x >> 16) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+        b3 = ((x >> 24) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    return b0, b1, b2, b3
+
+
+@triton.jit
+def _load_e4m3_as_f16(ptr, row, valid, kv_head_off, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                      ASM: tl.constexpr):
+    """The [BLOCK_N, HEAD_DIM] fp16 tile of e4m3 elements at `ptr + row[:, None] + kv_head_off +
+    d`, loaded as HEAD_DIM / 4 int32 per token (16-byte vector loads) and widened where it was
+    loaded. The join/reshape that rebuilds the tile stops Triton from propagating a dot-operand
+    layout back to the load (which, for the P.V product of 8-bit V, is one byte-wide shared-memory
+    load per element on sm_90): the widening runs in the load's layout and the fp16 tile reaches
+    the mma through the 16-bit path. Masked tokens read 0 (+0.0 in e4m3). Element order: byte k
+    of int32 j is element 4j + k; the joins put (j, k // 2, k % 2) on the last three axes."""
+    ptr32 = ptr.to(tl.pointer_type(tl.int32), bitcast=True)
+    # row + kv_head_off is a multiple of 16 elements (strides are multiples of 16 on the GPU:
+    # HEAD_DIM >= 64 and Triton's specialisation), so the int32 offset keeps 16-byte alignment.
+    base = tl.multiple_of((row + kv_head_off) // 4, 4)
+    offs_j = tl.arange(0, HEAD_DIM // 4)
+    x = tl.load(ptr32 + base[:, None] + offs_j[None, :], mask=valid[:, None], other=0)
+    b0, b1, b2, b3 = _e4m3x4_to_f16(x, ASM)
+    tile = tl.join(tl.join(b0, b2), tl.join(b1, b3))  # [BLOCK_N, HEAD_DIM // 4, k // 2, k % 2]
+    return tl.reshape(tile, (BLOCK_N, HEAD_DIM))
+
+
+@triton.jit
 def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
                          DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                          P_DTYPE: tl.constexpr):
@@ -116,7 +161,7 @@ def _attend_kernel(
     MODE: tl.constexpr, PREFETCH: tl.constexpr, PAGE_AHEAD: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
-    Q_TO_FP16: tl.constexpr,
+    Q_TO_FP16: tl.constexpr, V_WIDE: tl.constexpr, ASM: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
@@ -176,7 +221,13 @@ def _attend_kernel(
             kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d,
                                   stride_kv_page, stride_kv_tok, PAGE_SIZE)
             k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+            if V_WIDE:
+                page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid,
+                               other=0)
+                row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+            else:
+                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
             tok_next = tok + BLOCK_N
             valid_next = tok_next < kv_hi
             page_next = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
@@ -186,7 +237,11 @@ def _attend_kernel(
                        + (tok_next % PAGE_SIZE) * stride_kv_tok)
                 kv_offs_next = row[:, None] + kv_head_off + offs_d[None, :]
                 k_next = tl.load(k_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
-                v_next = tl.load(v_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
+                if V_WIDE:
+                    v_next = _load_e4m3_as_f16(v_ptr, row, valid_next, kv_head_off, HEAD_DIM,
+                                               BLOCK_N, ASM)
+                else:
+                    v_next = tl.load(v_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
                 tok_after = tok_next + BLOCK_N
                 valid_after = tok_after < kv_hi
                 page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
@@ -209,7 +264,10 @@ def _attend_kernel(
                 row = page_cur.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
                 kv_offs = row[:, None] + kv_head_off + offs_d[None, :]
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                if V_WIDE:
+                    v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+                else:
+                    v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 tok_next = tok + BLOCK_N
                 page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
                                    mask=tok_next < kv_hi, other=0)
@@ -219,10 +277,18 @@ def _attend_kernel(
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
                 valid = tok < kv_hi
-                kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
-                                      offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
-                k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                if V_WIDE:
+                    page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid,
+                                   other=0)
+                    row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                    k = tl.load(k_ptr + row[:, None] + kv_head_off + offs_d[None, :],
+                                mask=valid[:, None], other=0.0)
+                    v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+                else:
+                    kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
+                                          offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                    k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                    v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
 
@@ -376,6 +442,7 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
         P_DTYPE=_TL_DTYPES[p_dtype], KV_FP8=cache.is_fp8,
         Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
+        V_WIDE=cfg.v_widen and cache.is_fp8, ASM=not INTERPRETED,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if launch.merge_requests.shape[0] > 0:

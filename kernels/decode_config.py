@@ -49,6 +49,10 @@ class KernelConfig:
     page_ahead: load the page ids one block ahead so that Triton's pipeliner can keep
         num_stages - 1 K/V tiles in flight (needs num_stages >= 3 to double-buffer); ignored
         with prefetch, which already does it.
+    v_widen: fp8 caches only (ignored for 16-bit ones): load V as int32 words (4 e4m3 each,
+        16-byte vector loads) and widen it to fp16 in the load's layout, so the P.V product
+        reads an fp16 tile through ldmatrix instead of one byte per element from shared memory
+        (docs/KERNEL_NOTES.md "FP8 V widened before the product").
     """
 
     block_n: int
@@ -56,6 +60,7 @@ class KernelConfig:
     num_stages: int
     prefetch: bool = False
     page_ahead: bool = False
+    v_widen: bool = False
 
     def __post_init__(self) -> None:
         if self.block_n not in (16, 32, 64, 128, 256):
@@ -66,9 +71,11 @@ class KernelConfig:
             raise ValueError(f"num_stages: {self.num_stages} out of range; allowed: 1..5")
 
     def label(self) -> str:
-        """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch)."""
+        """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch, -pa for the page
+        ids one block ahead, -vw for fp8 V widened before the product)."""
         return (f"bn{self.block_n}-w{self.num_warps}-s{self.num_stages}"
-                + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else ""))
+                + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else "")
+                + ("-vw" if self.v_widen else ""))
 
 
 def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig:

@@ -96,11 +96,20 @@ def _e4m3x4_to_f16(x, ASM: tl.constexpr):
             "=h,=h,=h,=h,r", [x],
             dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=True, pack=1)
     else:
-        b0 = (x & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
-        b1 = ((x >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
-        b2 = ((x >> 16) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
-        b3 = ((x >> 24) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+        b0 = _e4m3_byte_to_f16(x & 0xFF)
+        b1 = _e4m3_byte_to_f16((x >> 8) & 0xFF)
+        b2 = _e4m3_byte_to_f16((x >> 16) & 0xFF)
+        b3 = _e4m3_byte_to_f16((x >> 24) & 0xFF)
     return b0, b1, b2, b3
+
+
+@triton.jit
+def _e4m3_byte_to_f16(code):
+    """fp16 value of e4m3 codes (int32 0..255). The interpreter's e4m3 cast widens the NaN codes
+    (0x7F, 0xFF) to 480 (its exponent shift has no NaN case); the hardware conversion and torch
+    give NaN, so they are set here."""
+    f = code.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    return tl.where((code & 0x7F) == 0x7F, float("nan"), f).to(tl.float16)
 
 
 @triton.jit

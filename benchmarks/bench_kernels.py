@@ -23,8 +23,9 @@ Not a test: it needs a CUDA GPU. One invocation does, in order,
            fraction of the copy bandwidth (fp8 counted at 1 byte per element), programs per SM;
            written to shapes.md and shapes.csv;
   shape-configs  every candidate of kernels.decode_config.CANDIDATES on the few-programs shapes
-           (llama3-70b-tp8, g16) and fp8, verified then timed, and per CONFIG_TABLE key the
-           candidate with the lowest summed time (the table entry the run suggests).
+           (llama3-70b-tp8, g16) and fp8 (llama3-8b, llama3-70b-tp8, hd64, hd256), verified then
+           timed, and per CONFIG_TABLE key the candidate with the lowest summed time (the table
+           entry the run suggests); --config-kv fp8 keeps only the fp8 shapes.
 Every timed configuration is verified against the float64 reference first. The config sweep
 times with a fixed number of CUDA-event pairs (--reps) around one decode (stage 1 + merge), L2
 flushed before each (harness.l2_cache.L2Flusher, outside the events); the targets table uses the
@@ -35,7 +36,7 @@ Usage (from the repository root):
   PYTHONPATH=$PWD python benchmarks/bench_kernels.py
       [--sections env,copy,check,backend,configs,targets,shapes,shape-configs] [--out DIR]
       [--reps 30] [--timer auto] [--full] [--variants 0,3] [--total-tokens N]
-      [--time-limit-s S]
+      [--time-limit-s S] [--config-kv fp8]
   python benchmarks/bench_kernels.py --dry-run --out DIR   # CPU: interpreter, tiny batch
 Writes results.json and markdown tables to --out (default: $OUT or ./bench_out).
 """
@@ -676,7 +677,24 @@ SWEEP = ((("llama3-70b-tp8", "bf16", "bf16", 16), SWEEP_CASES),
                                               ("uniform", 64, "balanced-2x"),
                                               ("uniform", 64, "fa3"))),
          (("llama3-8b", "bf16", "fp8_e4m3", 16), SWEEP_CASES),
-         (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), SWEEP_CASES))
+         (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), SWEEP_CASES),
+         # fp8 at head_dim 64 / 256: the CANDIDATES of (64, 1) and (256, 1) (the widened-V
+         # variants) had no case (16 q / 8 KV heads: "many").
+         (("hd64", "bf16", "fp8_e4m3", 16), (("uniform", 64, "fixed-2048"),)),
+         (("hd256", "bf16", "fp8_e4m3", 16), (("uniform", 64, "fixed-2048"),)))
+CONFIG_KV = ("bf16", "fp16", "fp8_e4m3")
+
+
+def filter_sweep(sweep, config_kv: str | None):
+    """--config-kv: only the sweep entries whose KV cache type is `config_kv` (fp8 = fp8_e4m3);
+    None keeps all. ValueError for another type."""
+    if config_kv is None:
+        return list(sweep)
+    kv = "fp8_e4m3" if config_kv == "fp8" else config_kv
+    if kv not in CONFIG_KV:
+        raise ValueError(f"config-kv: {config_kv!r} not allowed; allowed: bf16, fp16, fp8, "
+                         "fp8_e4m3")
+    return [(v, cases) for v, cases in sweep if v[2] == kv]
 
 
 def section_shape_configs(runner: MatrixRunner, sweep, total_tokens, log) -> dict:
@@ -819,6 +837,9 @@ def main(argv=None) -> int:
                     help="after this many seconds from the start, the shape-configs and shapes "
                          "sections start no new case (the skipped count is logged and stored); "
                          "default: no limit")
+    ap.add_argument("--config-kv", default=None,
+                    help="shape-configs: time only the sweep shapes with this KV type (bf16, "
+                         "fp16, fp8 = fp8_e4m3); default: all")
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU only: the shapes and shape-configs sections on a tiny batch in "
                          "Triton's interpreter, FlashInfer skipped; checks the script, not speed")
@@ -834,6 +855,7 @@ def main(argv=None) -> int:
     try:
         variants = parse_variants(args.variants if args.variants or not args.dry_run
                                   else DRY_RUN_VARIANTS, args.full)
+        filter_sweep((), args.config_kv)  # a bad --config-kv fails before anything runs
     except ValueError as exc:
         print(f"bench_kernels: error: {exc}", file=sys.stderr)
         return 2
@@ -877,6 +899,7 @@ def main(argv=None) -> int:
         sweep = [(variants[0], (("skew80", 2, "balanced-2x"),))]
     else:
         sweep = [(v, SWEEP_CASES) for v in variants] if args.variants else list(SWEEP)
+    sweep = filter_sweep(sweep, args.config_kv)
     project_timer = ProjectTimer(args.timer)
     for name, fn in (("check", lambda: section_check(log)),
                      ("backend", lambda: section_backend(log)),

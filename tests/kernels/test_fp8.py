@@ -21,9 +21,13 @@ import math
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
+from kvtune.kernels import decode as decode_module
 from kvtune.kernels import policies
 from kvtune.kernels.decode import decode, run_decode, prepare_decode
+from kvtune.kernels.decode_config import KernelConfig
 from kvtune.kernels.paged import PagedKVCache, make_queries, quantize_e4m3
 from kvtune.kernels.plan import AttentionShape, DeviceSpec, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
@@ -174,12 +178,6 @@ def test_bad_fp8_input_is_refused_naming_the_field():
 
 
 # --- fp8 V widened before the product (KernelConfig.v_widen, label -vw) ---------------------
-
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-
-from kvtune.kernels import decode as decode_module  # noqa: E402
-from kvtune.kernels.decode_config import KernelConfig  # noqa: E402
 
 
 @triton.jit

@@ -6,7 +6,8 @@ divisibility hints the JIT would give it on a GPU (16-byte aligned pointers, str
 multiples of 16), then reports from the compiled artefacts:
 
   regs, spill bytes (ptxas), shared memory bytes, and from the PTX: conversions (`cvt.*`, by
-  type pair), `mma`, `ldmatrix`, `ld.shared`, `cp.async`, `prmt` (byte shuffles) and all
+  type pair), `mma`, `ldmatrix`, `ld.shared` / `st.shared` (in all and by width:
+  `ld.shared.b8` is one byte per load), `cp.async`, `prmt` (byte shuffles) and all
   instructions, static counts, plus data conversions (cvt to or from e4m3/f16/bf16) per K/V
   element loaded per step (their static count x threads / (2 x block_n x head_dim): what one
   element costs, if the loop body holds all of them; the query and output conversions, once per
@@ -96,7 +97,8 @@ def ptx_counts(ptx: str) -> dict:
     all and by width), async copies."""
     ops = Counter()
     cvts = Counter()
-    shared = Counter()  # ld.shared / st.shared by width: ld.shared.b8 is one byte per load
+    # ld.shared / st.shared by width (ld.shared.b8 is one byte per load) and cp.async by bytes
+    shared = Counter()
     for line in ptx.splitlines():
         s = line.strip()
         if not s or s.startswith(("//", ".", "{", "}", "$")) or s.endswith(":"):
@@ -112,6 +114,9 @@ def ptx_counts(ptx: str) -> dict:
                 ops["cvt_data"] += 1
         elif base in ("mma", "wgmma", "ldmatrix", "prmt", "cp", "stmatrix", "shfl"):
             ops[base if base != "cp" else "cp.async"] += 1
+            size = re.search(r",\s*(0x[0-9a-f]+|\d+)\s*(?:,|;)", s)
+            if op.startswith(("cp.async.ca", "cp.async.cg")) and size:
+                shared[f"{op} {int(size[1], 0)}B"] += 1  # bytes per global -> shared copy
         elif op.startswith("ld.shared"):
             ops["ld.shared"] += 1
             shared[op] += 1
@@ -163,6 +168,10 @@ DEFAULT = [
     (128, 4, "bf16", "bf16", "bn128-w4-s2"), (128, 16, "bf16", "bf16", "bn64-w4-s4-pa"),
     (128, 8, "bf16", "bf16", "bn128-w8-s3-pa"), (128, 8, "bf16", "bf16", "bn128-w8-s4-pa"),
     (64, 4, "bf16", "fp8", "bn128-w4-s4-pa"), (256, 2, "bf16", "fp8", "bn32-w4-s4-pa"),
+    # fp8 V widened before the P.V product (-vw): no byte-wide shared-memory loads left.
+    (128, 8, "bf16", "fp8", "bn128-w4-s3-pa-vw"), (128, 8, "bf16", "fp8", "bn64-w4-s4-pa-vw"),
+    (128, 8, "bf16", "fp8", "bn128-w8-s3-pa-vw"), (64, 4, "bf16", "fp8", "bn128-w4-s4-pa-vw"),
+    (256, 2, "bf16", "fp8", "bn32-w4-s4-pa-vw"),
 ]
 
 

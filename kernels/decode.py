@@ -35,7 +35,12 @@ queries are taken to fp16 exactly by scaling each row by a power of two (largest
 to fp16 (not bf16) for the P.V product. The scales never touch the tiles:
 k_scale is folded into the score scale (sm_scale x k_scale x log2 e, in float32) and v_scale
 multiplies the float32 output once at the end, which is exactly softmax(q (s_k K8)^T) (s_v V8)
-up to float32 rounding. The online softmax stays in float32.
+up to float32 rounding. The online softmax stays in float32. With `KernelConfig.v_widen` (label
+-vw) V is loaded as int32 words (4 e4m3 each, 16-byte vector loads) and widened to fp16 where it
+was loaded (inline-asm cvt.rn.f16x2.e4m3x2; a byte-extract cast in the interpreter), and the
+tile is rebuilt with join/reshape, which stops Triton from pulling the P.V product's operand
+layout back onto the 8-bit load (one ld.shared.b8 per element on sm_90: docs/KERNEL_NOTES.md).
+The values are the same fp16 values as the plain path's cast.
 
 Without a CUDA GPU the kernels are built for Triton's interpreter (TRITON_INTERPRET=1) and run on
 CPU tensors; that is for tests, and it is slow.

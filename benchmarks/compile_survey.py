@@ -129,19 +129,30 @@ def ptx_counts(ptx: str) -> dict:
             "shared": dict(sorted(shared.items(), key=lambda kv: -kv[1]))}
 
 
-def ptxas_usage(ptx: str) -> tuple[int, int]:
-    """(registers per thread, spill store bytes) from `ptxas -v` on the PTX for sm_90a, the
-    target Triton builds for capability 90 (a CompiledKernel reads these only on a GPU)."""
+def ptxas_usage(ptx: str) -> tuple[int, int, dict]:
+    """(registers per thread, spill store bytes, SASS opcode counts) from `ptxas -v` on the PTX
+    for sm_90a, the target Triton builds for capability 90 (a CompiledKernel reads these only on
+    a GPU), and `cuobjdump -sass` of the cubin where Triton ships it (else no SASS counts)."""
     from triton.backends.nvidia.compiler import get_ptxas
+    ptxas = Path(get_ptxas(90).path)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.ptx"
+        cubin = Path(tmp) / "k.cubin"
         path.write_text(ptx)
-        res = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", str(path), "-o",
-                              str(Path(tmp) / "k.cubin")], capture_output=True, text=True,
-                             check=True)
+        res = subprocess.run([str(ptxas), "-v", "--gpu-name=sm_90a", str(path), "-o",
+                              str(cubin)], capture_output=True, text=True, check=True)
+        sass = Counter()
+        cuobjdump = ptxas.parent / "cuobjdump"
+        if cuobjdump.exists():
+            dump = subprocess.run([str(cuobjdump), "-sass", str(cubin)], capture_output=True,
+                                  text=True, check=True).stdout
+            for m in re.finditer(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)",
+                                 dump, re.M):
+                sass["all"] += 1
+                sass[m[1]] += 1
     regs = re.search(r"Used (\d+) registers", res.stderr)
     spills = re.search(r"(\d+) bytes spill stores", res.stderr)
-    return int(regs[1]) if regs else -1, int(spills[1]) if spills else 0
+    return int(regs[1]) if regs else -1, int(spills[1]) if spills else 0, dict(sass)
 
 
 def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
@@ -150,13 +161,17 @@ def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
     threads = 32 * cfg.num_warps
     elements = 2 * cfg.block_n * head_dim  # K and V of one step
     md = k.metadata
-    regs, spills = ptxas_usage(k.asm["ptx"])
+    regs, spills, sass = ptxas_usage(k.asm["ptx"])
     return {
         "head_dim": head_dim, "group": group, "q": q_type, "kv": kv_type, "config": cfg.label(),
         "regs": regs, "spill_bytes": spills, "smem_bytes": md.shared,
         **{f"ptx_{n}": v for n, v in counts["ops"].items()},
         "cvt_data_per_kv_element": round(counts["ops"].get("cvt_data", 0) * threads / elements, 3),
         "cvt_kinds": counts["cvt"], "shared_kinds": counts["shared"],
+        # SASS (static): all, and the shared-memory, conversion and mma opcodes
+        "sass": {n: v for n, v in sorted(sass.items(), key=lambda kv: -kv[1])
+                 if n == "all" or n.startswith(("LDS", "STS", "LDSM", "LDGSTS", "F2FP", "HMMA",
+                                                "PRMT"))},
     }
 
 

@@ -383,6 +383,9 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                       plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                       group_size=shape.group_size)
+    if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
+        raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
+                         "start on a 4-byte boundary")
     if config.v_widen and cache.is_fp8 and device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         if (major, minor) < (8, 9):  # the inline asm's cvt.rn.f16x2.e4m3x2

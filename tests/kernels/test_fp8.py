@@ -283,3 +283,17 @@ def test_widened_v_is_batch_invariant_and_ignored_for_16_bit_caches():
     assert torch.equal(decode(q16, cache16, plan_s, config=config),
                        decode(q16, cache16, plan_s, config=dataclasses.replace(config,
                                                                                v_widen=False)))
+
+
+def test_widened_v_refuses_v_pages_off_a_4_byte_boundary():
+    cache, _ = fp8_inputs([5, 9], torch.bfloat16)
+    plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
+    # The same pages one byte further into a larger buffer (contiguous, misaligned for int32).
+    flat = torch.empty(cache.v_pages.numel() + 1, dtype=cache.v_pages.dtype)
+    shifted = flat[1:].view(cache.v_pages.shape)
+    shifted.copy_(cache.v_pages)
+    moved = dataclasses.replace(cache, v_pages=shifted)
+    config = KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)
+    with pytest.raises(ValueError, match="config.v_widen: bn16-w4-s3-pa-vw reads V as int32"):
+        prepare_decode(plan, moved, config=config)
+    prepare_decode(plan, moved, config=dataclasses.replace(config, v_widen=False))  # plain: fine

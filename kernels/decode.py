@@ -128,8 +128,10 @@ def _load_e4m3_as_f16(ptr, row, valid, kv_head_off, HEAD_DIM: tl.constexpr, BLOC
     the mma through the 16-bit path. Masked tokens read 0 (+0.0 in e4m3). Element order: byte k
     of int32 j is element 4j + k; the joins put (j, k // 2, k % 2) on the last three axes."""
     ptr32 = ptr.to(tl.pointer_type(tl.int32), bitcast=True)
-    # row + kv_head_off is a multiple of 16 elements (strides are multiples of 16 on the GPU:
-    # HEAD_DIM >= 64 and Triton's specialisation), so the int32 offset keeps 16-byte alignment.
+    # row + kv_head_off is a multiple of HEAD_DIM >= 64 elements (the page and token strides of
+    # a contiguous pool are multiples of num_kv_heads x HEAD_DIM), so every token's first word
+    # is 16-byte aligned (prepare_decode checks the pool's own 4-byte alignment; torch
+    # allocations are 16-byte aligned, which Triton's pointer specialisation sees).
     base = tl.multiple_of((row + kv_head_off) // 4, 4)
     offs_j = tl.arange(0, HEAD_DIM // 4)
     x = tl.load(ptr32 + base[:, None] + offs_j[None, :], mask=valid[:, None], other=0)

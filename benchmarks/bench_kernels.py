@@ -23,8 +23,10 @@ Not a test: it needs a CUDA GPU. One invocation does, in order,
            fraction of the copy bandwidth (fp8 counted at 1 byte per element), programs per SM;
            written to shapes.md and shapes.csv;
   shape-configs  every candidate of kernels.decode_config.CANDIDATES on the few-programs shapes
-           (llama3-70b-tp8, g16) and fp8, verified then timed, and per CONFIG_TABLE key the
-           candidate with the lowest summed time (the table entry the run suggests).
+           (llama3-70b-tp8, g16) and fp8 (llama3-8b, llama3-70b-tp8, hd64, hd256), verified then
+           timed, and per CONFIG_TABLE key the candidate with the lowest summed time (the table
+           entry the run suggests); --config-kv fp8 keeps only the fp8 shapes (and the fp8
+           checks of `check`).
 Every timed configuration is verified against the float64 reference first. The config sweep
 times with a fixed number of CUDA-event pairs (--reps) around one decode (stage 1 + merge), L2
 flushed before each (harness.l2_cache.L2Flusher, outside the events); the targets table uses the
@@ -35,7 +37,7 @@ Usage (from the repository root):
   PYTHONPATH=$PWD python benchmarks/bench_kernels.py
       [--sections env,copy,check,backend,configs,targets,shapes,shape-configs] [--out DIR]
       [--reps 30] [--timer auto] [--full] [--variants 0,3] [--total-tokens N]
-      [--time-limit-s S]
+      [--time-limit-s S] [--config-kv fp8]
   python benchmarks/bench_kernels.py --dry-run --out DIR   # CPU: interpreter, tiny batch
 Writes results.json and markdown tables to --out (default: $OUT or ./bench_out).
 """
@@ -43,8 +45,10 @@ Writes results.json and markdown tables to --out (default: $OUT or ./bench_out).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import functools
+import itertools
 import json
 import math
 import os
@@ -170,8 +174,12 @@ def section_env() -> dict:
             "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
 
-def section_check(log) -> list[dict]:
-    """Compiled kernels against the reference on small random cases (fresh inputs each)."""
+def section_check(log, kv_only: str | None = None) -> list[dict]:
+    """Compiled kernels against the reference on small random cases (fresh inputs each).
+
+    kv_only: None for every case; a KV type (bf16, fp16, fp8_e4m3; --config-kv) for only the
+    cases and batch-invariance checks of that cache type (fp8: also the query-range check; the
+    2^31-element case is a bf16 cache and is skipped)."""
     rows = []
     rng = np.random.default_rng(7)
     schedules = ["static", "static-heavy-first", "persistent-round-robin", "persistent-heavy-first"]
@@ -193,11 +201,15 @@ def section_check(log) -> list[dict]:
         (32, 8, 128, 16, torch.bfloat16, True),
         (8, 8, 128, 2, torch.float16, True),
         (32, 8, 128, 16, torch.float32, False),
+        (64, 4, 128, 16, torch.bfloat16, False, "fp8_e4m3"),  # G = 16 on fp8
+        (8, 8, 128, 2, torch.float16, True, "fp8_e4m3"),  # register prefetch on fp8
     ]
     for i, (hq, hkv, d, page, dtype, prefetch, *kv_dtype) in enumerate(cases):
         q_name = "fp16" if dtype == torch.float16 else "bf16"  # float32 runs on a bf16 shape
         shape = AttentionShape(num_qo_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=page,
                                dtype=q_name, kv_dtype=kv_dtype[0] if kv_dtype else None)
+        if kv_only is not None and shape.kv_dtype != kv_only:
+            continue
         kv = rng.integers(1, 3000, size=int(rng.integers(1, 12)))
         kv[0] = 1
         cache = PagedKVCache.from_lengths(kv, shape, device="cuda", dtype=dtype, seed=100 + i)
@@ -210,7 +222,10 @@ def section_check(log) -> list[dict]:
                               group_size=hq // hkv)
         cfg = (KernelConfig(base.block_n, base.num_warps, 1, prefetch=True) if prefetch
                else base)
-        for sched in schedules:
+        # fp8 caches: also with V widened before the product (-vw: int32 loads, inline-asm
+        # conversion), which only the compiled kernel runs.
+        configs = [cfg, dataclasses.replace(cfg, v_widen=True)] if cache.is_fp8 else [cfg]
+        for cfg, sched in itertools.product(configs, schedules):
             for chunk in (page, 4 * page * 16, 1 << 20):
                 plan = build_plan(kv, chunk, num_kv_heads=hkv, page_size=page, schedule=sched,
                                   grid_size=37)
@@ -226,9 +241,12 @@ def section_check(log) -> list[dict]:
                 if not ok:
                     log(f"CHECK FAILED {rows[-1]}")
     for kv_dtype in ("bf16", "fp8_e4m3"):
-        rows += _batch_invariance(kv_dtype, rng, schedules, log)
-    rows += _fp8_query_range(log)
-    rows += _int64_offsets(log)
+        if kv_only in (None, kv_dtype):
+            rows += _batch_invariance(kv_dtype, rng, schedules, log)
+    if kv_only in (None, "fp8_e4m3"):
+        rows += _fp8_query_range(log)
+    if kv_only in (None, "bf16"):
+        rows += _int64_offsets(log)
     torch.cuda.empty_cache()
     return rows
 
@@ -256,17 +274,24 @@ def _batch_invariance(kv_dtype: str, rng, schedules, log) -> list[dict]:
     q_b = make_queries(len(kv_b), shape, device="cuda", seed=4)
     q_a = q_b[: len(kv_a)].clone()
     res = []
-    for sched in schedules:
+    # fp8: the table's configuration and the same with V widened before the product (-vw).
+    widen = (False, True) if kv_dtype == "fp8_e4m3" else (False,)
+    for sched, vw in itertools.product(schedules, widen):
         plan_a = build_plan(kv_a, 2048, num_kv_heads=8, page_size=16, schedule=sched, grid_size=50)
         plan_b = build_plan(kv_b, 2048, num_kv_heads=8, page_size=16, schedule=sched, grid_size=50)
-        o_a = run_decode(prepare_decode(plan_a, cache_a), q_a, cache_a)
-        o_b = run_decode(prepare_decode(plan_b, cache_b), q_b, cache_b)
+        cfg = None
+        if vw:
+            cfg = replace(default_config(shape.head_dim, cache_a.kv_dtype, 16, plan_a.ctas_per_sm,
+                                         num_kv_heads=8, group_size=shape.group_size),
+                          v_widen=True)
+        o_a = run_decode(prepare_decode(plan_a, cache_a, config=cfg), q_a, cache_a)
+        o_b = run_decode(prepare_decode(plan_b, cache_b, config=cfg), q_b, cache_b)
         same = bool(torch.equal(o_a, o_b[: len(kv_a)]))
         res.append(same)
         rows.append({"case": "batch-invariance", "kv_dtype": kv_dtype, "schedule": sched,
-                     "ok": same})
+                     "v_widen": vw, "ok": same})
         if not same:
-            log(f"BATCH INVARIANCE FAILED ({kv_dtype}, {sched})")
+            log(f"BATCH INVARIANCE FAILED ({kv_dtype}, {sched}, v_widen={vw})")
     del cache_a, cache_b
     return rows
 
@@ -676,7 +701,30 @@ SWEEP = ((("llama3-70b-tp8", "bf16", "bf16", 16), SWEEP_CASES),
                                               ("uniform", 64, "balanced-2x"),
                                               ("uniform", 64, "fa3"))),
          (("llama3-8b", "bf16", "fp8_e4m3", 16), SWEEP_CASES),
-         (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), SWEEP_CASES))
+         (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), SWEEP_CASES),
+         # fp8 at head_dim 64 / 256: the CANDIDATES of (64, 1) and (256, 1) (the widened-V
+         # variants) had no case (16 q / 8 KV heads: "many").
+         (("hd64", "bf16", "fp8_e4m3", 16), (("uniform", 64, "fixed-2048"),)),
+         (("hd256", "bf16", "fp8_e4m3", 16), (("uniform", 64, "fixed-2048"),)))
+CONFIG_KV = ("bf16", "fp16", "fp8_e4m3")
+
+
+def filter_sweep(sweep, config_kv: str | None):
+    """--config-kv: only the sweep entries whose KV cache type is `config_kv` (fp8 = fp8_e4m3);
+    None keeps all. ValueError for another type."""
+    if config_kv is None:
+        return list(sweep)
+    kv = _config_kv_name(config_kv)
+    return [(v, cases) for v, cases in sweep if v[2] == kv]
+
+
+def _config_kv_name(config_kv: str) -> str:
+    """--config-kv text -> a MATRIX_KV cache type (fp8 -> fp8_e4m3); ValueError otherwise."""
+    kv = "fp8_e4m3" if config_kv == "fp8" else config_kv
+    if kv not in CONFIG_KV:
+        raise ValueError(f"config-kv: {config_kv!r} not allowed; allowed: bf16, fp16, fp8, "
+                         "fp8_e4m3")
+    return kv
 
 
 def section_shape_configs(runner: MatrixRunner, sweep, total_tokens, log) -> dict:
@@ -819,6 +867,9 @@ def main(argv=None) -> int:
                     help="after this many seconds from the start, the shape-configs and shapes "
                          "sections start no new case (the skipped count is logged and stored); "
                          "default: no limit")
+    ap.add_argument("--config-kv", default=None,
+                    help="check and shape-configs: only the cases / sweep shapes with this KV "
+                         "type (bf16, fp16, fp8 = fp8_e4m3); default: all")
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU only: the shapes and shape-configs sections on a tiny batch in "
                          "Triton's interpreter, FlashInfer skipped; checks the script, not speed")
@@ -834,6 +885,7 @@ def main(argv=None) -> int:
     try:
         variants = parse_variants(args.variants if args.variants or not args.dry_run
                                   else DRY_RUN_VARIANTS, args.full)
+        filter_sweep((), args.config_kv)  # a bad --config-kv fails before anything runs
     except ValueError as exc:
         print(f"bench_kernels: error: {exc}", file=sys.stderr)
         return 2
@@ -877,8 +929,10 @@ def main(argv=None) -> int:
         sweep = [(variants[0], (("skew80", 2, "balanced-2x"),))]
     else:
         sweep = [(v, SWEEP_CASES) for v in variants] if args.variants else list(SWEEP)
+    sweep = filter_sweep(sweep, args.config_kv)
     project_timer = ProjectTimer(args.timer)
-    for name, fn in (("check", lambda: section_check(log)),
+    config_kv = None if args.config_kv is None else _config_kv_name(args.config_kv)
+    for name, fn in (("check", lambda: section_check(log, config_kv)),
                      ("backend", lambda: section_backend(log)),
                      ("configs", lambda: section_configs(timer, ceiling, log)),
                      ("targets", lambda: section_targets(project_timer, ceiling, log)),

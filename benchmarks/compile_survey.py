@@ -6,7 +6,8 @@ divisibility hints the JIT would give it on a GPU (16-byte aligned pointers, str
 multiples of 16), then reports from the compiled artefacts:
 
   regs, spill bytes (ptxas), shared memory bytes, and from the PTX: conversions (`cvt.*`, by
-  type pair), `mma`, `ldmatrix`, `ld.shared`, `cp.async`, `prmt` (byte shuffles) and all
+  type pair), `mma`, `ldmatrix`, `ld.shared` / `st.shared` (in all and by width:
+  `ld.shared.b8` is one byte per load), `cp.async`, `prmt` (byte shuffles) and all
   instructions, static counts, plus data conversions (cvt to or from e4m3/f16/bf16) per K/V
   element loaded per step (their static count x threads / (2 x block_n x head_dim): what one
   element costs, if the loop body holds all of them; the query and output conversions, once per
@@ -48,12 +49,13 @@ _KV_TYPES = {"bf16": None, "fp16": None, "fp8": "*fp8e4nv"}
 
 
 def parse_label(label: str) -> KernelConfig:
-    """bn128-w4-s3-pa -> KernelConfig(128, 4, 3, page_ahead=True); -pf for the prefetch."""
-    m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa)*)", label)
+    """bn128-w4-s3-pa -> KernelConfig(128, 4, 3, page_ahead=True); -pf for the prefetch, -vw for
+    fp8 V widened before the product (v_widen)."""
+    m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw)*)", label)
     if not m:
         raise ValueError(f"config: {label!r} not a label like bn128-w4-s3-pa")
     return KernelConfig(int(m[1]), int(m[2]), int(m[3]), prefetch="-pf" in m[4],
-                        page_ahead="-pa" in m[4])
+                        page_ahead="-pa" in m[4], v_widen="-vw" in m[4])
 
 
 def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: KernelConfig,
@@ -78,6 +80,7 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "PAGE_AHEAD": cfg.page_ahead, "DOT_PRECISION": "tf32", "UPCAST_DOT": False,
         "P_DTYPE": tl.float16 if kv_type == "fp8" else p_dtype, "KV_FP8": kv_type == "fp8",
         "Q_TO_FP16": kv_type == "fp8" and q_type == "bf16",
+        "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True,
     }
     signature = {name: args.get(name, "constexpr") for name in fn.arg_names}
     # What the JIT's specialisation would say on a GPU: torch allocations are 16-byte aligned,
@@ -90,9 +93,12 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
 
 
 def ptx_counts(ptx: str) -> dict:
-    """Static PTX instruction counts: cvt by type pair, mma, ldmatrix, shared loads, async copies."""
+    """Static PTX instruction counts: cvt by type pair, mma, ldmatrix, shared loads and stores (in
+    all and by width), async copies."""
     ops = Counter()
     cvts = Counter()
+    # ld.shared / st.shared by width (ld.shared.b8 is one byte per load) and cp.async by bytes
+    shared = Counter()
     for line in ptx.splitlines():
         s = line.strip()
         if not s or s.startswith(("//", ".", "{", "}", "$")) or s.endswith(":"):
@@ -108,28 +114,45 @@ def ptx_counts(ptx: str) -> dict:
                 ops["cvt_data"] += 1
         elif base in ("mma", "wgmma", "ldmatrix", "prmt", "cp", "stmatrix", "shfl"):
             ops[base if base != "cp" else "cp.async"] += 1
+            size = re.search(r",\s*(0x[0-9a-f]+|\d+)\s*(?:,|;)", s)
+            if op.startswith(("cp.async.ca", "cp.async.cg")) and size:
+                shared[f"{op} {int(size[1], 0)}B"] += 1  # bytes per global -> shared copy
         elif op.startswith("ld.shared"):
             ops["ld.shared"] += 1
+            shared[op] += 1
         elif op.startswith("st.shared"):
             ops["st.shared"] += 1
+            shared[op] += 1
         elif op.startswith("ld.global"):
             ops["ld.global"] += 1
-    return {"ops": dict(ops), "cvt": dict(sorted(cvts.items(), key=lambda kv: -kv[1]))}
+    return {"ops": dict(ops), "cvt": dict(sorted(cvts.items(), key=lambda kv: -kv[1])),
+            "shared": dict(sorted(shared.items(), key=lambda kv: -kv[1]))}
 
 
-def ptxas_usage(ptx: str) -> tuple[int, int]:
-    """(registers per thread, spill store bytes) from `ptxas -v` on the PTX for sm_90a, the
-    target Triton builds for capability 90 (a CompiledKernel reads these only on a GPU)."""
+def ptxas_usage(ptx: str) -> tuple[int, int, dict]:
+    """(registers per thread, spill store bytes, SASS opcode counts) from `ptxas -v` on the PTX
+    for sm_90a, the target Triton builds for capability 90 (a CompiledKernel reads these only on
+    a GPU), and `cuobjdump -sass` of the cubin where Triton ships it (else no SASS counts)."""
     from triton.backends.nvidia.compiler import get_ptxas
+    ptxas = Path(get_ptxas(90).path)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "k.ptx"
+        cubin = Path(tmp) / "k.cubin"
         path.write_text(ptx)
-        res = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", str(path), "-o",
-                              str(Path(tmp) / "k.cubin")], capture_output=True, text=True,
-                             check=True)
+        res = subprocess.run([str(ptxas), "-v", "--gpu-name=sm_90a", str(path), "-o",
+                              str(cubin)], capture_output=True, text=True, check=True)
+        sass = Counter()
+        cuobjdump = ptxas.parent / "cuobjdump"
+        if cuobjdump.exists():
+            dump = subprocess.run([str(cuobjdump), "-sass", str(cubin)], capture_output=True,
+                                  text=True, check=True).stdout
+            for m in re.finditer(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)",
+                                 dump, re.M):
+                sass["all"] += 1
+                sass[m[1]] += 1
     regs = re.search(r"Used (\d+) registers", res.stderr)
     spills = re.search(r"(\d+) bytes spill stores", res.stderr)
-    return int(regs[1]) if regs else -1, int(spills[1]) if spills else 0
+    return int(regs[1]) if regs else -1, int(spills[1]) if spills else 0, dict(sass)
 
 
 def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
@@ -138,13 +161,17 @@ def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
     threads = 32 * cfg.num_warps
     elements = 2 * cfg.block_n * head_dim  # K and V of one step
     md = k.metadata
-    regs, spills = ptxas_usage(k.asm["ptx"])
+    regs, spills, sass = ptxas_usage(k.asm["ptx"])
     return {
         "head_dim": head_dim, "group": group, "q": q_type, "kv": kv_type, "config": cfg.label(),
         "regs": regs, "spill_bytes": spills, "smem_bytes": md.shared,
         **{f"ptx_{n}": v for n, v in counts["ops"].items()},
         "cvt_data_per_kv_element": round(counts["ops"].get("cvt_data", 0) * threads / elements, 3),
-        "cvt_kinds": counts["cvt"],
+        "cvt_kinds": counts["cvt"], "shared_kinds": counts["shared"],
+        # SASS (static): all, and the shared-memory, conversion and mma opcodes
+        "sass": {n: v for n, v in sorted(sass.items(), key=lambda kv: -kv[1])
+                 if n == "all" or n.startswith(("LDS", "STS", "LDSM", "LDGSTS", "F2FP", "HMMA",
+                                                "PRMT"))},
     }
 
 
@@ -156,6 +183,10 @@ DEFAULT = [
     (128, 4, "bf16", "bf16", "bn128-w4-s2"), (128, 16, "bf16", "bf16", "bn64-w4-s4-pa"),
     (128, 8, "bf16", "bf16", "bn128-w8-s3-pa"), (128, 8, "bf16", "bf16", "bn128-w8-s4-pa"),
     (64, 4, "bf16", "fp8", "bn128-w4-s4-pa"), (256, 2, "bf16", "fp8", "bn32-w4-s4-pa"),
+    # fp8 V widened before the P.V product (-vw): no byte-wide shared-memory loads left.
+    (128, 8, "bf16", "fp8", "bn128-w4-s3-pa-vw"), (128, 8, "bf16", "fp8", "bn64-w4-s4-pa-vw"),
+    (128, 8, "bf16", "fp8", "bn128-w8-s3-pa-vw"), (64, 4, "bf16", "fp8", "bn128-w4-s4-pa-vw"),
+    (256, 2, "bf16", "fp8", "bn32-w4-s4-pa-vw"),
 ]
 
 

@@ -35,7 +35,12 @@ queries are taken to fp16 exactly by scaling each row by a power of two (largest
 to fp16 (not bf16) for the P.V product. The scales never touch the tiles:
 k_scale is folded into the score scale (sm_scale x k_scale x log2 e, in float32) and v_scale
 multiplies the float32 output once at the end, which is exactly softmax(q (s_k K8)^T) (s_v V8)
-up to float32 rounding. The online softmax stays in float32.
+up to float32 rounding. The online softmax stays in float32. With `KernelConfig.v_widen` (label
+-vw) V is loaded as int32 words (4 e4m3 each, 16-byte vector loads) and widened to fp16 where it
+was loaded (inline-asm cvt.rn.f16x2.e4m3x2; a byte-extract cast in the interpreter), and the
+tile is rebuilt with join/reshape, which stops Triton from pulling the P.V product's operand
+layout back onto the 8-bit load (one ld.shared.b8 per element on sm_90: docs/KERNEL_NOTES.md).
+The values are the same fp16 values as the plain path's cast.
 
 Without a CUDA GPU the kernels are built for Triton's interpreter (TRITON_INTERPRET=1) and run on
 CPU tensors; that is for tests, and it is slow.
@@ -80,6 +85,62 @@ def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, st
 
 
 @triton.jit
+def _e4m3x4_to_f16(x, ASM: tl.constexpr):
+    """Four fp16 tensors (bytes 0..3 of each int32 of `x`, little endian: elements 4j..4j+3)
+    with the exact fp16 values of the e4m3 codes. ASM: one `mov.b32 {lo, hi}` and two
+    `cvt.rn.f16x2.e4m3x2` per int32 (sm_89+); otherwise (the interpreter, which cannot run
+    inline asm) the same values through a byte extract and Triton's e4m3 -> fp16 cast."""
+    if ASM:
+        b0, b1, b2, b3 = tl.inline_asm_elementwise(
+            "{ .reg .b16 lo, hi; .reg .b32 r0, r1;\n"
+            "mov.b32 {lo, hi}, $4;\n"
+            "cvt.rn.f16x2.e4m3x2 r0, lo;\n"
+            "cvt.rn.f16x2.e4m3x2 r1, hi;\n"
+            "mov.b32 {$0, $1}, r0;\n"
+            "mov.b32 {$2, $3}, r1; }",
+            "=h,=h,=h,=h,r", [x],
+            dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=True, pack=1)
+    else:
+        b0 = _e4m3_byte_to_f16(x & 0xFF)
+        b1 = _e4m3_byte_to_f16((x >> 8) & 0xFF)
+        b2 = _e4m3_byte_to_f16((x >> 16) & 0xFF)
+        b3 = _e4m3_byte_to_f16((x >> 24) & 0xFF)
+    return b0, b1, b2, b3
+
+
+@triton.jit
+def _e4m3_byte_to_f16(code):
+    """fp16 value of e4m3 codes (int32 0..255). The interpreter's e4m3 cast widens the NaN codes
+    (0x7F, 0xFF) to 480 (its exponent shift has no NaN case); the hardware conversion and torch
+    give NaN, so they are set here."""
+    f = code.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    return tl.where((code & 0x7F) == 0x7F, float("nan"), f).to(tl.float16)
+
+
+@triton.jit
+def _load_e4m3_as_f16(ptr, row, valid, kv_head_off, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                      ASM: tl.constexpr):
+    """The [BLOCK_N, HEAD_DIM] fp16 tile of e4m3 elements at `ptr + row[:, None] + kv_head_off +
+    d`, loaded as HEAD_DIM / 4 int32 per token (16-byte vector loads) and widened where it was
+    loaded. The join/reshape that rebuilds the tile stops Triton from propagating a dot-operand
+    layout back to the load (which, for the P.V product of 8-bit V, is one byte-wide shared-memory
+    load per element on sm_90): the widening runs in the load's layout and the fp16 tile reaches
+    the mma through the 16-bit path. Masked tokens read 0 (+0.0 in e4m3). Element order: byte k
+    of int32 j is element 4j + k; the joins put (j, k // 2, k % 2) on the last three axes."""
+    ptr32 = ptr.to(tl.pointer_type(tl.int32), bitcast=True)
+    # row + kv_head_off is a multiple of HEAD_DIM >= 64 elements (the page and token strides of
+    # a contiguous pool are multiples of num_kv_heads x HEAD_DIM), so every token's first word
+    # is 16-byte aligned (prepare_decode checks the pool's own 4-byte alignment; torch
+    # allocations are 16-byte aligned, which Triton's pointer specialisation sees).
+    base = tl.multiple_of((row + kv_head_off) // 4, 4)
+    offs_j = tl.arange(0, HEAD_DIM // 4)
+    x = tl.load(ptr32 + base[:, None] + offs_j[None, :], mask=valid[:, None], other=0)
+    b0, b1, b2, b3 = _e4m3x4_to_f16(x, ASM)
+    tile = tl.join(tl.join(b0, b2), tl.join(b1, b3))  # [BLOCK_N, HEAD_DIM // 4, k // 2, k % 2]
+    return tl.reshape(tile, (BLOCK_N, HEAD_DIM))
+
+
+@triton.jit
 def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
                          DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                          P_DTYPE: tl.constexpr):
@@ -116,7 +177,7 @@ def _attend_kernel(
     MODE: tl.constexpr, PREFETCH: tl.constexpr, PAGE_AHEAD: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
-    Q_TO_FP16: tl.constexpr,
+    Q_TO_FP16: tl.constexpr, V_WIDE: tl.constexpr, ASM: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
@@ -176,7 +237,13 @@ def _attend_kernel(
             kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d,
                                   stride_kv_page, stride_kv_tok, PAGE_SIZE)
             k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+            if V_WIDE:
+                page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid,
+                               other=0)
+                row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+            else:
+                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
             tok_next = tok + BLOCK_N
             valid_next = tok_next < kv_hi
             page_next = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
@@ -186,7 +253,11 @@ def _attend_kernel(
                        + (tok_next % PAGE_SIZE) * stride_kv_tok)
                 kv_offs_next = row[:, None] + kv_head_off + offs_d[None, :]
                 k_next = tl.load(k_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
-                v_next = tl.load(v_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
+                if V_WIDE:
+                    v_next = _load_e4m3_as_f16(v_ptr, row, valid_next, kv_head_off, HEAD_DIM,
+                                               BLOCK_N, ASM)
+                else:
+                    v_next = tl.load(v_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
                 tok_after = tok_next + BLOCK_N
                 valid_after = tok_after < kv_hi
                 page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
@@ -209,7 +280,10 @@ def _attend_kernel(
                 row = page_cur.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
                 kv_offs = row[:, None] + kv_head_off + offs_d[None, :]
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                if V_WIDE:
+                    v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+                else:
+                    v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 tok_next = tok + BLOCK_N
                 page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
                                    mask=tok_next < kv_hi, other=0)
@@ -219,10 +293,18 @@ def _attend_kernel(
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
                 valid = tok < kv_hi
-                kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
-                                      offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
-                k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                if V_WIDE:
+                    page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid,
+                                   other=0)
+                    row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                    k = tl.load(k_ptr + row[:, None] + kv_head_off + offs_d[None, :],
+                                mask=valid[:, None], other=0.0)
+                    v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+                else:
+                    kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
+                                          offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                    k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
+                    v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
 
@@ -303,6 +385,14 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                       plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                       group_size=shape.group_size)
+    if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
+        raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
+                         "start on a 4-byte boundary")
+    if config.v_widen and cache.is_fp8 and device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        if (major, minor) < (8, 9):  # the inline asm's cvt.rn.f16x2.e4m3x2
+            raise ValueError(f"config.v_widen: {config.label()} needs sm_89 or newer; this GPU "
+                             f"is sm_{major}{minor}")
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
@@ -376,6 +466,7 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
         P_DTYPE=_TL_DTYPES[p_dtype], KV_FP8=cache.is_fp8,
         Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
+        V_WIDE=cfg.v_widen and cache.is_fp8, ASM=not INTERPRETED,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if launch.merge_requests.shape[0] > 0:

@@ -49,6 +49,10 @@ class KernelConfig:
     page_ahead: load the page ids one block ahead so that Triton's pipeliner can keep
         num_stages - 1 K/V tiles in flight (needs num_stages >= 3 to double-buffer); ignored
         with prefetch, which already does it.
+    v_widen: fp8 caches only (ignored for 16-bit ones): load V as int32 words (4 e4m3 each,
+        16-byte vector loads) and widen it to fp16 in the load's layout, so the P.V product
+        reads an fp16 tile through ldmatrix instead of one byte per element from shared memory
+        (docs/KERNEL_NOTES.md "FP8 V widened before the product").
     """
 
     block_n: int
@@ -56,6 +60,7 @@ class KernelConfig:
     num_stages: int
     prefetch: bool = False
     page_ahead: bool = False
+    v_widen: bool = False
 
     def __post_init__(self) -> None:
         if self.block_n not in (16, 32, 64, 128, 256):
@@ -66,9 +71,11 @@ class KernelConfig:
             raise ValueError(f"num_stages: {self.num_stages} out of range; allowed: 1..5")
 
     def label(self) -> str:
-        """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch)."""
+        """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch, -pa for the page
+        ids one block ahead, -vw for fp8 V widened before the product)."""
         return (f"bn{self.block_n}-w{self.num_warps}-s{self.num_stages}"
-                + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else ""))
+                + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else "")
+                + ("-vw" if self.v_widen else ""))
 
 
 def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig:
@@ -77,6 +84,11 @@ def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig
 
 def _pa(block_n, warps, stages) -> KernelConfig:
     return KernelConfig(block_n, warps, stages, page_ahead=True)
+
+
+def _vw(block_n, warps, stages, page_ahead=True) -> KernelConfig:
+    """fp8 only: V widened to fp16 before the P.V product (label -vw)."""
+    return KernelConfig(block_n, warps, stages, page_ahead=page_ahead, v_widen=True)
 
 
 # (head_dim, KV element bytes, regime) -> configuration. Shared memory, registers and K/V tiles
@@ -146,14 +158,23 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 # (the one-per-sm winner with a third tile in flight, about 200 KB of shared memory) and, for
 # fp8, bn128-w8-s3-pa (the 16-bit one-per-sm winner). fp8 keeps bn64-w4-s4-pa: with the fp16
 # products it is the one head_dim-128 fp8 variant under 168 registers (164: 3 programs per SM).
+# fp8 -vw (V widened to fp16 before the P.V product; docs/KERNEL_NOTES.md "FP8 V widened"):
+#   local sm_90 compiles: no ld.shared.b8 left (was 64-128 per thread per step), registers
+#   204 -> 168 (bn128-w4-s3-pa), 164 -> 104 (bn64-w4-s4-pa), 218 -> 128 (bn128-w8-s3-pa), no
+#   spills; the fp16 V tile costs block_n x head_dim x 2 bytes of shared memory more. Not timed
+#   yet; bn64-w8-s3-pa-vw at head_dim 256 spills 4 bytes and is left out.
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
     (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3)),
     (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4)),
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3)),
-    (64, 1): (_pa(128, 4, 4), _pa(128, 4, 3), _c(256, 8, 2), _pa(256, 8, 3)),
+    (64, 1): (_pa(128, 4, 4), _pa(128, 4, 3), _c(256, 8, 2), _pa(256, 8, 3),
+              _vw(128, 4, 4), _vw(128, 4, 3), _vw(256, 8, 2, page_ahead=False), _vw(256, 8, 3)),
     (128, 1): (_c(128, 4, 2), _pa(128, 4, 3), _pa(128, 4, 4), _pa(128, 8, 3), _pa(256, 8, 3),
-               _pa(64, 4, 4)),
-    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2)),
+               _pa(64, 4, 4),
+               _vw(128, 4, 3), _vw(128, 4, 2, page_ahead=False), _vw(64, 4, 4), _vw(64, 4, 3),
+               _vw(128, 8, 3), _vw(128, 8, 4), _vw(256, 8, 3)),
+    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2),
+               _vw(32, 4, 4), _vw(64, 4, 3), _vw(64, 4, 2, page_ahead=False), _vw(64, 4, 4)),
 }
 
 

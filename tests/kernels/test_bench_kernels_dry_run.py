@@ -75,3 +75,15 @@ def test_time_limit_stops_the_matrix_sections_and_counts_what_it_skipped(bench, 
     # 2 shapes cases (one batch, two plans) and the sweep's candidates of its one case.
     assert results["cases_skipped_time_limit"] == 2 + len(decode_config.CANDIDATES[(128, 1)])
     assert results["shapes"] == [] and results["shape-configs"]["rows"] == []
+
+
+def test_config_kv_keeps_only_the_sweep_shapes_of_that_kv_type(bench, tmp_path, capsys):
+    fp8 = bench.filter_sweep(bench.SWEEP, "fp8")
+    assert fp8 and all(v[2] == "fp8_e4m3" for v, _ in fp8)
+    assert {bench.variant_shape(v).head_dim for v, _ in fp8} == {64, 128, 256}
+    assert bench.filter_sweep(bench.SWEEP, "fp8_e4m3") == fp8
+    assert bench.filter_sweep(bench.SWEEP, None) == list(bench.SWEEP)
+    assert all(v[2] == "bf16" for v, _ in bench.filter_sweep(bench.SWEEP, "bf16"))
+    assert bench.main(["--dry-run", "--config-kv", "fp4", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "config-kv: 'fp4' not allowed" in err

@@ -29,3 +29,36 @@ def test_fp8_kernel_compiles_for_sm90_with_one_conversion_per_two_elements(tmp_p
     # 32 packed conversions.
     assert kinds["cvt.rn.f16x2.e4m3x2"] == 2 * 64 * 64 // 128 // 2
     assert row["ptx_mma"] > 0
+
+
+def test_widened_fp8_v_reads_no_byte_wide_shared_memory_and_leaves_16_bit_configs_alone(tmp_path):
+    # The plain fp8 path reads V from shared memory one byte per element (ld.shared.b8: the
+    # P.V product reduces over tokens, head_dim bytes apart); -vw widens V where it was loaded
+    # and sends an fp16 tile through ldmatrix.trans. Same conversion count either way.
+    env = {**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    subprocess.run([sys.executable, str(SCRIPT), "--head-dim", "64", "--group", "4", "--kv", "fp8",
+                    "--configs", "bn64-w4-s3-pa,bn64-w4-s3-pa-vw", "--out", str(tmp_path)],
+                   check=True, env=env, capture_output=True, timeout=300)
+    plain, wide = json.loads((tmp_path / "survey.json").read_text())
+    assert "error" not in plain and "error" not in wide, (plain, wide)
+    assert wide["config"] == "bn64-w4-s3-pa-vw" and wide["spill_bytes"] == 0
+    assert plain["shared_kinds"].get("ld.shared.b8", 0) > 0
+    assert "ld.shared.b8" not in wide["shared_kinds"]
+    assert wide["ptx_ld.shared"] < plain["ptx_ld.shared"]
+    assert (wide["cvt_kinds"]["cvt.rn.f16x2.e4m3x2"]
+            == plain["cvt_kinds"]["cvt.rn.f16x2.e4m3x2"] == 2 * 64 * 64 // 128 // 2)
+    assert wide["ptx_ldmatrix"] > plain["ptx_ldmatrix"]  # the fp16 V tile (ldmatrix.trans)
+
+
+def test_parse_label_round_trips_every_candidate():
+    # In a subprocess: importing the script switches Triton to compiling (TRITON_INTERPRET=0),
+    # which must not leak into this test process.
+    code = ("import compile_survey as cs\n"
+            "from kvtune.kernels.decode_config import CANDIDATES\n"
+            "bad = [c.label() for cs_ in CANDIDATES.values() for c in cs_ "
+            "if cs.parse_label(c.label()) != c]\n"
+            "assert not bad, bad\n")
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parent)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True,
+                   timeout=120)

@@ -21,9 +21,13 @@ import math
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
+from kvtune.kernels import decode as decode_module
 from kvtune.kernels import policies
 from kvtune.kernels.decode import decode, run_decode, prepare_decode
+from kvtune.kernels.decode_config import KernelConfig
 from kvtune.kernels.paged import PagedKVCache, make_queries, quantize_e4m3
 from kvtune.kernels.plan import AttentionShape, DeviceSpec, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
@@ -171,3 +175,125 @@ def test_bad_fp8_input_is_refused_naming_the_field():
     launch = prepare_decode(build_plan([4], 4, num_kv_heads=2, page_size=4), cache)
     with pytest.raises(ValueError, match="fp8 queries are not supported"):
         run_decode(launch, fp8_q, cache)
+
+
+# --- fp8 V widened before the product (KernelConfig.v_widen, label -vw) ---------------------
+
+
+@triton.jit
+def _widen_tile_kernel(src, dst, n_valid, kv_head_off, stride_tok, HEAD_DIM: tl.constexpr,
+                       BLOCK_N: tl.constexpr):
+    tok = tl.arange(0, BLOCK_N)
+    row = tok.to(tl.int64) * stride_tok
+    v = decode_module._load_e4m3_as_f16(src, row, tok < n_valid, kv_head_off, HEAD_DIM, BLOCK_N,
+                                        False)
+    tl.store(dst + tok[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], v)
+
+
+def _f16_bits_or_nan(x: torch.Tensor) -> torch.Tensor:
+    """fp16 bit patterns, every NaN mapped to one value (NaN payloads are not part of the
+    contract: the hardware conversion gives a canonical NaN, torch keeps the sign)."""
+    return torch.where(torch.isnan(x), torch.tensor(0x7E00, dtype=torch.int16),
+                       x.view(torch.int16))
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_widened_v_tile_is_torchs_e4m3_to_fp16_on_all_256_codes(head_dim):
+    # The interpreter branch of _load_e4m3_as_f16: int32 words of 4 codes, byte k of word j is
+    # element 4j + k; the rebuilt [tokens, head_dim] fp16 tile must be torch's widening of the
+    # same bytes, element for element, including -0, subnormals, 448 and the NaN codes. Two
+    # KV heads per token and the second one read: the int32 offset arithmetic is checked too.
+    codes = torch.arange(256, dtype=torch.uint8)  # all 256 codes, twice (once reversed)
+    n_tok = 512 // head_dim
+    head1 = torch.cat([codes, codes.flip(0)]).reshape(n_tok, head_dim)
+    pool = torch.zeros(n_tok, 2, head_dim, dtype=torch.uint8)
+    pool[:, 0] = 0x7F  # NaN in the head not read: any misaddressed byte shows
+    pool[:, 1] = head1
+    pool = pool.view(torch.float8_e4m3fn)
+    want = pool[:, 1].to(torch.float16)
+    out = torch.full((n_tok, head_dim), 3.0, dtype=torch.float16)
+    _widen_tile_kernel[(1,)](pool, out, n_tok, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
+                             BLOCK_N=n_tok)
+    assert torch.equal(_f16_bits_or_nan(out), _f16_bits_or_nan(want))
+    assert int(torch.isnan(out).sum()) == 4  # 0x7F and 0xFF, each twice
+    # Masked tokens read +0.0 (the int32 0 is four e4m3 +0 codes), as the fp8 loads' other=0.0.
+    masked = torch.full_like(out, 3.0)
+    _widen_tile_kernel[(1,)](pool, masked, 1, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
+                             BLOCK_N=n_tok)
+    assert torch.equal(_f16_bits_or_nan(masked[:1]), _f16_bits_or_nan(want[:1]))
+    assert torch.equal(masked[1:].view(torch.int16), torch.zeros_like(masked[1:], dtype=torch.int16))
+
+
+# (head_dim, G, page size, config): every loop variant of _attend_kernel (plain, page ids ahead,
+# register prefetch) with the widened V, G from 1 to 16, token-granular and 16-token pages.
+WIDE_CASES = [
+    (64, 1, 1, KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)),
+    (64, 16, 16, KernelConfig(32, 4, 2, v_widen=True)),
+    (128, 3, 16, KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)),
+    (128, 8, 1, KernelConfig(16, 4, 2, v_widen=True)),
+    (128, 16, 16, KernelConfig(16, 4, 1, prefetch=True, v_widen=True)),
+    (256, 2, 16, KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)),
+    (256, 5, 1, KernelConfig(16, 4, 1, prefetch=True, v_widen=True)),
+]
+
+
+@pytest.mark.parametrize("head_dim,group,page_size,config", WIDE_CASES,
+                         ids=lambda c: c.label() if isinstance(c, KernelConfig) else str(c))
+def test_widened_v_matches_the_dequantised_reference_and_the_plain_fp8_path(head_dim, group,
+                                                                           page_size, config):
+    shape = AttentionShape(num_qo_heads=2 * group, num_kv_heads=2, head_dim=head_dim,
+                           page_size=page_size, kv_dtype="fp8_e4m3")
+    kv = [1, 19, 40]
+    cache, q = fp8_inputs(kv, torch.bfloat16, shape=shape)
+    ref = decode_reference(q, cache)
+    bound = rounding_bound(q, cache, ref, UNIT_ROUNDOFF[torch.bfloat16])
+    plain = dataclasses.replace(config, v_widen=False)
+    for chunk in (16, 32, 64):  # 1-3 splits per request, and no split
+        plan = build_plan(kv, chunk, num_kv_heads=2, page_size=page_size)
+        out, _ = run_poisoned(q, cache, plan, config)
+        assert not torch.isnan(out).any()
+        err = relative_error(out, ref)
+        assert err <= bound, f"chunk {chunk}: rel error {err:.3e} above {bound:.3e}"
+        # The widened tile holds the same fp16 values as the plain path's cast, so the whole
+        # computation is the same: bit for bit in the interpreter.
+        out_plain, _ = run_poisoned(q, cache, plan, plain)
+        assert torch.equal(out, out_plain), f"chunk {chunk}: differs from {plain.label()}"
+
+
+def test_widened_v_is_batch_invariant_and_ignored_for_16_bit_caches():
+    config = KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)
+    kv_small = [21, 3]
+    kv_large = kv_small + [30, 9]
+    scales = {"k_scale": 0.01, "v_scale": 0.02}
+    cache_s, _ = fp8_inputs(kv_small, torch.float16, **scales)
+    cache_l, q_l = fp8_inputs(kv_large, torch.float16, **scales)
+    for b in range(len(kv_small)):
+        pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
+        cache_l.k_pages[pl] = cache_s.k_pages[ps]
+        cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    plan_s = build_plan(kv_small, 8, num_kv_heads=2, page_size=4)
+    plan_l = build_plan(kv_large, 8, num_kv_heads=2, page_size=4)
+    out_s = decode(q_l[: len(kv_small)].clone(), cache_s, plan_s, config=config)
+    out_l = decode(q_l, cache_l, plan_l, config=config)
+    assert torch.equal(out_s, out_l[: len(kv_small)])
+    # A bf16 cache takes the 16-bit path whatever v_widen says.
+    shape16 = dataclasses.replace(FP8, kv_dtype="bf16")
+    cache16 = PagedKVCache.from_lengths(kv_small, shape16, dtype=torch.bfloat16, seed=fresh_seed())
+    q16 = make_queries(2, shape16, dtype=torch.bfloat16, seed=fresh_seed())
+    assert torch.equal(decode(q16, cache16, plan_s, config=config),
+                       decode(q16, cache16, plan_s, config=dataclasses.replace(config,
+                                                                               v_widen=False)))
+
+
+def test_widened_v_refuses_v_pages_off_a_4_byte_boundary():
+    cache, _ = fp8_inputs([5, 9], torch.bfloat16)
+    plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
+    # The same pages one byte further into a larger buffer (contiguous, misaligned for int32).
+    flat = torch.empty(cache.v_pages.numel() + 1, dtype=cache.v_pages.dtype)
+    shifted = flat[1:].view(cache.v_pages.shape)
+    shifted.copy_(cache.v_pages)
+    moved = dataclasses.replace(cache, v_pages=shifted)
+    config = KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)
+    with pytest.raises(ValueError, match="config.v_widen: bn16-w4-s3-pa-vw reads V as int32"):
+        prepare_decode(plan, moved, config=config)
+    prepare_decode(plan, moved, config=dataclasses.replace(config, v_widen=False))  # plain: fine

@@ -241,9 +241,13 @@ def launch_key(row) -> tuple | None:
         chunk = int(notes["chunk_pages"]) * int(row.get("page_size") or 1)
     if isinstance(chunk, list):
         chunk = tuple(chunk)
+    split_counts = np.asarray(splits).ravel()
+    if split_counts.size and split_counts.max() == 1 and notes.get("split_kv") is not True:
+        # Nothing is cut and no merge runs: the chunk a planner named changes nothing launched.
+        chunk = None
     config = row.get("kernel_config")
     config = None if config is None or (isinstance(config, float) and math.isnan(config)) else str(config)
-    return (tuple(int(x) for x in np.asarray(splits).ravel()), str(row.get("schedule")),
+    return (tuple(int(x) for x in split_counts), str(row.get("schedule")),
             int(row.get("grid_size") or 0), chunk, config)
 
 

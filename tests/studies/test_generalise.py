@@ -394,3 +394,18 @@ def test_launch_key_tells_kernel_configurations_apart():
     assert launch_key(row) == launch_key(dict(row))
     assert launch_key(row) != launch_key({**row, "kernel_config": "bn128-w8-s3-pa"})
     assert launch_key({**row, "splits": None}) is None
+
+
+def test_launch_key_ignores_the_chunk_of_a_batch_nothing_is_cut_in():
+    from kvtune.harness.fidelity import launch_key
+
+    row = {"splits": [1, 1], "schedule": "static", "grid_size": 16, "page_size": 16,
+           "plan_notes": json.dumps({"chunk_tokens": 2048}), "kernel_config": "c"}
+    default = {**row, "plan_notes": json.dumps({"split_kv": False})}
+    assert launch_key(row) == launch_key(default)
+    # FlashInfer with split-KV on writes partials and merges even unsplit requests.
+    on = {**row, "plan_notes": json.dumps({"chunk_pages": 128, "split_kv": True})}
+    assert launch_key(on) != launch_key(default)
+    # Once a request is cut, the chunk says where.
+    cut = {**row, "splits": [2, 1]}
+    assert launch_key(cut) != launch_key({**cut, "plan_notes": json.dumps({"chunk_tokens": 4096})})

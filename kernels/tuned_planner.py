@@ -39,10 +39,11 @@ E = S x min(2, max_ctas_per_sm) and even = T x H_kv / E tokens (adaptive_chunk_p
       is already within 20% of an even spread);
   else, with budget = max(W x slots, B x H_kv + (W - 1) x slots) pieces, c = the smallest whole
       number of pages >= ceil(max(min chunk, P) / P) with H_kv x sum_b ceil(pages_b / c) <=
-      budget (FlashInfer's own search when W = 1 and ctas_per_sm = 2); if its pieces
-      (H_kv x sum_b ceil(pages_b / c)) exceed E or c x P > 1.2 x even, c = min(c x P,
-      max(2048, ceil(1.2 x even / W))) tokens (W pieces per slot: a short tail of the last
-      wave, and a batch one wave cannot balance is spread);
+      budget (FlashInfer's own search when W = 1 and ctas_per_sm = 2); spread = min(c x P,
+      max(2048, ceil(1.2 x even / W))) tokens (W pieces per slot); c = spread if its pieces
+      (H_kv x sum_b ceil(pages_b / c)) exceed E (a short tail of the last wave), or if
+      c x P > 1.2 x even and 1.1 x M(spread) < M(c x P), M = in_order_makespan_tokens (a batch
+      one wave cannot balance is spread when that shortens the busiest slot by more than 10%);
   then c = ceil(min(max_chunk, max(min_chunk, c, ceil(L / max_splits))) / P) pages, and the
   pieces are as "fixed-chunk" with c.
 "defer": use the engine's own planner. plan_pieces then returns `deferred=True` and no splits,

@@ -66,10 +66,11 @@ def test_flashinfer_calibrations_on_their_rows(kernel):
 
 # Measured rows of runs no shipped calibration was fitted to: the traces suite (other lengths),
 # mooncake and azure-conv cases, of GPU calls of 2026-11-26 (benchmarks/collect_rows_gpu.sh).
-# H200 Triton: the 11:45 UTC call, each decode replayed from a CUDA graph (TIMER=graph), with
-# the kernel configuration of that day's 10:27 table; the shipped h200-triton.json was fitted to
-# the threshold and prod-mix runs of that call. The others: the 06:33/06:38 calls (CUPTI), whose
-# threshold and prod-mix runs the H200 FlashInfer and H100 calibrations were fitted to. What they
+# Triton: the H200 call of 11:42 and the H100 call of 12:30 UTC, each decode replayed from a CUDA
+# graph (TIMER=graph), with the kernel configuration of that day's 10:27 table; the shipped
+# h200-triton.json and h100-triton.json were fitted to the threshold and prod-mix runs of the
+# same calls. FlashInfer: the 06:33/06:38 calls (CUPTI), whose threshold and prod-mix runs the
+# FlashInfer tensor-core calibrations were fitted to. What they
 # reach here is pinned (a little below the levels reached, so that CI catches a model change
 # that makes them worse). Issue 14's targets (median Spearman >= 0.9, regret <= 3% geomean / 10%
 # worst, median |error| <= 10%) are met on these rows except the FlashInfer Spearman (three of
@@ -80,8 +81,8 @@ HELD_OUT_LEVELS = {
     ("h200", "triton"): (0.90, 0.01, 0.06, 0.03),
     # reached: 0.894, 0.23%, 3.8%, 1.7%
     ("h200", "flashinfer-tensor-core"): (0.87, 0.01, 0.06, 0.03),
-    # reached: 0.947, 0.61%, 3.6%, 2.3%
-    ("h100", "triton"): (0.92, 0.012, 0.06, 0.04),
+    # reached (graph replays, 12:31 UTC rows): 0.929, 0.20%, 1.4%, 1.1%
+    ("h100", "triton"): (0.90, 0.01, 0.04, 0.02),
     # reached: 0.900, 0.34%, 7.3%, 0.95%
     ("h100", "flashinfer-tensor-core"): (0.87, 0.01, 0.09, 0.02),
 }

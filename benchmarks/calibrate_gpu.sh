@@ -56,8 +56,11 @@ bench() {  # bench BACKEND FOLDER SECONDS ARGS...
   local backend=$1 folder=$2 seconds=$3
   shift 3
   local pols=$triton_policies
-  local how=(--backend "$backend" --stopping "$stopping")
-  if [ "$backend" = flashinfer ]; then pols=$fi_policies; fi
+  # Triton decodes are replayed from a CUDA graph, as engines run decode: eagerly launched from
+  # Python, a 20-40 us decode can wait on the host for its merge kernel, and CUPTI's span counts
+  # that wait (docs/PERFORMANCE.md, third session). FlashInfer launches from C++ (CUPTI).
+  local how=(--backend "$backend" --stopping "$stopping" --timer graph)
+  if [ "$backend" = flashinfer ]; then pols=$fi_policies; how=(--backend "$backend" --stopping "$stopping"); fi
   if [ "$dry" = "--dry-run" ]; then
     how=(--backend simulator --device-model h200 --sim-kernel \
          "$([ "$backend" = flashinfer ] && echo flashinfer-tensor-core || echo triton)")

@@ -184,9 +184,12 @@ def hybrid_timeline(plan, result, shape: AttentionShape) -> pd.DataFrame:
 
 
 def _slots(frame: pd.DataFrame) -> np.ndarray:
-    """Per task, the lowest slot of its SM that is free when it starts (interval colouring)."""
+    """Per task, the lowest slot of its SM that is free when it starts (interval colouring, in
+    order of start: taken in task order, a task that starts later could hold a slot that an
+    earlier one needed, and the SM would seem to run more CTAs at once than it has slots)."""
     slot = np.zeros(len(frame), dtype=np.int64)
     for _, part in frame.groupby("sm", sort=False):
+        part = part.sort_values("start_us", kind="stable")
         ends: list[float] = []
         for i, start, end in zip(part.index, part["start_us"], part["end_us"]):
             free = next((k for k, e in enumerate(ends) if e <= start + 1e-9), None)

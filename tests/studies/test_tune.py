@@ -130,8 +130,9 @@ def test_multi_objective_reports_a_pareto_front(tmp_path):
 
 @pytest.mark.slow
 def test_prod_mix_tuned_never_loses_to_the_engine_and_stays_near_every_baseline(tmp_path):
-    """The acceptance command (prod-mix, 40 trials, seed 0, simulated h200). Every bucket ships a
-    rule that beats the engine's own planner in geomean and is never more than 2% slower than it
+    """The acceptance command (prod-mix, 40 trials, seed 0, simulated h200). Every bucket ships
+    either the engine's own planner (defer: bucket 1-8, where the adaptive rule plans what
+    FlashInfer plans) or a rule that beats it in geomean and is never more than 2% slower than it
     on a training case (the finalists' first test, issue 12); against the other baselines it may
     give up a little where every faster finalist was slower than the engine's planner on some
     case (a fixed 2048-token chunk on 33-128: about 5% in geomean), never more than 10%."""
@@ -144,6 +145,10 @@ def test_prod_mix_tuned_never_loses_to_the_engine_and_stays_near_every_baseline(
     summary = build_summary(result)
     assert [b["name"] for b in summary["buckets"]] == ["1-8", "9-32", "33-128", "129-512"]
     for b in summary["buckets"]:
+        if b["family"] == "defer":
+            # What ships is the engine's own planner: its validation is the default's.
+            assert b["validation"]["vs_default"] == {"geomean": 1.0, "worst": 1.0}, b["name"]
+            continue
         engine = b["speedup"]["flashinfer-tensor-core"]
         assert engine["geomean"] >= 1.0 - 1e-12 and engine["worst"] >= 1 / 1.02, (b["name"], engine)
         for baseline, speedup in b["speedup"].items():

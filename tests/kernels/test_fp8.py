@@ -135,17 +135,24 @@ def test_fp8_rounding_shows_against_the_values_before_quantisation():
     assert 4 * to_dequantised < to_exact < E4M3_UNIT_ROUNDOFF
 
 
-def test_fixed_split_is_batch_invariant_with_fp8():
-    policy = policies.get("fixed-split", chunk_tokens=8)
-    scales = {"k_scale": 0.01, "v_scale": 0.02}  # fixed per layer, as a serving engine keeps them
+def _small_batch_inside_a_large_one(q_dtype):
+    """Two e4m3 caches whose first two requests hold the same pages (scales fixed per layer, as
+    a serving engine keeps them): (kv_small, kv_large, small cache, large cache, large queries)."""
+    scales = {"k_scale": 0.01, "v_scale": 0.02}
     kv_small = [21, 3]
     kv_large = kv_small + [30, 9]
-    cache_s, _ = fp8_inputs(kv_small, torch.bfloat16, **scales)
-    cache_l, q_l = fp8_inputs(kv_large, torch.bfloat16, **scales)
+    cache_s, _ = fp8_inputs(kv_small, q_dtype, **scales)
+    cache_l, q_l = fp8_inputs(kv_large, q_dtype, **scales)
     for b in range(len(kv_small)):
         pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
         cache_l.k_pages[pl] = cache_s.k_pages[ps]
         cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    return kv_small, kv_large, cache_s, cache_l, q_l
+
+
+def test_fixed_split_is_batch_invariant_with_fp8():
+    policy = policies.get("fixed-split", chunk_tokens=8)
+    kv_small, kv_large, cache_s, cache_l, q_l = _small_batch_inside_a_large_one(torch.bfloat16)
     q_s = q_l[: len(kv_small)].clone()
     out_s = decode(q_s, cache_s, policy.plan(np.array(kv_small), FP8, TINY_GPU))
     out_l = decode(q_l, cache_l, policy.plan(np.array(kv_large), FP8, TINY_GPU))
@@ -262,15 +269,7 @@ def test_widened_v_matches_the_dequantised_reference_and_the_plain_fp8_path(head
 
 def test_widened_v_is_batch_invariant_and_ignored_for_16_bit_caches():
     config = KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)
-    kv_small = [21, 3]
-    kv_large = kv_small + [30, 9]
-    scales = {"k_scale": 0.01, "v_scale": 0.02}
-    cache_s, _ = fp8_inputs(kv_small, torch.float16, **scales)
-    cache_l, q_l = fp8_inputs(kv_large, torch.float16, **scales)
-    for b in range(len(kv_small)):
-        pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
-        cache_l.k_pages[pl] = cache_s.k_pages[ps]
-        cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    kv_small, kv_large, cache_s, cache_l, q_l = _small_batch_inside_a_large_one(torch.float16)
     plan_s = build_plan(kv_small, 8, num_kv_heads=2, page_size=4)
     plan_l = build_plan(kv_large, 8, num_kv_heads=2, page_size=4)
     out_s = decode(q_l[: len(kv_small)].clone(), cache_s, plan_s, config=config)

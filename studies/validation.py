@@ -187,11 +187,12 @@ def validation_summary(cases, case_us: dict, baselines: list[str], chosen: str, 
 def measure_validation(runner, cases, tuned_policy, baselines, recorder, *, study_name: str,
                        bucket: str, rounds: int) -> tuple[dict, float]:
     """Measure the tuned rule, the engine default and every baseline on `cases`, interleaved
-    over `rounds` rounds. Returns ({series: {case_id: median us}}, noise). A series that fails
-    on a case is left out of that case (the tuned rule or the default failing is a ValueError)."""
-    from kvtune.kernels.parametric import engine_default_policy
-
+    over `rounds` rounds (round r starts at series r). Returns ({series: {case_id: median us}},
+    noise); where the tuned rule and the default launched the same kernel, both medians are of
+    their pooled samples (pool_identical_launches). A series that fails on a case is left out of
+    that case (the tuned rule or the default failing is a ValueError)."""
     from kvtune.harness.fidelity import launch_key
+    from kvtune.kernels.parametric import engine_default_policy
 
     series = [("tuned", tuned_policy), (DEFAULT_LABEL, engine_default_policy()), *baselines]
     lat = {label: {c.case_id: [] for c in cases} for label, _ in series}

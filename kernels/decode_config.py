@@ -132,15 +132,15 @@ def _vw(block_n, warps, stages, page_ahead=True) -> KernelConfig:
 _MANY_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
-# H200 sweep of 12:24 UTC (docs/PERFORMANCE.md, `--config-kv fp8`, 4.262 TB/s copy): fp8 head_dim 64
+# H200 sweep of 12:19 UTC (docs/PERFORMANCE.md, `--config-kv fp8`, 4.262 TB/s copy): fp8 head_dim 64
 #   "many" -> bn128-w4-s3-pa (hd64 uniform B=64 fixed-2048 136.5 us vs 151.2 for bn128-w4-s4-pa;
 #   -vw 136.2, within noise, so the plain one), head_dim 256 "many" -> bn64-w4-s3-pa (420.0 vs
 #   483.6 for bn32-w4-s4-pa); head_dim 128 keeps bn128-w4-s3-pa in both regimes ("many" 548.0 us
 #   summed, -vw 566.0). Widening V before the product (-vw) removes the byte-wise shared loads but
 #   not the fp8 gap: every variant stays at 0.29-0.63 of copy on llama3-8b. For "one-per-sm" the
 #   sweep preferred bn128-w4-s3-pa-vw (llama3-70b-tp8 48.1 + 47.5 us vs 50.3 + 50.0), but the
-#   shape matrix of 12:28 UTC ran it at 89.8-103.2 us on uniform llama3-70b-tp8 batches (where
-#   bn128-w4-s3-pa ran 48.3-50.4 in the 12:24 call), so it is not in the table until that is
+#   shape matrix of 12:22 UTC ran it at 89.8-103.2 us on uniform llama3-70b-tp8 batches (where
+#   bn128-w4-s3-pa ran 48.3-50.4 in the 12:19 call), so it is not in the table until that is
 #   understood.
 _MANY_8 = {64: _pa(128, 4, 3), 128: _pa(128, 4, 3), 256: _pa(64, 4, 3)}
 _ONE_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 3), 256: _pa(64, 4, 4)}

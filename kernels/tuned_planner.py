@@ -413,14 +413,8 @@ def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int,
         return max_pages
     # One piece per request and head always fits this budget, so the search always ends.
     budget = max(max_waves * slots, batch * num_kv_heads + (max_waves - 1) * slots)
-    low = -(-max(min_chunk_tokens, page_size) // page_size)
-    high = max(low, max_pages)
-    while low < high:  # the smallest chunk whose piece count fits the budget
-        mid = (low + high) // 2
-        if num_kv_heads * int((-(-pages // mid)).sum()) <= budget:
-            high = mid
-        else:
-            low = mid + 1
+    low = _smallest_fitting_chunk(pages, num_kv_heads, budget,
+                                  -(-max(min_chunk_tokens, page_size) // page_size))
     chunk_tokens = low * page_size
     fit_pieces = num_kv_heads * int((-(-pages // low)).sum())
     if fit_pieces > even or chunk_tokens > BALANCE_TOLERANCE * fair_tokens:
@@ -522,21 +516,33 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
                        dict(params), int(low * page), rule, family)
 
 
+def _smallest_fitting_chunk(pages: np.ndarray, heads: int, budget: int, low: int,
+                            max_splits: int | None = None) -> int:
+    """FlashInfer's binary search, bit for bit: the smallest chunk (pages, from `low` up to the
+    longest request's pages) whose pieces, heads x sum_b ceil(pages_b / c) (each capped at
+    max_splits when given), fit `budget`; `low` when low already exceeds the longest request."""
+    high = max(low, int(pages.max()))
+    while low < high:
+        mid = (low + high) // 2
+        pieces = -(-pages // mid)
+        if max_splits is not None:
+            pieces = np.minimum(pieces, max_splits)
+        if heads * int(pieces.sum()) <= budget:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
 def _parametric_pieces(pages: np.ndarray, heads: int, page_size: int, num_sms: int,
                        occupancy: int, params: dict) -> tuple[np.ndarray, np.ndarray, int]:
     """(splits, piece pages, chunk pages) of the "parametric" rule (the module docstring)."""
     ctas = min(params["ctas_per_sm"], occupancy)
     budget = max(params["max_waves"] * num_sms * ctas, int(pages.shape[0]) * heads)
-    low = -(-max(params["min_tokens_per_cta"], page_size) // page_size)
-    high = max(low, int(pages.max()))
     max_splits = params["max_splits"]
-    # FlashInfer's binary search, bit for bit: the smallest chunk (pages) whose task count fits.
-    while low < high:
-        mid = (low + high) // 2
-        if heads * int(np.minimum(-(-pages // mid), max_splits).sum()) <= budget:
-            high = mid
-        else:
-            low = mid + 1
+    low = _smallest_fitting_chunk(pages, heads, budget,
+                                  -(-max(params["min_tokens_per_cta"], page_size) // page_size),
+                                  max_splits)
     wanted = np.minimum(-(-pages // low), max_splits)
     piece_pages = -(-pages // wanted)
     splits = -(-pages // piece_pages)  # equal pieces can need fewer than asked

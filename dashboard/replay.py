@@ -166,40 +166,20 @@ def replay_hybrid_row(row: dict, policy, shape: AttentionShape, device: DeviceSp
 
 def hybrid_timeline(plan, result, shape: AttentionShape) -> pd.DataFrame:
     """One row per task of a simulated hybrid launch, in the columns of SimResult.to_frame()
-    plus `kind`, labelled by harness.sim_hybrid.hybrid_task_ids. slot: the lowest of the SM's
-    slots free at the task's start, so concurrent CTAs of one SM sit on different rows."""
+    plus `kind`, labelled by harness.sim_hybrid.hybrid_task_ids; slot: the simulator's slot of
+    the task within its SM."""
     from kvtune.harness.sim_hybrid import hybrid_task_ids
 
     ids = hybrid_task_ids(plan, shape)
-    frame = pd.DataFrame({
+    return pd.DataFrame({
         "request": ids["request"], "split": ids["split"], "kv_head": ids["kv_head"],
         "sm": np.asarray(result.sm, dtype=np.int64),
         "start_us": np.asarray(result.start_us, dtype=float),
         "end_us": np.asarray(result.end_us, dtype=float),
         "bytes": ids["keys"].astype(float) * shape.kv_bytes_per_token_per_head,
         "kind": np.where(np.asarray(result.kind) == 1, "prefill", "decode"),
+        "slot": np.asarray(result.slot, dtype=np.int64),
     })
-    frame["slot"] = _slots(frame)
-    return frame
-
-
-def _slots(frame: pd.DataFrame) -> np.ndarray:
-    """Per task, the lowest slot of its SM that is free when it starts (interval colouring, in
-    order of start: taken in task order, a task that starts later could hold a slot that an
-    earlier one needed, and the SM would seem to run more CTAs at once than it has slots)."""
-    slot = np.zeros(len(frame), dtype=np.int64)
-    for _, part in frame.groupby("sm", sort=False):
-        part = part.sort_values("start_us", kind="stable")
-        ends: list[float] = []
-        for i, start, end in zip(part.index, part["start_us"], part["end_us"]):
-            free = next((k for k, e in enumerate(ends) if e <= start + 1e-9), None)
-            if free is None:
-                ends.append(end)
-                free = len(ends) - 1
-            else:
-                ends[free] = end
-            slot[i] = free
-    return slot
 
 
 __all__ = ["Replay", "device_from_manifest", "hybrid_timeline", "policy_from_row",

@@ -60,6 +60,7 @@ class HybridSimResult:
     end_us: np.ndarray
     sm: np.ndarray
     kind: np.ndarray  # 1 prefill, 0 decode
+    slot: np.ndarray  # per task, its slot within its SM (0 .. CTAs per SM - 1)
 
 
 def hybrid_task_ids(plan: HybridPlan, shape: AttentionShape) -> dict:
@@ -122,6 +123,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     start = np.zeros(n)
     end = np.zeros(n)
     where = np.zeros(n, dtype=np.int64)
+    slot_of = np.zeros(n, dtype=np.int64)
     P = int((kind == 1).sum())
 
     def run(queue_fn, t0: float) -> float:
@@ -137,6 +139,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                     break
                 slot_task[s] = task
                 start[task], where[task], left[task] = t, s % sms, 1.0
+                slot_of[task] = s // sms
                 ready_at[task] = t + constants.cta_start_us * 1e-6
             running = slot_task[slot_task >= 0]
             if running.size == 0:
@@ -215,7 +218,8 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         time_us=total_us,
         prefill_us=float(end[:P].max() * 1e6) if P else 0.0,
         decode_us=float(end[P:].max() * 1e6) if n > P else 0.0,
-        merge_us=merge_us, start_us=start * 1e6, end_us=end * 1e6, sm=where, kind=kind)
+        merge_us=merge_us, start_us=start * 1e6, end_us=end * 1e6, sm=where, kind=kind,
+        slot=slot_of)
 
 
 def _merged_rows(plan: HybridPlan) -> tuple[int, int] | None:

@@ -45,7 +45,6 @@ Writes results.json and markdown tables to --out (default: $OUT or ./bench_out).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import functools
 import itertools
@@ -55,6 +54,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -224,7 +224,7 @@ def section_check(log, kv_only: str | None = None) -> list[dict]:
                else base)
         # fp8 caches: also with V widened before the product (-vw: int32 loads, inline-asm
         # conversion), which only the compiled kernel runs.
-        configs = [cfg, dataclasses.replace(cfg, v_widen=True)] if cache.is_fp8 else [cfg]
+        configs = [cfg, replace(cfg, v_widen=True)] if cache.is_fp8 else [cfg]
         for cfg, sched in itertools.product(configs, schedules):
             for chunk in (page, 4 * page * 16, 1 << 20):
                 plan = build_plan(kv, chunk, num_kv_heads=hkv, page_size=page, schedule=sched,
@@ -254,7 +254,6 @@ def section_check(log, kv_only: str | None = None) -> list[dict]:
 def _batch_invariance(kv_dtype: str, rng, schedules, log) -> list[dict]:
     """The first requests of two batches, fixed-split 2048 tokens, must give the same bits (fp8:
     both caches quantised with the same fixed scales, as a serving engine's layer keeps them)."""
-    from dataclasses import replace
 
     rows = []
     shape = replace(DEFAULT_SHAPE, kv_dtype=kv_dtype)
@@ -300,7 +299,6 @@ def _fp8_query_range(log) -> list[dict]:
     """fp8 pages with bf16 queries far outside fp16's range (x 2^20: inf in fp16; x 2^-30: below
     its subnormals): the kernel's per-row power-of-two scale into fp16 must give the result of
     ordinary queries (k_scale divided by the same factor keeps the scores as they were)."""
-    from dataclasses import replace
 
     rows = []
     shape = AttentionShape(num_qo_heads=28, num_kv_heads=4, head_dim=128, page_size=16,

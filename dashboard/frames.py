@@ -162,9 +162,9 @@ def mark_tuned(frame: pd.DataFrame, result) -> pd.DataFrame:
     rule = getattr(result, "rule", "parametric")
     trial_name = "fixed-split" if rule == "fixed-chunk" else "parametric"
     out = frame.copy()
-    # A bucket may be won by an adaptive candidate (issue 12's rule families): its rows are
-    # `adaptive-chunk` rows of the bucket's params and max chunk.
-    candidates = out["policy"].isin([trial_name, ADAPTIVE_POLICY])
+    # A bucket may be won by a per-batch candidate (issue 12's rule families): its rows are
+    # `adaptive-chunk` or `makespan-chunk` rows of the bucket's params and family knobs.
+    candidates = out["policy"].isin([trial_name, *FAMILY_POLICIES.values()])
     if "phase" in out:
         candidates &= out["phase"] != "baseline"
     if not candidates.any():
@@ -188,11 +188,13 @@ def mark_tuned(frame: pd.DataFrame, result) -> pd.DataFrame:
         if bucket is None or not bucket.min_batch <= size <= bucket.max_batch:
             continue
         family = getattr(bucket, "family", "") or ""
-        if family == "adaptive":
-            adaptive_params = {**bucket.params.to_dict(),
-                               "max_chunk_tokens": getattr(bucket, "max_chunk_tokens", None)}
-            winners[i] = (out["policy"].iat[i] == ADAPTIVE_POLICY
-                          and decoded[params] == adaptive_params)
+        if family in FAMILY_POLICIES:
+            family_params = {**bucket.params.to_dict(),
+                             "max_chunk_tokens": getattr(bucket, "max_chunk_tokens", None)}
+            if family == "makespan":
+                family_params["piece_cost_tokens"] = getattr(bucket, "piece_cost_tokens", None)
+            winners[i] = (out["policy"].iat[i] == FAMILY_POLICIES[family]
+                          and decoded[params] == family_params)
         elif family in ("", "fixed-chunk", "parametric"):
             winners[i] = (out["policy"].iat[i] == trial_name
                           and _measured_with(decoded[params], bucket.params, rule))
@@ -202,7 +204,8 @@ def mark_tuned(frame: pd.DataFrame, result) -> pd.DataFrame:
     return out
 
 
-ADAPTIVE_POLICY = "adaptive-chunk"
+# The policy name of a per-batch family's finalist rows (kernels.parametric).
+FAMILY_POLICIES = {"adaptive": "adaptive-chunk", "makespan": "makespan-chunk"}
 
 
 def _measured_with(row_params: dict, params, rule: str) -> bool:

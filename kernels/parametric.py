@@ -15,6 +15,9 @@ that bucket:
   parametric   as above;
   adaptive     one chunk per batch, computed at plan time from the batch (AdaptiveChunkPolicy):
                what FlashInfer's plan() can take per decode step as fixed_split_size;
+  makespan     one chunk per batch, chosen at plan time among a few candidates (a chunk grid and
+               the engine's own chunk) by the busiest CTA slot of the in-order launch with a
+               cost per piece (MakespanChunkPolicy); also a fixed_split_size per decode step;
   defer        the engine's own planner (FlashInfer's tensor-core plan, fixed_split_size=None):
                a bucket where no tuned rule beat it on held-out cases.
 """
@@ -44,14 +47,20 @@ from kvtune.kernels.policy_common import (
     plain_notes,
     smallest_fitting,
 )
-from kvtune.kernels.tuned_planner import EVEN_CTAS_PER_SM, adaptive_chunk_pages
+from kvtune.kernels.tuned_planner import (
+    DEFAULT_PIECE_COST_TOKENS,
+    EVEN_CTAS_PER_SM,
+    adaptive_chunk_pages,
+    makespan_chunk_pages,
+)
 
 PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"
 RULES = (PARAMETRIC_RULE, FIXED_CHUNK_RULE)
 ADAPTIVE_FAMILY = "adaptive"
+MAKESPAN_FAMILY = "makespan"
 DEFER_FAMILY = "defer"
-FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, DEFER_FAMILY)
+FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, MAKESPAN_FAMILY, DEFER_FAMILY)
 # The adaptive rule's default cap on the chunk when a bucket gives none (tokens).
 DEFAULT_MAX_CHUNK_TOKENS = 16384
 
@@ -124,6 +133,69 @@ class AdaptiveChunkPolicy:
         plan = FixedSplitPolicy(chunk_tokens=chunk, schedule="static",
                                 ctas_per_sm=p.ctas_per_sm).plan(kv_lens, shape, device)
         plan.notes.update(chunk_tokens=chunk, family=ADAPTIVE_FAMILY)
+        return plan
+
+
+def makespan_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: int,
+                          max_ctas_per_sm: int, params: SplitParams, max_chunk_tokens: int,
+                          piece_cost_tokens: int) -> int:
+    """The makespan family's chunk (tokens, a multiple of page_size) for one batch: the rule of
+    kernels.tuned_planner.makespan_chunk_pages (the vendored planner computes the same chunk)
+    with min chunk = params.min_tokens_per_cta, max chunk = max_chunk_tokens, params.max_splits,
+    slots = SMs x min(params.ctas_per_sm, max_ctas_per_sm), and piece_cost_tokens (>= 0)."""
+    kv = as_kv_lens(kv_lens)
+    slots = sm_count * min(params.ctas_per_sm, max_ctas_per_sm)
+    pages = makespan_chunk_pages(kv, num_kv_heads, page_size, sm_count, slots,
+                                 params.min_tokens_per_cta, max_chunk_tokens, params.max_splits,
+                                 piece_cost_tokens)
+    return pages * page_size
+
+
+@dataclass(frozen=True)
+class MakespanChunkPolicy:
+    """One chunk per batch, chosen at plan time by makespan_chunk_tokens, then pieces of exactly
+    that many tokens in request order (FixedSplitPolicy, static order).
+
+    split_params: min_tokens_per_cta = smallest candidate chunk, max_splits, ctas_per_sm (slots
+    per SM the model counts); max_waves and schedule are ignored. max_chunk_tokens: the largest
+    candidate, tokens, 1..1,048,576. piece_cost_tokens: the modelled cost of a piece beyond its
+    tokens, 0..1,048,576.
+    """
+
+    split_params: SplitParams = field(default_factory=SplitParams)
+    max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS
+    piece_cost_tokens: int = DEFAULT_PIECE_COST_TOKENS
+    name: ClassVar[str] = "makespan-chunk"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.split_params, SplitParams):
+            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")  # noqa: TRY004
+        check_int("max_chunk_tokens", self.max_chunk_tokens, 1, 1 << 20)
+        check_int("piece_cost_tokens", self.piece_cost_tokens, 0, 1 << 20)
+
+    def params(self) -> dict:
+        return {**self.split_params.to_dict(), "max_chunk_tokens": self.max_chunk_tokens,
+                "piece_cost_tokens": self.piece_cost_tokens}
+
+    @classmethod
+    def from_params(cls, **params) -> MakespanChunkPolicy:
+        max_chunk = params.pop("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS)
+        piece_cost = params.pop("piece_cost_tokens", DEFAULT_PIECE_COST_TOKENS)
+        return cls(SplitParams(**params), max_chunk, piece_cost)
+
+    @classmethod
+    def default_params(cls) -> dict:
+        return cls().params()
+
+    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
+        kv_lens = as_kv_lens(kv_lens)
+        p = self.split_params
+        chunk = makespan_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
+                                      device.sm_count, device.max_ctas_per_sm, p,
+                                      self.max_chunk_tokens, self.piece_cost_tokens)
+        plan = FixedSplitPolicy(chunk_tokens=chunk, schedule="static",
+                                ctas_per_sm=p.ctas_per_sm).plan(kv_lens, shape, device)
+        plan.notes.update(chunk_tokens=chunk, family=MAKESPAN_FAMILY)
         return plan
 
 
@@ -217,11 +289,17 @@ def rule_policy(rule: str, params: SplitParams):
     return ParametricPolicy(params)
 
 
-def family_policy(family: str, params: SplitParams, max_chunk_tokens: int | None = None):
-    """The Policy one bucket of rule family `family` (FAMILIES) plans with."""
+def family_policy(family: str, params: SplitParams, max_chunk_tokens: int | None = None,
+                  piece_cost_tokens: int | None = None):
+    """The Policy one bucket of rule family `family` (FAMILIES) plans with. max_chunk_tokens
+    (adaptive, makespan) and piece_cost_tokens (makespan): None takes the defaults."""
     check_choice("family", family, FAMILIES)
     if family == DEFER_FAMILY:
         return engine_default_policy()
+    if family == MAKESPAN_FAMILY:
+        return MakespanChunkPolicy(
+            params, max_chunk_tokens or DEFAULT_MAX_CHUNK_TOKENS,
+            DEFAULT_PIECE_COST_TOKENS if piece_cost_tokens is None else piece_cost_tokens)
     if family == ADAPTIVE_FAMILY:
         return AdaptiveChunkPolicy(params, max_chunk_tokens or DEFAULT_MAX_CHUNK_TOKENS)
     return rule_policy(family, params)
@@ -231,8 +309,10 @@ def family_policy(family: str, params: SplitParams, max_chunk_tokens: int | None
 class Bucket:
     """SplitParams for batch sizes min_batch..max_batch (inclusive), 1..MAX_BATCH.
 
-    family: "" (the table's rule) or one of FAMILIES; max_chunk_tokens: the adaptive family's
-    cap (None: DEFAULT_MAX_CHUNK_TOKENS). A deferred bucket's params are kept but not used.
+    family: "" (the table's rule) or one of FAMILIES; max_chunk_tokens: the adaptive and
+    makespan families' largest chunk (None: DEFAULT_MAX_CHUNK_TOKENS); piece_cost_tokens: the
+    makespan family's cost per piece (None: DEFAULT_PIECE_COST_TOKENS). A deferred bucket's params
+    are kept but not used.
     """
 
     min_batch: int
@@ -240,6 +320,7 @@ class Bucket:
     params: SplitParams
     family: str = ""
     max_chunk_tokens: int | None = None
+    piece_cost_tokens: int | None = None
 
     def to_dict(self) -> dict:
         d = {
@@ -251,27 +332,32 @@ class Bucket:
             d["family"] = self.family
         if self.max_chunk_tokens is not None:
             d["max_chunk_tokens"] = self.max_chunk_tokens
+        if self.piece_cost_tokens is not None:
+            d["piece_cost_tokens"] = self.piece_cost_tokens
         return d
 
 
 def _as_bucket(index: int, entry) -> Bucket:
-    family, max_chunk = "", None
+    family, max_chunk, piece_cost = "", None, None
     if isinstance(entry, Bucket):
         lo, hi, params = entry.min_batch, entry.max_batch, entry.params
-        family, max_chunk = entry.family, entry.max_chunk_tokens
+        family, max_chunk, piece_cost = entry.family, entry.max_chunk_tokens, entry.piece_cost_tokens
     elif isinstance(entry, dict):
-        unknown = set(entry) - {"min_batch", "max_batch", "params", "family", "max_chunk_tokens"}
+        unknown = set(entry) - {"min_batch", "max_batch", "params", "family", "max_chunk_tokens",
+                                "piece_cost_tokens"}
         if unknown or "params" not in entry:
             raise ValueError(
                 f"buckets[{index}]: needs keys min_batch, max_batch, params (family, "
-                f"max_chunk_tokens optional); got {', '.join(sorted(entry))}"
+                f"max_chunk_tokens, piece_cost_tokens optional); got {', '.join(sorted(entry))}"
             )
         lo, hi, params = entry.get("min_batch"), entry.get("max_batch"), entry["params"]
         family, max_chunk = entry.get("family", ""), entry.get("max_chunk_tokens")
-    elif isinstance(entry, (tuple, list)) and len(entry) in (3, 4, 5):
+        piece_cost = entry.get("piece_cost_tokens")
+    elif isinstance(entry, (tuple, list)) and len(entry) in (3, 4, 5, 6):
         lo, hi, params = entry[:3]
         family = entry[3] if len(entry) > 3 else ""
         max_chunk = entry[4] if len(entry) > 4 else None
+        piece_cost = entry[5] if len(entry) > 5 else None
     else:
         raise ValueError(f"buckets[{index}]: {entry!r} is not (min_batch, max_batch, SplitParams)")
     check_int(f"buckets[{index}].min_batch", lo, 1, MAX_BATCH)
@@ -286,7 +372,9 @@ def _as_bucket(index: int, entry) -> Bucket:
         check_choice(f"buckets[{index}].family", family, FAMILIES)
     if max_chunk is not None:
         check_int(f"buckets[{index}].max_chunk_tokens", max_chunk, 1, 1 << 20)
-    return Bucket(int(lo), int(hi), params, family or "", max_chunk)
+    if piece_cost is not None:
+        check_int(f"buckets[{index}].piece_cost_tokens", piece_cost, 0, 1 << 20)
+    return Bucket(int(lo), int(hi), params, family or "", max_chunk, piece_cost)
 
 
 @dataclass(frozen=True)
@@ -348,8 +436,8 @@ class BucketedPolicy:
         index = self.select(kv_lens.shape[0])
         bucket = self.buckets[index]
         family = bucket.family or self.rule
-        plan = family_policy(family, bucket.params, bucket.max_chunk_tokens).plan(
-            kv_lens, shape, device)
+        plan = family_policy(family, bucket.params, bucket.max_chunk_tokens,
+                             bucket.piece_cost_tokens).plan(kv_lens, shape, device)
         plan.notes.update(
             bucket=index, bucket_min_batch=bucket.min_batch, bucket_max_batch=bucket.max_batch,
             rule=self.rule, family=family,
@@ -366,6 +454,9 @@ __all__ = [
     "PARAMETRIC_RULE",
     "RULES",
     "AdaptiveChunkPolicy",
+    "MAKESPAN_FAMILY",
+    "MakespanChunkPolicy",
+    "makespan_chunk_tokens",
     "Bucket",
     "BucketedPolicy",
     "ParametricPolicy",

@@ -46,6 +46,17 @@ E = S x min(2, max_ctas_per_sm) and even = T x H_kv / E tokens (adaptive_chunk_p
       one wave cannot balance is spread when that shortens the busiest slot by more than 10%);
   then c = ceil(min(max_chunk, max(min_chunk, c, ceil(L / max_splits))) / P) pages, and the
   pieces are as "fixed-chunk" with c.
+"makespan" (schema 1.4; one chunk per batch, chosen every call among a few candidates by a
+model of the launch; knobs: min_tokens_per_cta = smallest candidate m, the bucket's
+max_chunk_tokens = largest candidate, max_splits, ctas_per_sm, and the bucket's
+piece_cost_tokens = a, default DEFAULT_PIECE_COST_TOKENS; makespan_chunk_pages):
+  candidates: m, 2m, 4m, ... up to max chunk, and the engine's own chunk e (engine_chunk_pages:
+      FlashInfer's tensor-core decode planner, 2 CTAs per SM, min chunk 128 tokens; every
+      request whole when nothing fits), each raised to ceil(L / max_splits) pages;
+  cost(c) = in_order_makespan_tokens of the pieces of c over S x min(ctas_per_sm,
+      max_ctas_per_sm) slots, each piece counted as its tokens + a;
+  c = the cheapest candidate (the smaller chunk on a tie) if ENGINE_PREFERENCE x cost(c) <
+      cost(e), else e; the pieces are as "fixed-chunk" with c.
 "defer": use the engine's own planner. plan_pieces then returns `deferred=True` and no splits,
 plan_splits returns None, and fixed_split_size returns None: FlashInfer's own planner (pass
 fixed_split_size=None / -1), vLLM's and SGLang's own num_kv_splits logic. See docs/EXPORT.md.
@@ -78,9 +89,20 @@ PARAMETRIC_RULE = "parametric"
 FIXED_CHUNK_RULE = "fixed-chunk"
 RULES = (PARAMETRIC_RULE, FIXED_CHUNK_RULE)
 ADAPTIVE_FAMILY = "adaptive"
+MAKESPAN_FAMILY = "makespan"
 DEFER_FAMILY = "defer"
-FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, DEFER_FAMILY)
+FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, MAKESPAN_FAMILY, DEFER_FAMILY)
 DEFAULT_MAX_CHUNK_TOKENS = 16384
+# The makespan family's modelled cost of one piece beyond its tokens, when a bucket gives none.
+DEFAULT_PIECE_COST_TOKENS = 384
+# The makespan family replaces the engine's own chunk only when another chunk's modelled busiest
+# slot is shorter by more than this factor: the model is a token count, and on 490 GPU cases
+# (H100 and H200, Triton and FlashInfer, 2026-11-26) a 6% margin was what kept every choice
+# within 2% of the engine's planner where the model's preference was only a near-tie.
+ENGINE_PREFERENCE = 1.06
+# FlashInfer's decode planner: CTAs per SM it budgets (num_blocks_per_sm) and its minimum chunk.
+ENGINE_CTAS_PER_SM = 2
+ENGINE_MIN_CHUNK_TOKENS = 128
 # The adaptive family's balance check: an unsplit batch within this factor of an even spread
 # over the CTA slots is left unsplit.
 BALANCE_TOLERANCE = 1.2
@@ -295,7 +317,8 @@ def check_buckets(buckets) -> list:
     for i, bucket in enumerate(buckets):
         where = f"buckets[{i}]"
         bucket = _object(where, bucket)
-        allowed = ("min_batch", "max_batch", "params", "family", "max_chunk_tokens")
+        allowed = ("min_batch", "max_batch", "params", "family", "max_chunk_tokens",
+                   "piece_cost_tokens")
         unknown = sorted(set(bucket) - set(allowed))
         if unknown:
             raise ValueError(f"{where}.{unknown[0]}: unknown field; allowed: {', '.join(allowed)}")
@@ -304,6 +327,8 @@ def check_buckets(buckets) -> list:
                              f"{', '.join(FAMILIES)}")
         if "max_chunk_tokens" in bucket:
             _int(f"{where}.max_chunk_tokens", bucket["max_chunk_tokens"], 1, MAX_KV_LEN_TOKENS)
+        if "piece_cost_tokens" in bucket:
+            _int(f"{where}.piece_cost_tokens", bucket["piece_cost_tokens"], 0, MAX_KV_LEN_TOKENS)
         lo = _int(f"{where}.min_batch", _field(bucket, where, "min_batch"), 1, MAX_BATCH)
         hi = _int(f"{where}.max_batch", _field(bucket, where, "max_batch"), lo, MAX_BATCH)
         if lo <= previous_max:
@@ -441,14 +466,15 @@ def adaptive_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, slots: int,
 
 
 def in_order_makespan_tokens(kv_lens, num_kv_heads: int, page_size: int, chunk_pages: int,
-                             slots: int) -> float:
+                             slots: int, piece_cost_tokens: float = 0.0) -> float:
     """Tokens the busiest CTA slot streams when the batch is cut into chunks of `chunk_pages`
     pages and the pieces go, in launch order, each to the slot that frees first.
 
     Launch order is that of a static grid (FlashInfer's decode and kvtune's Triton kernel):
     every piece of request 0, then of request 1, ..., for KV head 0, then again for head 1, and
     so on. kv_lens: [B] tokens, >= 1. num_kv_heads, page_size, chunk_pages, slots: >= 1.
-    This counts tokens only (no per-piece or merge cost): it compares two cuts of one batch.
+    piece_cost_tokens: >= 0, added to every piece (its start, its partial's write and merge, in
+    tokens of streaming time); 0 counts tokens only. It compares cuts of one batch.
     """
     kv = np.asarray(kv_lens, dtype=np.int64)
     chunk = int(chunk_pages) * page_size
@@ -456,7 +482,7 @@ def in_order_makespan_tokens(kv_lens, num_kv_heads: int, page_size: int, chunk_p
     sizes = np.full(int(counts.sum()), chunk, dtype=np.int64)
     last = np.cumsum(counts) - 1
     sizes[last] = kv - (counts - 1) * chunk
-    order = np.tile(sizes, num_kv_heads)
+    order = np.tile(sizes, num_kv_heads) + float(piece_cost_tokens)
     if order.size <= slots:
         return float(order.max())
     # The first wave starts together; every later piece takes the slot that frees first.
@@ -465,6 +491,52 @@ def in_order_makespan_tokens(kv_lens, num_kv_heads: int, page_size: int, chunk_p
     for size in order[slots:]:
         heapq.heappush(free, heapq.heappop(free) + float(size))
     return float(max(free))
+
+
+def engine_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, num_sms: int) -> int:
+    """FlashInfer's own chunk for this decode batch, in pages (its tensor-core decode planner,
+    PrefillSplitQOKVIndptr, for q_len 1 and up to 128 query heads per KV head): the smallest c >=
+    max(128 // page_size, 1) with sum_b ceil(pages_b / c) <= (2 x num_sms) // num_kv_heads; the
+    longest request's pages (every request whole, no split) when nothing smaller fits.
+    kv_lens: [B] tokens, >= 1; num_kv_heads, page_size, num_sms: >= 1."""
+    pages = -(-np.asarray(kv_lens, dtype=np.int64) // page_size)
+    budget = (ENGINE_CTAS_PER_SM * num_sms) // num_kv_heads
+    low = max(ENGINE_MIN_CHUNK_TOKENS // page_size, 1)
+    return min(_smallest_fitting_chunk(pages, 1, budget, low), int(pages.max()))
+
+
+def makespan_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, num_sms: int, slots: int,
+                         min_chunk_tokens: int, max_chunk_tokens: int, max_splits: int,
+                         piece_cost_tokens: int) -> int:
+    """The "makespan" family's chunk for one batch, in pages (see the module docstring).
+
+    kv_lens: [B] tokens, each >= 1. num_sms: the GPU's SMs (the engine's chunk depends on it).
+    slots: CTA slots the model spreads pieces over (SMs x CTAs per SM), >= 1.
+    min_chunk_tokens, max_chunk_tokens: the smallest and largest candidate, tokens (a max below
+    the min gives the min alone). max_splits: >= 1. piece_cost_tokens: >= 0.
+    Why a model and not a formula: the best chunk of a small skewed batch depends on where its
+    long request's pieces land in the waves; the busiest slot of the in-order launch, with a
+    fixed cost per piece, ranked the chunk grid within 1% of the per-case best chunk in
+    geomean on 490 GPU cases (docs/PERFORMANCE.md, fourth session).
+    """
+    kv = np.asarray(kv_lens, dtype=np.int64)
+    max_pages = int(-(-int(kv.max()) // page_size))
+    floor_pages = -(-max_pages // max_splits)
+    engine = max(engine_chunk_pages(kv, num_kv_heads, page_size, num_sms), floor_pages)
+    best_pages, best_cost = None, math.inf
+    chunk_tokens = max(min_chunk_tokens, page_size)
+    while True:
+        pages = max(-(-chunk_tokens // page_size), floor_pages)
+        cost = in_order_makespan_tokens(kv, num_kv_heads, page_size, pages, slots,
+                                        piece_cost_tokens)
+        if cost < best_cost:
+            best_pages, best_cost = pages, cost
+        if pages >= max_pages or chunk_tokens * 2 > max_chunk_tokens:
+            break
+        chunk_tokens *= 2
+    engine_cost = in_order_makespan_tokens(kv, num_kv_heads, page_size, engine, slots,
+                                           piece_cost_tokens)
+    return best_pages if ENGINE_PREFERENCE * best_cost < engine_cost else engine
 
 
 def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None = None) -> TunedPieces:
@@ -495,8 +567,15 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     family = bucket.get("family", rule)
     if family == DEFER_FAMILY:
         return TunedPieces(None, None, index, dict(params), None, rule, family, True)
-    if family in (FIXED_CHUNK_RULE, ADAPTIVE_FAMILY):
-        if family == ADAPTIVE_FAMILY:
+    if family in (FIXED_CHUNK_RULE, ADAPTIVE_FAMILY, MAKESPAN_FAMILY):
+        if family == MAKESPAN_FAMILY:
+            chunk = makespan_chunk_pages(
+                kv, heads, page, num_sms, num_sms * min(params["ctas_per_sm"], occupancy),
+                params["min_tokens_per_cta"],
+                bucket.get("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS), max_splits,
+                bucket.get("piece_cost_tokens", DEFAULT_PIECE_COST_TOKENS))
+            tokens = chunk * page
+        elif family == ADAPTIVE_FAMILY:
             chunk = adaptive_chunk_pages(
                 kv, heads, page, num_sms * min(params["ctas_per_sm"], occupancy),
                 params["max_waves"], params["min_tokens_per_cta"],
@@ -663,7 +742,7 @@ def fixed_split_size(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int |
         return None
     if pieces.family == PARAMETRIC_RULE:
         raise ValueError(f"family: bucket {pieces.bucket_index} is parametric; fixed_split_size "
-                         "needs fixed-chunk, adaptive or defer")
+                         "needs fixed-chunk, adaptive, makespan or defer")
     doc = _as_document(heuristic)
     return pieces.chunk_tokens // doc["shape"]["page_size"]
 
@@ -671,6 +750,11 @@ def fixed_split_size(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int |
 __all__ = [
     "ADAPTIVE_FAMILY",
     "BALANCE_TOLERANCE",
+    "DEFAULT_PIECE_COST_TOKENS",
+    "ENGINE_PREFERENCE",
+    "MAKESPAN_FAMILY",
+    "engine_chunk_pages",
+    "makespan_chunk_pages",
     "DEFER_FAMILY",
     "EVEN_CTAS_PER_SM",
     "FAMILIES",

@@ -56,8 +56,9 @@ from kvtune.studies.result import (
 )
 
 # 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric"); 1.2 per-bucket
-# `family` and `max_chunk_tokens`, the evidence's `validation`, `allow_regression`.
-SCHEMA_VERSION = "1.3"
+# `family` and `max_chunk_tokens`, the evidence's `validation`, `allow_regression`; 1.3 the
+# `hybrid` section; 1.4 the `makespan` family and its per-bucket `piece_cost_tokens`.
+SCHEMA_VERSION = "1.4"
 # Validation slower than the engine default by more than this on any case refuses the export.
 REGRESSION_LIMIT = 1.02
 SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
@@ -256,7 +257,9 @@ def bucket_evidence(bucket: CoveredBucket) -> dict:
                           "score_p10": f.score_p10, "score_p90": f.score_p90, "spread": spread,
                           "ctas": f.ctas, "chosen": f.chosen,
                           **({"family": f.family, "max_chunk_tokens": f.max_chunk_tokens}
-                             if f.family else {})})
+                             if f.family else {}),
+                          **({"piece_cost_tokens": f.piece_cost_tokens}
+                             if f.piece_cost_tokens is not None else {})})
     regret = None
     if regrets or r.regret_geomean is not None:
         regret = {"geomean": r.regret_geomean if r.regret_geomean is not None else _geomean(regrets),
@@ -462,10 +465,10 @@ def _family_targets(doc: dict, covered) -> None:
             target.clear()
             target.update(entry, expressible=True, disable_split_kv=False, fixed_split_size_pages=None,
                           note="deferred: FlashInfer's own planner (fixed_split_size=None / -1)")
-        elif family == "adaptive":
+        elif family in ("adaptive", "makespan"):
             target.clear()
             target.update(entry, expressible=True, disable_split_kv=False, fixed_split_size_pages=None,
-                          note="adaptive: fixed_split_size computed per batch at plan time "
+                          note=f"{family}: fixed_split_size computed per batch at plan time "
                                "(kernels/tuned_planner.py: fixed_split_size)")
 
 
@@ -475,6 +478,8 @@ def _bucket_entry(b: CoveredBucket) -> dict:
         entry["family"] = b.result.family
     if b.result.max_chunk_tokens is not None:
         entry["max_chunk_tokens"] = b.result.max_chunk_tokens
+    if b.result.piece_cost_tokens is not None:
+        entry["piece_cost_tokens"] = b.result.piece_cost_tokens
     return entry
 
 
@@ -672,7 +677,7 @@ def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuris
             check_fixed_chunk(b["params"]["min_tokens_per_cta"], doc["shape"]["page_size"],
                               f"buckets[{i}].params.min_tokens_per_cta")
     buckets = [(b["min_batch"], b["max_batch"], SplitParams(**b["params"]), b.get("family", ""),
-                b.get("max_chunk_tokens")) for b in doc["buckets"]]
+                b.get("max_chunk_tokens"), b.get("piece_cost_tokens")) for b in doc["buckets"]]
     rule = doc.get("rule", PARAMETRIC_RULE)  # 1.0 files have no rule: they are parametric
     return TunedHeuristic(BucketedPolicy(tuple(buckets), rule=rule), AttentionShape(**doc["shape"]),
                           doc, os.fspath(path))

@@ -11,9 +11,13 @@ fastest, the one with fewest CTAs wins (ties: the lower median score). With a de
 backend (the simulator) the ranges are points, so only exact ties are decided by simplicity.
 
 Rule families: besides the search's configurations (the backend's rule), the finalists include a
-few `adaptive` candidates (adaptive_candidates: one chunk per batch computed from the batch,
-kernels.parametric.AdaptiveChunkPolicy), so each bucket picks its family on the same interleaved
-measurements; `defer` is decided afterwards on held-out cases (studies/validation.py).
+few `makespan` candidates (makespan_candidates: one chunk per batch chosen at plan time by a model
+of the launch, kernels.parametric.MakespanChunkPolicy), so each bucket picks its family on the
+same interleaved measurements; `defer` is decided afterwards on held-out cases
+(studies/validation.py). The `adaptive` family (adaptive_candidates) is still planned and
+exported, but a study no longer measures it: on the GPU rows of four acceptance runs the makespan
+rule was within 1% of the per-case best chunk where adaptive's winners were up to 18.5% off
+(docs/PERFORMANCE.md, fourth session).
 """
 
 from __future__ import annotations
@@ -45,19 +49,61 @@ ADAPTIVE_MIN_CHUNK_TOKENS = 128  # FlashInfer's own minimum
 ADAPTIVE_MAX_CHUNKS_TOKENS = (1 << 20, 8192)
 
 
+# The makespan candidates: the modelled cost of a piece beyond its tokens (tokens), with the
+# model counting 2 CTA slots per SM over a chunk grid of 512..16384 tokens. On the GPU rows of the
+# third session (H100 and H200, Triton graph replays and FlashInfer CUPTI, 471 cases) 256-512
+# ranked best on every card and kernel; the grid brackets that, so each bucket measures it.
+MAKESPAN_PIECE_COSTS_TOKENS = (128, 256, 384, 512, 768)
+MAKESPAN_CTAS_PER_SM = 2
+MAKESPAN_MIN_CHUNK_TOKENS = 512
+MAKESPAN_MAX_CHUNK_TOKENS = 16384
+MAKESPAN_MAX_SPLITS = 1024
+
+
 @dataclass(frozen=True)
 class FamilyCandidate:
     """A finalist of another rule family than the backend's: `family` (kernels.parametric
-    FAMILIES) with its knobs `params` and, for adaptive, `max_chunk_tokens`."""
+    FAMILIES) with its knobs `params` and, for adaptive and makespan, `max_chunk_tokens`; for
+    makespan `piece_cost_tokens`."""
 
     params: SplitParams
     family: str
     max_chunk_tokens: int | None = None
+    piece_cost_tokens: int | None = None
 
     def policy(self):
         from kvtune.kernels.parametric import family_policy
 
-        return family_policy(self.family, self.params, self.max_chunk_tokens)
+        return family_policy(self.family, self.params, self.max_chunk_tokens,
+                             self.piece_cost_tokens)
+
+
+def _distinct(candidates, device, cases) -> list:
+    """The candidates in order, less those that plan the same chunk on every case as an earlier
+    one (measuring it again would only cost GPU time); all of them without device or cases."""
+    if device is None or not cases:
+        return list(candidates)
+    out, seen = [], set()
+    for cand in candidates:
+        policy = cand.policy()
+        key = tuple(policy.plan(c.batch.kv_lens, c.batch.shape, device).notes["chunk_tokens"]
+                    for c in cases)
+        if key not in seen:
+            seen.add(key)
+            out.append(cand)
+    return out
+
+
+def makespan_candidates(space, device=None, cases=()) -> list[FamilyCandidate]:
+    """The makespan finalists of a study's `space` (its page size): one per
+    MAKESPAN_PIECE_COSTS_TOKENS, with min chunk max(512, page), max chunk 16384, 2 slots per SM.
+    Given `device` and the bucket's `cases` (harness.runner.CaseRun), a candidate that plans the
+    same chunk on every case as an earlier one is dropped."""
+    low = max(MAKESPAN_MIN_CHUNK_TOKENS, space.page_size)
+    params = SplitParams(min_tokens_per_cta=low, max_waves=1, max_splits=MAKESPAN_MAX_SPLITS,
+                         ctas_per_sm=MAKESPAN_CTAS_PER_SM, schedule="static")
+    return _distinct((FamilyCandidate(params, "makespan", max(MAKESPAN_MAX_CHUNK_TOKENS, low), cost)
+                      for cost in MAKESPAN_PIECE_COSTS_TOKENS), device, cases)
 
 
 def adaptive_candidates(space, device=None, cases=()) -> list[FamilyCandidate]:
@@ -68,22 +114,12 @@ def adaptive_candidates(space, device=None, cases=()) -> list[FamilyCandidate]:
     page = space.page_size
     low = max(ADAPTIVE_MIN_CHUNK_TOKENS, page)
     limit = device.max_ctas_per_sm if device is not None else max(ADAPTIVE_CTAS_PER_SM)
-    out, seen = [], set()
-    for top in ADAPTIVE_MAX_CHUNKS_TOKENS:
-        for ctas in (c for c in ADAPTIVE_CTAS_PER_SM if c <= limit):
-            for w in ADAPTIVE_WAVES:
-                cand = FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=w,
-                                                   max_splits=ADAPTIVE_MAX_SPLITS, ctas_per_sm=ctas,
-                                                   schedule="static"), "adaptive", max(top, low))
-                if device is not None and cases:
-                    policy = cand.policy()
-                    key = tuple(policy.plan(c.batch.kv_lens, c.batch.shape, device)
-                                .notes["chunk_tokens"] for c in cases)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                out.append(cand)
-    return out
+    return _distinct((FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=w,
+                                                  max_splits=ADAPTIVE_MAX_SPLITS, ctas_per_sm=ctas,
+                                                  schedule="static"), "adaptive", max(top, low))
+                      for top in ADAPTIVE_MAX_CHUNKS_TOKENS
+                      for ctas in (c for c in ADAPTIVE_CTAS_PER_SM if c <= limit)
+                      for w in ADAPTIVE_WAVES), device, cases)
 
 
 @dataclass(frozen=True)
@@ -103,6 +139,7 @@ class FinalistStats:
     failed: str | None = None
     family: str = ""
     max_chunk_tokens: int | None = None
+    piece_cost_tokens: int | None = None
 
     @property
     def median(self) -> float:
@@ -127,7 +164,7 @@ class FinalistStats:
 
     def to_finalist(self, chosen: bool) -> Finalist:
         return Finalist(self.params, self.median, self.p10, self.p90, self.ctas, chosen,
-                        self.family, self.max_chunk_tokens)
+                        self.family, self.max_chunk_tokens, self.piece_cost_tokens)
 
 
 def choose(stats: list[FinalistStats], default_us: dict | None = None,
@@ -214,17 +251,18 @@ def measure_finalists(runner, cases, candidates: list, baselines_us: dict,
     best = np.array([min(baselines_us[case.case_id].values()) for case in cases])
     out = []
     for i, cand in enumerate(candidates):
-        family = cand.family if isinstance(cand, FamilyCandidate) else ""
-        max_chunk = cand.max_chunk_tokens if isinstance(cand, FamilyCandidate) else None
-        params = cand.params if isinstance(cand, FamilyCandidate) else cand
+        is_family = isinstance(cand, FamilyCandidate)
+        family = cand.family if is_family else ""
+        knobs = (cand.max_chunk_tokens, cand.piece_cost_tokens) if is_family else (None, None)
+        params = cand.params if is_family else cand
         if failed[i]:
-            out.append(FinalistStats(params, (), (), {}, ctas[i], failed[i], family, max_chunk))
+            out.append(FinalistStats(params, (), (), {}, ctas[i], failed[i], family, *knobs))
             continue
         score_of = robust_score if robust else geomean
         scores = tuple(score_of(lat[i, r] / best) for r in range(rounds))
         totals = tuple(float(lat[i, r].sum()) for r in range(rounds))
         case_us = {case.case_id: float(np.median(lat[i, :, c])) for c, case in enumerate(cases)}
-        out.append(FinalistStats(params, scores, totals, case_us, ctas[i], None, family, max_chunk))
+        out.append(FinalistStats(params, scores, totals, case_us, ctas[i], None, family, *knobs))
     return out
 
 
@@ -234,6 +272,7 @@ __all__ = [
     "FamilyCandidate",
     "FinalistStats",
     "adaptive_candidates",
+    "makespan_candidates",
     "choose",
     "measure_finalists",
     "top_configs",

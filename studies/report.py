@@ -101,6 +101,8 @@ def format_report(result: TuningResult, summary: dict) -> str:
                      f"max_splits={p.max_splits} ctas_per_sm={p.ctas_per_sm} schedule={p.schedule}")
         if b.family:
             extra = f", max_chunk_tokens={b.max_chunk_tokens}" if b.max_chunk_tokens else ""
+            if b.piece_cost_tokens is not None:
+                extra += f", piece_cost_tokens={b.piece_cost_tokens}"
             ships = " (the engine's own planner ships)" if b.family == "defer" else ""
             lines.append(f"  family: {b.family}{extra}{ships}")
         lines.append(f"  score (tuned / best baseline): geomean {b.score:.3f}, worst case {b.worst:.3f}")

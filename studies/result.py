@@ -66,8 +66,9 @@ class Finalist:
     score_p90: float
     ctas: int
     chosen: bool = False
-    family: str = ""  # "" = the run's rule; "adaptive" for an adaptive candidate
+    family: str = ""  # "" = the run's rule; else the candidate's family (makespan, adaptive)
     max_chunk_tokens: int | None = None
+    piece_cost_tokens: int | None = None
 
     def to_dict(self) -> dict:
         d = {"params": self.params.to_dict(), "score_median": self.score_median,
@@ -76,13 +77,15 @@ class Finalist:
         if self.family:
             d["family"] = self.family
             d["max_chunk_tokens"] = self.max_chunk_tokens
+            if self.piece_cost_tokens is not None:
+                d["piece_cost_tokens"] = self.piece_cost_tokens
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Finalist":
         return cls(SplitParams(**d["params"]), float(d["score_median"]), float(d["score_p10"]),
                    float(d["score_p90"]), int(d["ctas"]), bool(d.get("chosen", False)),
-                   d.get("family") or "", d.get("max_chunk_tokens"))
+                   d.get("family") or "", d.get("max_chunk_tokens"), d.get("piece_cost_tokens"))
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class BucketResult:
     family: str = ""
     validation: dict | None = None
     max_chunk_tokens: int | None = None
+    piece_cost_tokens: int | None = None
 
     @property
     def deferred(self) -> bool:
@@ -130,6 +134,7 @@ class BucketResult:
             "family": self.family,
             "validation": self.validation,
             "max_chunk_tokens": self.max_chunk_tokens,
+            "piece_cost_tokens": self.piece_cost_tokens,
         }
 
     @classmethod
@@ -145,6 +150,7 @@ class BucketResult:
             family=d.get("family") or "",
             validation=d.get("validation"),
             max_chunk_tokens=d.get("max_chunk_tokens"),
+            piece_cost_tokens=d.get("piece_cost_tokens"),
         )
 
 
@@ -215,7 +221,8 @@ class TuningResult:
 
     def tuned_policy(self) -> BucketedPolicy:
         """The tuned table as a Policy: the bucket table planned with the result's rule."""
-        return BucketedPolicy(tuple((b.min_batch, b.max_batch, b.params, b.family, b.max_chunk_tokens)
+        return BucketedPolicy(tuple((b.min_batch, b.max_batch, b.params, b.family, b.max_chunk_tokens,
+                                     b.piece_cost_tokens)
                                     for b in sorted(self.buckets, key=lambda b: b.min_batch)),
                               rule=self.rule)
 

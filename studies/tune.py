@@ -12,7 +12,7 @@ Order of work (nothing is written before every setting has been checked and the 
    start points;
 4. search: in this process (--workers 1), or in N worker processes sharing the storage
    (studies/worker.py), each taking an equal share of every bucket's remaining trials;
-5. per bucket: the top configurations (and the adaptive-family candidates) re-measured
+5. per bucket: the top configurations (and the makespan-family candidates) re-measured
    interleaved and the winner chosen on training cases (studies/finalists.py); then measured on
    the held-out validation cases next to the engine's own planner and the baselines, and the
    bucket defers to that planner unless the winner beats it (studies/validation.py,
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from kvtune.harness.redact import redact_tree
 from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
-from kvtune.studies.finalists import adaptive_candidates, choose, measure_finalists, top_configs
+from kvtune.studies.finalists import choose, makespan_candidates, measure_finalists, top_configs
 from kvtune.studies.records import RowRecorder, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
@@ -246,7 +246,7 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         return None
     pareto = study.best_trials if config.multi_objective else ()
     candidates = top_configs(complete, config.finalists, config.multi_objective, pareto)
-    candidates += (adaptive_candidates(ctx.space, ctx.runner.device, cases) if config.adaptive
+    candidates += (makespan_candidates(ctx.space, ctx.runner.device, cases) if config.adaptive
                    else [])
     stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
                               study_name=study.study_name, bucket=bucket.name,
@@ -281,7 +281,8 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
         n_trials=counted_trials(study), cases=evidence,
         finalists=tuple(s.to_finalist(i == win) for i, s in enumerate(stats)),
         regret_geomean=regret_geomean(evidence) if config.oracle else None, pareto_front=front,
-        family=family, validation=validation, max_chunk_tokens=w.max_chunk_tokens)
+        family=family, validation=validation, max_chunk_tokens=w.max_chunk_tokens,
+        piece_cost_tokens=w.piece_cost_tokens)
     return result, [(s.median_us, s.spread) for s in stats]
 
 

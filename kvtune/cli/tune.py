@@ -40,7 +40,8 @@ def add_parser(sub) -> None:
                         "distribution:NAME, trace:FILE, or none (default: a held-out share of the "
                         "training suite's seeds)")
     p.add_argument("--no-adaptive", dest="adaptive", action="store_false",
-                   help="no adaptive-family finalists (one chunk per batch computed at plan time)")
+                   help="no per-batch finalists (the makespan family: one chunk per batch chosen at "
+                        "plan time)")
     p.add_argument("--no-stress", dest="stress", action="store_false",
                    help="do not add the stress share (skew80 and uniform batches of 262,144 tokens "
                         "and lognormal short contexts at each training batch size)")

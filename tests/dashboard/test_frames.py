@@ -223,8 +223,10 @@ def test_mark_tuned_names_the_winning_config_of_a_real_tuning_run(tune_run):
             b for b in result.buckets if b.min_batch <= before["batch_size"] <= b.max_batch
         )
         want = bucket.params.to_dict()
-        if bucket.family == "adaptive":  # an adaptive winner also records its max chunk
+        if bucket.family in ("adaptive", "makespan"):  # a per-batch winner records its knobs
             want["max_chunk_tokens"] = bucket.max_chunk_tokens
+        if bucket.family == "makespan":
+            want["piece_cost_tokens"] = bucket.piece_cost_tokens
         assert json.loads(before["policy_params"]) == want
     # ... and its new params rebuild the tuned table as a policy.
     policy = policies.get("tuned", **json.loads(tuned["policy_params"].iloc[0]))

@@ -147,6 +147,84 @@ def test_a_path_is_read_and_checked(tmp_path):
     assert tuned_planner.plan_splits(str(path), [131072], 132).tolist() == [32]
 
 
+def test_engine_chunk_is_flashinfers_own_decode_plan_on_1000_random_cases():
+    from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
+
+    rng = np.random.default_rng(13)
+    shapes = [AttentionShape(32, 8, 128, 16), AttentionShape(8, 1, 128, 1),
+              AttentionShape(28, 4, 64, 128), AttentionShape(64, 8, 256, 32, "fp16")]
+    devices = [device_model("h100"), device_model("a100"),
+               DeviceSpec("small", sm_count=7, l2_bytes=0, hbm_bytes_per_s=1e11, max_ctas_per_sm=3)]
+    for case in range(1000):
+        shape, device = shapes[case % 4], devices[(case // 4) % 3]
+        batch = int(rng.integers(1, 300))
+        kv = rng.integers(1, int(rng.choice([300, 5000, 200_000])) + 1, batch)
+        plan = FlashInferTensorCorePolicy().plan(kv, shape, device)
+        pages = tuned_planner.engine_chunk_pages(kv, shape.num_kv_heads, shape.page_size,
+                                                 device.sm_count)
+        want = -(-(-(-kv // shape.page_size)) // pages)  # ceil(pages_b / c)
+        assert np.array_equal(plan.splits, want), case
+        if plan.notes["split_kv"]:
+            assert pages == plan.notes["chunk_pages"], case
+
+
+def _makespan_doc(shape, piece_cost=384, min_chunk=512, max_chunk=16384, max_splits=1024):
+    doc = document([(1, 65536, SplitParams(min_tokens_per_cta=min_chunk, max_splits=max_splits,
+                                            ctas_per_sm=2, schedule="static"))],
+                   shape, max_ctas_per_sm=2, rule="parametric")
+    doc["schema_version"] = "1.4"
+    doc["buckets"][0].update(family="makespan", max_chunk_tokens=max_chunk,
+                             piece_cost_tokens=piece_cost)
+    return doc
+
+
+def test_makespan_picks_the_cheapest_candidate_and_keeps_the_engines_chunk_on_near_ties():
+    from kvtune.kernels.parametric import MakespanChunkPolicy
+
+    shape, sms = AttentionShape(), 132
+    device = DeviceSpec("h", sm_count=sms, l2_bytes=0, hbm_bytes_per_s=1e12, max_ctas_per_sm=2)
+    rng = np.random.default_rng(5)
+    cost = tuned_planner.in_order_makespan_tokens
+    for case in range(300):
+        batch = int(rng.choice([4, 8, 16, 32, 64, 256]))
+        kv = rng.integers(1, int(rng.choice([4000, 60_000, 200_000])) + 1, batch)
+        piece = int(rng.choice([0, 128, 384, 1024]))
+        doc = _makespan_doc(shape, piece)
+        pieces = tuned_planner.plan_pieces(doc, kv, sms)
+        c = pieces.chunk_tokens // 16
+        engine = tuned_planner.engine_chunk_pages(kv, 8, 16, sms)
+        grid = [min(max(32 << k, 1), -(-int(kv.max()) // 16) or 1) for k in range(6)]
+        costs = {g: cost(kv, 8, 16, g, 2 * sms, piece) for g in grid}
+        best = min(costs.values())
+        if c == engine:  # the engine's chunk stays unless a grid chunk is > 6% cheaper
+            assert tuned_planner.ENGINE_PREFERENCE * best >= cost(kv, 8, 16, engine, 2 * sms, piece)
+        else:
+            assert c in costs and costs[c] == best, case
+            assert tuned_planner.ENGINE_PREFERENCE * best < cost(kv, 8, 16, engine, 2 * sms, piece)
+        policy = MakespanChunkPolicy(SplitParams(min_tokens_per_cta=512, max_splits=1024,
+                                                 ctas_per_sm=2, schedule="static"), 16384, piece)
+        plan = policy.plan(kv, shape, device)
+        assert np.array_equal(plan.splits, pieces.splits) and pieces.family == "makespan"
+        assert tuned_planner.fixed_split_size(doc, kv, sms) == c
+
+
+def test_makespan_splits_a_small_skewed_batch_the_engine_leaves_in_one_long_wave():
+    # 16 requests, one of 190k tokens: FlashInfer's chunk fits 33 pieces per head into one wave
+    # of 2 x 132 slots (a ~6k-token piece per slot); smaller pieces of the long request spread
+    # over the other slots and end sooner.
+    kv = np.array([190_000] + [2000] * 15)
+    engine = tuned_planner.engine_chunk_pages(kv, 8, 16, 132) * 16
+    got = tuned_planner.plan_pieces(_makespan_doc(AttentionShape()), kv, 132).chunk_tokens
+    assert got < engine
+    # Equal short requests: every candidate leaves them whole, as the engine does.
+    even = np.full(64, 4096)
+    pieces = tuned_planner.plan_pieces(_makespan_doc(AttentionShape()), even, 132)
+    assert (pieces.splits == 1).all()
+    # max_splits raises the chunk: never more than 4 pieces of a request.
+    capped = tuned_planner.plan_pieces(_makespan_doc(AttentionShape(), max_splits=4), kv, 132)
+    assert capped.splits.max() <= 4
+
+
 @pytest.mark.parametrize("mutate, field", [
     (lambda d: d["buckets"][0].update(min_batch=2), "buckets[0].min_batch"),
     (lambda d: d["buckets"].append({"min_batch": 10, "max_batch": 20, "params": SplitParams().to_dict()}),
@@ -164,6 +242,10 @@ def test_a_path_is_read_and_checked(tmp_path):
     (lambda d: d["shape"].pop("num_kv_heads"), "shape.num_kv_heads"),
     (lambda d: d["device"].update(max_ctas_per_sm=-1), "device.max_ctas_per_sm"),
     (lambda d: d.update(buckets=[]), "buckets"),
+    (lambda d: d["buckets"][0].update(family="makespan", piece_cost_tokens=-1),
+     "buckets[0].piece_cost_tokens"),
+    (lambda d: d["buckets"][0].update(family="makespan", piece_cost_tokens=1.5),
+     "buckets[0].piece_cost_tokens"),
 ])
 def test_check_document_refuses_what_planning_cannot_trust(mutate, field):
     doc = document([(1, 8, SplitParams())], AttentionShape())

@@ -92,7 +92,7 @@ def test_export_writes_the_hybrid_section_and_the_planner_reads_it(tmp_path, heu
     doc, path = heuristic
     result = sample_result(shape=SHAPE)
     out = export.build_heuristic(result, now=FIXED_NOW, hybrid_path=path)
-    assert out["schema_version"] == "1.3"
+    assert out["schema_version"] == "1.4"
     assert [b["params"] for b in out["hybrid"]["buckets"]] == [b["params"] for b in BUCKETS]
     written = tmp_path / "tuned.json"
     export.write_heuristic(out, written)

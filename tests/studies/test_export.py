@@ -242,7 +242,7 @@ def test_golden_file_pins_the_format():
         GOLDEN.write_text(json.dumps(doc, indent=2) + "\n")
     golden = json.loads(GOLDEN.read_text())
     _assert_same(doc, golden)
-    assert doc["schema_version"] == "1.3" and doc["rule"] == "parametric"
+    assert doc["schema_version"] == "1.4" and doc["rule"] == "parametric"
 
 
 def test_golden_file_itself_loads_and_plans():
@@ -409,7 +409,7 @@ FIXED_CHUNK_BUCKETS = [
 def test_fixed_chunk_result_exports_its_rule_and_plans_fixed_splits(tmp_path):
     result = sample_result(buckets=FIXED_CHUNK_BUCKETS, rule="fixed-chunk")
     doc = export.build_heuristic(result, now=FIXED_NOW)
-    assert doc["rule"] == "fixed-chunk" and doc["schema_version"] == "1.3"
+    assert doc["rule"] == "fixed-chunk" and doc["schema_version"] == "1.4"
     path = export.write_heuristic(doc, tmp_path / "tuned.json")
     policy = export.load_heuristic(path, shape=SHAPE)
     assert policy.params()["rule"] == "fixed-chunk"
@@ -771,4 +771,4 @@ def test_written_file_is_atomic_and_refuses_a_missing_folder(tmp_path):
         export.write_heuristic(sample_doc(), tmp_path / "missing" / "t.json")
     path = export.write_heuristic(sample_doc(), tmp_path / "t.json")
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
-    assert json.loads(path.read_text())["schema_version"] == "1.3"
+    assert json.loads(path.read_text())["schema_version"] == "1.4"

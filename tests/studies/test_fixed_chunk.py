@@ -27,7 +27,7 @@ from kvtune.harness.store import list_runs
 from kvtune.kernels import policies
 from kvtune.kernels.baselines import FixedSplitPolicy
 from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
-from kvtune.kernels.parametric import AdaptiveChunkPolicy
+from kvtune.kernels.parametric import MakespanChunkPolicy
 from kvtune.kernels.parametric import ParametricPolicy
 from kvtune.kernels.plan import AttentionShape, SplitParams
 from kvtune.studies.config import TuneConfig
@@ -78,8 +78,8 @@ def test_no_trial_or_finalist_is_unsupported(run):
     rows = pd.read_parquet(run_dir / "measurements.parquet")
     measured = rows[rows["phase"].isin(["trial", "finalist"])]
     assert len(measured) > 0 and (measured["status"] == "ok").all()
-    # FlashInfer's fixed_split_size, no other: a fixed chunk, or one computed per batch (adaptive)
-    assert set(measured["policy"]) <= {"fixed-split", "adaptive-chunk"}
+    # FlashInfer's fixed_split_size, no other: a fixed chunk, or one chosen per batch (makespan)
+    assert set(measured["policy"]) <= {"fixed-split", "makespan-chunk"}
     storage = open_storage(f"sqlite:///{out}/optuna.db")
     for name in ("fi/1-8", "fi/9-32"):
         trials = optuna.load_study(study_name=name, storage=storage).trials
@@ -122,8 +122,8 @@ def test_the_result_records_the_fixed_chunk_rule(run):
             # The study's pinned knobs: only the chunk was searched.
             assert (p.max_waves, p.max_splits, p.ctas_per_sm, p.schedule) == (16, 128, 2, "static")
             assert rule_mismatch(backend, b.params, cases, H200) is None
-        else:  # an adaptive finalist or the engine default won the bucket (issue 12's families)
-            assert b.family in ("adaptive", "defer"), b.family
+        else:  # a per-batch finalist or the engine default won the bucket (issue 12's families)
+            assert b.family in ("makespan", "defer"), b.family
     assert result.tuned_policy() == policies.get("tuned", **result.tuned_params())
     assert result.tuned_policy().rule == "fixed-chunk"
 
@@ -132,7 +132,7 @@ def test_export_gives_a_fixed_split_size_for_every_bucket(run):
     run_dir, path, _, _ = run
     doc = json.loads(path.read_text())
     result = load_tuning_result(run_dir)
-    assert doc["schema_version"] == "1.3" and doc["rule"] == "fixed-chunk"
+    assert doc["schema_version"] == "1.4" and doc["rule"] == "fixed-chunk"
     page = doc["shape"]["page_size"]
     targets = doc["targets"]["flashinfer"]["buckets"]
     assert len(targets) == len(doc["buckets"]) == len(result.buckets)
@@ -141,8 +141,8 @@ def test_export_gives_a_fixed_split_size_for_every_bucket(run):
         if bucket.get("family") == "defer":  # validation kept FlashInfer's own planner here
             assert fi["fixed_split_size_pages"] is None
             continue
-        if bucket.get("family") == "adaptive":  # the chunk is computed per batch at plan time
-            assert fi["fixed_split_size_pages"] is None and "adaptive" in fi["note"]
+        if bucket.get("family") == "makespan":  # the chunk is chosen per batch at plan time
+            assert fi["fixed_split_size_pages"] is None and "makespan" in fi["note"]
             continue
         chunk_tokens = bucket["params"]["min_tokens_per_cta"]
         assert fi["fixed_split_size_pages"] == math.ceil(chunk_tokens / page)
@@ -174,8 +174,9 @@ def test_loaded_heuristic_and_plan_splits_give_exactly_the_fixed_split_plans(run
             assert tuned_planner.fixed_split_size(doc, kv, H200.sm_count) is None
             continue
         bucket = doc["buckets"][tuned_planner.select_bucket(doc, len(kv))]
-        if bucket.get("family") == "adaptive":  # its chunk is computed from this batch
-            want = AdaptiveChunkPolicy(params, bucket["max_chunk_tokens"]).plan(kv, shape, H200)
+        if bucket.get("family") == "makespan":  # its chunk is chosen for this batch
+            want = MakespanChunkPolicy(params, bucket["max_chunk_tokens"],
+                                       bucket["piece_cost_tokens"]).plan(kv, shape, H200)
             assert np.array_equal(got.splits, want.splits)
             assert np.array_equal(tuned_planner.plan_splits(doc, kv, H200.sm_count), got.splits)
             continue
@@ -234,7 +235,7 @@ def test_the_dashboard_names_the_fixed_chunk_winners_tuned(run):
             continue
         assert tuned["batch_size"].between(b.min_batch, b.max_batch).any(), b.name
         rows = tuned.index[tuned["batch_size"].between(b.min_batch, b.max_batch)]
-        if b.family in ("", "fixed-chunk"):  # one chunk per bucket; adaptive ones vary per batch
+        if b.family in ("", "fixed-chunk"):  # one chunk per bucket; makespan ones vary per batch
             chunks = {json.loads(p)["chunk_tokens"] for p in raw.loc[rows, "policy_params"]}
             assert chunks == {b.params.min_tokens_per_cta}
     rebuilt = policies.get("tuned", **json.loads(tuned["policy_params"].iloc[0]))

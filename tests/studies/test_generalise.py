@@ -13,7 +13,7 @@ import pytest
 from kvtune.harness.device import device_model
 from kvtune.kernels import tuned_planner
 from kvtune.kernels.baselines_flashinfer import FlashInferTensorCorePolicy
-from kvtune.kernels.parametric import AdaptiveChunkPolicy, BucketedPolicy
+from kvtune.kernels.parametric import AdaptiveChunkPolicy, BucketedPolicy, MakespanChunkPolicy
 from kvtune.studies.finalists import ADAPTIVE_CTAS_PER_SM, ADAPTIVE_MAX_CHUNKS_TOKENS, ADAPTIVE_WAVES
 from kvtune.kernels.plan import SplitParams
 from kvtune.studies import export
@@ -183,7 +183,7 @@ def test_tune_validate_export_then_bench_the_heuristic_on_a_trace_file(tmp_path,
     assert main(["export", "--study", "e2e", "--storage", f"sqlite:///{out}/optuna.db",
                  "-o", str(heuristic)]) == 0
     doc = json.loads(heuristic.read_text())
-    assert doc["schema_version"] == "1.3"
+    assert doc["schema_version"] == "1.4"
     assert all(e["validation"]["cases"] >= 1 for e in doc["evidence"])
     bench_out = tmp_path / "bench"
     assert main(["bench", "--distribution", "trace", "--param", f"path={trace}", "--batch-sizes",
@@ -210,33 +210,44 @@ def test_tune_validate_export_then_bench_the_heuristic_on_a_trace_file(tmp_path,
     assert "tuned:tuned:a" in capsys.readouterr().out
 
 
-def test_adaptive_finalists_run_and_an_adaptive_bucket_exports_its_family_and_knobs(tmp_path):
+def test_makespan_finalists_run_and_per_batch_buckets_export_their_family_and_knobs(tmp_path):
+    from kvtune.studies.finalists import MAKESPAN_PIECE_COSTS_TOKENS, adaptive_candidates
+    from kvtune.studies.space import space_for
+
     root = run_tune(_config(tmp_path, study="ad", validate=("none",)))
     result = load_tuning_result(root)
     # The grid's candidates, less those that plan the same chunks as an earlier one on the
-    # bucket's cases: at least one, never more than the grid.
-    grid = len(ADAPTIVE_WAVES) * len(ADAPTIVE_CTAS_PER_SM) * len(ADAPTIVE_MAX_CHUNKS_TOKENS)
-    assert all(1 <= sum(f.family == "adaptive" for f in b.finalists) <= grid
-               for b in result.buckets)
+    # bucket's cases: at least one, never more than the grid; no adaptive one is measured.
+    assert all(1 <= sum(f.family == "makespan" for f in b.finalists)
+               <= len(MAKESPAN_PIECE_COSTS_TOKENS) for b in result.buckets)
+    assert not any(f.family == "adaptive" for b in result.buckets for f in b.finalists)
     b = result.buckets[-1]
-    adaptive = next(f for f in b.finalists if f.family == "adaptive")
-    forced = replace(result, buckets=(*result.buckets[:-1],
-                                      replace(b, family="adaptive", params=adaptive.params,
-                                              max_chunk_tokens=adaptive.max_chunk_tokens)))
-    doc = export.build_heuristic(forced)
-    entry = doc["buckets"][-1]
-    assert entry["family"] == "adaptive" and entry["max_chunk_tokens"] == adaptive.max_chunk_tokens
-    assert doc["targets"]["flashinfer"]["buckets"][-1]["fixed_split_size_pages"] is None
-    path = tmp_path / "ad.json"
-    export.write_heuristic(doc, path)
-    policy = export.load_heuristic(path)
-    rng = np.random.default_rng(1)
-    for _ in range(30):
-        kv = rng.integers(1, 150_000, int(rng.integers(b.min_batch, b.max_batch + 1)))
-        got = policy.plan(kv, SHAPE, H200)
-        want = AdaptiveChunkPolicy(adaptive.params, adaptive.max_chunk_tokens).plan(kv, SHAPE, H200)
-        assert np.array_equal(got.splits, want.splits)
-        assert np.array_equal(tuned_planner.plan_splits(doc, kv, H200.sm_count), got.splits)
+    makespan = next(f for f in b.finalists if f.family == "makespan")
+    adaptive = adaptive_candidates(space_for(H200, SHAPE))[0]  # still a family files may name
+    for family, fin, want_policy in (
+            ("makespan", makespan, MakespanChunkPolicy(makespan.params, makespan.max_chunk_tokens,
+                                                       makespan.piece_cost_tokens)),
+            ("adaptive", adaptive, AdaptiveChunkPolicy(adaptive.params, adaptive.max_chunk_tokens))):
+        forced = replace(result, buckets=(*result.buckets[:-1], replace(
+            b, family=family, params=fin.params, max_chunk_tokens=fin.max_chunk_tokens,
+            piece_cost_tokens=fin.piece_cost_tokens)))
+        doc = export.build_heuristic(forced)
+        entry = doc["buckets"][-1]
+        assert entry["family"] == family and entry["max_chunk_tokens"] == fin.max_chunk_tokens
+        assert entry.get("piece_cost_tokens") == fin.piece_cost_tokens
+        assert doc["targets"]["flashinfer"]["buckets"][-1]["fixed_split_size_pages"] is None
+        path = tmp_path / f"{family}.json"
+        export.write_heuristic(doc, path)
+        policy = export.load_heuristic(path)
+        rng = np.random.default_rng(1)
+        for _ in range(30):
+            kv = rng.integers(1, 150_000, int(rng.integers(b.min_batch, b.max_batch + 1)))
+            got = policy.plan(kv, SHAPE, H200)
+            want = want_policy.plan(kv, SHAPE, H200)
+            assert np.array_equal(got.splits, want.splits)
+            assert np.array_equal(tuned_planner.plan_splits(doc, kv, H200.sm_count), got.splits)
+            chunk = tuned_planner.fixed_split_size(doc, kv, H200.sm_count)
+            assert chunk * SHAPE.page_size == want.notes["chunk_tokens"]
 
 
 def test_tuned_path_specs_keep_commas_and_colons_of_the_path():
@@ -409,3 +420,21 @@ def test_launch_key_ignores_the_chunk_of_a_batch_nothing_is_cut_in():
     # Once a request is cut, the chunk says where.
     cut = {**row, "splits": [2, 1]}
     assert launch_key(cut) != launch_key({**cut, "plan_notes": json.dumps({"chunk_tokens": 4096})})
+
+
+def test_makespan_candidates_drop_those_that_plan_the_same_chunks():
+    from kvtune.studies.finalists import MAKESPAN_PIECE_COSTS_TOKENS, makespan_candidates
+    from kvtune.studies.space import space_for
+
+    space = space_for(H200, SHAPE)
+    even = [SimpleNamespace(batch=SimpleNamespace(kv_lens=np.full(256, 1024), shape=SHAPE))]
+    # Short equal requests: every piece cost keeps them whole, so one candidate is measured.
+    assert len(makespan_candidates(space, H200, even)) == 1
+    assert len(makespan_candidates(space)) == len(MAKESPAN_PIECE_COSTS_TOKENS)
+    skewed = [SimpleNamespace(batch=SimpleNamespace(
+        kv_lens=np.array([190_000, 60_000] + [3000] * 14), shape=SHAPE))]
+    kept = makespan_candidates(space, H200, skewed)
+    chunks = [c.policy().plan(skewed[0].batch.kv_lens, SHAPE, H200).notes["chunk_tokens"]
+              for c in kept]
+    assert len(set(chunks)) == len(chunks) >= 1
+    assert all(c.family == "makespan" and c.params.ctas_per_sm == 2 for c in kept)

@@ -74,8 +74,10 @@ def bench_rows(root: Path) -> list[dict]:
         chunks = [c for c in lat.columns if str(c).startswith(CHUNK_PREFIX)]
         backend = str(rows["backend"].iloc[0]) if len(rows) else "?"
         for label in [c for c in lat.columns if str(c).startswith("tuned:")]:
-            path = rows[rows["series"] == label]["heuristic_path"].iloc[0]
-            doc = json.loads(Path(path).read_text())
+            path = Path(rows[rows["series"] == label]["heuristic_path"].iloc[0])
+            if not path.exists():  # results.tgz unpacked elsewhere: the export sits in its root
+                path = root / path.name
+            doc = json.loads(path.read_text())
             for (case, batch), r in lat.iterrows():
                 best_chunk = min((r[c] for c in chunks if not math.isnan(r[c])), default=math.nan)
                 out.append({"heuristic": label, "file": str(path), "backend": backend,

@@ -157,12 +157,15 @@ class MakespanChunkPolicy:
     that many tokens in request order (FixedSplitPolicy, static order).
 
     split_params: min_tokens_per_cta = smallest candidate chunk, max_splits, ctas_per_sm (slots
-    per SM the model counts); max_waves and schedule are ignored. max_chunk_tokens: the largest
+    per SM the model counts); max_waves and schedule are ignored. The defaults are the study's
+    (512-token min chunk, 1024 splits, 2 slots per SM): registry name `makespan-chunk`, so
+    `kvtune bench --policies makespan-chunk:piece_cost_tokens=256` runs the rule untuned. max_chunk_tokens: the largest
     candidate, tokens, 1..1,048,576. piece_cost_tokens: the modelled cost of a piece beyond its
     tokens, 0..1,048,576.
     """
 
-    split_params: SplitParams = field(default_factory=SplitParams)
+    split_params: SplitParams = field(default_factory=lambda: SplitParams(
+        min_tokens_per_cta=512, max_waves=1, max_splits=1024, ctas_per_sm=2, schedule="static"))
     max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS
     piece_cost_tokens: int = DEFAULT_PIECE_COST_TOKENS
     name: ClassVar[str] = "makespan-chunk"
@@ -181,7 +184,8 @@ class MakespanChunkPolicy:
     def from_params(cls, **params) -> MakespanChunkPolicy:
         max_chunk = params.pop("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS)
         piece_cost = params.pop("piece_cost_tokens", DEFAULT_PIECE_COST_TOKENS)
-        return cls(SplitParams(**params), max_chunk, piece_cost)
+        knobs = {**cls().split_params.to_dict(), **params}  # the study's defaults, overridden
+        return cls(SplitParams(**knobs), max_chunk, piece_cost)
 
     @classmethod
     def default_params(cls) -> dict:

@@ -25,7 +25,13 @@ from kvtune.kernels.baselines_flashinfer import (
     fa2_cta_tile_q,
 )
 from kvtune.kernels.hybrid_policies import HYBRID_POLICIES
-from kvtune.kernels.parametric import Bucket, BucketedPolicy, ParametricPolicy
+from kvtune.kernels.parametric import (
+    AdaptiveChunkPolicy,
+    Bucket,
+    BucketedPolicy,
+    MakespanChunkPolicy,
+    ParametricPolicy,
+)
 from kvtune.kernels.plan import DeviceSpec, Plan, Policy
 from kvtune.kernels.specs import parse_assignments
 
@@ -42,6 +48,8 @@ _POLICIES = {
         FixedSplitPolicy,
         NoSplitPolicy,
         ParametricPolicy,
+        AdaptiveChunkPolicy,
+        MakespanChunkPolicy,
         BucketedPolicy,
         *HYBRID_POLICIES,  # plan_hybrid(q_lens, kv_lens, shape, device): kernels/hybrid_policies.py
     )

@@ -184,7 +184,7 @@ def test_makespan_picks_the_cheapest_candidate_and_keeps_the_engines_chunk_on_ne
     shape, sms = AttentionShape(), 132
     device = DeviceSpec("h", sm_count=sms, l2_bytes=0, hbm_bytes_per_s=1e12, max_ctas_per_sm=2)
     rng = np.random.default_rng(5)
-    cost = tuned_planner.in_order_makespan_tokens
+    cost = tuned_planner.modelled_makespan_tokens
     for case in range(300):
         batch = int(rng.choice([4, 8, 16, 32, 64, 256]))
         kv = rng.integers(1, int(rng.choice([4000, 60_000, 200_000])) + 1, batch)
@@ -206,6 +206,21 @@ def test_makespan_picks_the_cheapest_candidate_and_keeps_the_engines_chunk_on_ne
         plan = policy.plan(kv, shape, device)
         assert np.array_equal(plan.splits, pieces.splits) and pieces.family == "makespan"
         assert tuned_planner.fixed_split_size(doc, kv, sms) == c
+
+
+def test_the_modelled_makespan_simulates_few_pieces_and_bounds_many():
+    rng = np.random.default_rng(9)
+    slots = 264
+    for _ in range(40):
+        kv = rng.integers(1, 120_000, int(rng.integers(1, 200)))
+        for chunk_pages, piece in ((32, 0), (64, 384), (1024, 128)):
+            exact = tuned_planner.in_order_makespan_tokens(kv, 8, 16, chunk_pages, slots, piece)
+            model = tuned_planner.modelled_makespan_tokens(kv, 8, 16, chunk_pages, slots, piece)
+            pieces = 8 * int((-(-(-(-kv // 16)) // chunk_pages)).sum())
+            if pieces <= tuned_planner.MAX_SIMULATED_WAVES * slots:
+                assert model == exact
+            else:  # Graham's bound of list scheduling: never below what the launch takes
+                assert exact <= model <= exact + chunk_pages * 16 + piece
 
 
 def test_makespan_splits_a_small_skewed_batch_the_engine_leaves_in_one_long_wave():

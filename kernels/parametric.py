@@ -94,6 +94,23 @@ def adaptive_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: 
     return pages * page_size
 
 
+def _check_chunk_knobs(split_params, max_chunk_tokens: int) -> None:
+    """The knobs every per-batch chunk family shares (AdaptiveChunkPolicy, MakespanChunkPolicy)."""
+    if not isinstance(split_params, SplitParams):
+        raise ValueError(f"split_params: {split_params!r} is not a SplitParams")  # noqa: TRY004
+    check_int("max_chunk_tokens", max_chunk_tokens, 1, 1 << 20)
+
+
+def _one_chunk_plan(kv_lens, shape: AttentionShape, device: DeviceSpec, chunk_tokens: int,
+                    ctas_per_sm: int, family: str) -> Plan:
+    """Pieces of exactly chunk_tokens in request order (FixedSplitPolicy, static order), noted
+    with the chunk and the family that chose it."""
+    plan = FixedSplitPolicy(chunk_tokens=chunk_tokens, schedule="static",
+                            ctas_per_sm=ctas_per_sm).plan(kv_lens, shape, device)
+    plan.notes.update(chunk_tokens=chunk_tokens, family=family)
+    return plan
+
+
 @dataclass(frozen=True)
 class AdaptiveChunkPolicy:
     """One chunk per batch, computed from the batch at plan time (adaptive_chunk_tokens), then
@@ -108,9 +125,7 @@ class AdaptiveChunkPolicy:
     name: ClassVar[str] = "adaptive-chunk"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.split_params, SplitParams):
-            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")  # noqa: TRY004
-        check_int("max_chunk_tokens", self.max_chunk_tokens, 1, 1 << 20)
+        _check_chunk_knobs(self.split_params, self.max_chunk_tokens)
 
     def params(self) -> dict:
         return {**self.split_params.to_dict(), "max_chunk_tokens": self.max_chunk_tokens}
@@ -130,10 +145,7 @@ class AdaptiveChunkPolicy:
         chunk = adaptive_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
                                       device.sm_count, device.max_ctas_per_sm, p,
                                       self.max_chunk_tokens)
-        plan = FixedSplitPolicy(chunk_tokens=chunk, schedule="static",
-                                ctas_per_sm=p.ctas_per_sm).plan(kv_lens, shape, device)
-        plan.notes.update(chunk_tokens=chunk, family=ADAPTIVE_FAMILY)
-        return plan
+        return _one_chunk_plan(kv_lens, shape, device, chunk, p.ctas_per_sm, ADAPTIVE_FAMILY)
 
 
 def makespan_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: int,
@@ -159,9 +171,9 @@ class MakespanChunkPolicy:
     split_params: min_tokens_per_cta = smallest candidate chunk, max_splits, ctas_per_sm (slots
     per SM the model counts); max_waves and schedule are ignored. The defaults are the study's
     (512-token min chunk, 1024 splits, 2 slots per SM): registry name `makespan-chunk`, so
-    `kvtune bench --policies makespan-chunk:piece_cost_tokens=256` runs the rule untuned. max_chunk_tokens: the largest
-    candidate, tokens, 1..1,048,576. piece_cost_tokens: the modelled cost of a piece beyond its
-    tokens, 0..1,048,576.
+    `kvtune bench --policies makespan-chunk:piece_cost_tokens=256` runs the rule untuned.
+    max_chunk_tokens: the largest candidate, tokens, 1..1,048,576. piece_cost_tokens: the
+    modelled cost of a piece beyond its tokens, 0..1,048,576.
     """
 
     split_params: SplitParams = field(default_factory=lambda: SplitParams(
@@ -171,9 +183,7 @@ class MakespanChunkPolicy:
     name: ClassVar[str] = "makespan-chunk"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.split_params, SplitParams):
-            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")  # noqa: TRY004
-        check_int("max_chunk_tokens", self.max_chunk_tokens, 1, 1 << 20)
+        _check_chunk_knobs(self.split_params, self.max_chunk_tokens)
         check_int("piece_cost_tokens", self.piece_cost_tokens, 0, 1 << 20)
 
     def params(self) -> dict:
@@ -197,10 +207,7 @@ class MakespanChunkPolicy:
         chunk = makespan_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
                                       device.sm_count, device.max_ctas_per_sm, p,
                                       self.max_chunk_tokens, self.piece_cost_tokens)
-        plan = FixedSplitPolicy(chunk_tokens=chunk, schedule="static",
-                                ctas_per_sm=p.ctas_per_sm).plan(kv_lens, shape, device)
-        plan.notes.update(chunk_tokens=chunk, family=MAKESPAN_FAMILY)
-        return plan
+        return _one_chunk_plan(kv_lens, shape, device, chunk, p.ctas_per_sm, MAKESPAN_FAMILY)
 
 
 @dataclass(frozen=True)

@@ -108,9 +108,17 @@ if bucket is not None:
         f"{bucket.regret_geomean:.3f}" if bucket.regret_geomean else "—",
         help="Geometric mean of tuned / oracle latency (measured with kvtune tune --oracle)",
     )
-    st.markdown(
-        "Tuned params: " + ", ".join(code(f"{k}={v}") for k, v in bucket.params.to_dict().items())
-    )
+    knobs = {**bucket.params.to_dict()}
+    for key in ("max_chunk_tokens", "piece_cost_tokens"):  # a per-batch family's own knobs
+        if getattr(bucket, key, None) is not None:
+            knobs[key] = getattr(bucket, key)
+    family = bucket.family or getattr(result, "rule", "")
+    if family == "defer":
+        st.markdown("Ships: the engine's own planner (" + code("defer") + "). The candidate "
+                    "validation held back: " + ", ".join(code(f"{k}={v}") for k, v in knobs.items()))
+    else:
+        st.markdown(f"Ships: family {code(family)} · tuned params: "
+                    + ", ".join(code(f"{k}={v}") for k, v in knobs.items()))
     if bucket.pareto_front:
         st.caption(
             "Pareto front of the two objectives (mean score, worst case) as the tuner recorded it:"

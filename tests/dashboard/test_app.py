@@ -178,6 +178,18 @@ def test_study_page_tuning_run_and_storage_studies(monkeypatch, results_dir, tun
     assert_no_failure(at)
     assert len(charts(at)) == 6
     assert "dash/9-64" in texts(at) or "dash/1-8" in texts(at)
+    # Each bucket says what ships: the engine's own planner, or a family with all its knobs.
+    from kvtune.studies.result import load_tuning_result
+
+    for index, b in enumerate(sorted(load_tuning_result(tune_run).buckets,
+                                     key=lambda b: b.min_batch)):
+        at.selectbox(key="study_bucket").set_value(index).run()
+        if b.family == "defer":
+            assert "Ships: the engine's own planner" in texts(at)
+        else:
+            assert f"Ships: family `{b.family or 'parametric'}`" in texts(at), texts(at)
+            if b.piece_cost_tokens is not None:
+                assert f"piece_cost_tokens={b.piece_cost_tokens}" in texts(at)
 
     at.radio(key="study_source").set_value("study in the storage").run()
     at.selectbox(key="study_group").set_value("handmade").run()

@@ -35,7 +35,10 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   rate split r ways).
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
-  cost `empty_cta_us` of slot time each when they have no work, spread over the slots.
+  cost `empty_cta_us` of slot time each when they have no work, spread over the slots. Only for
+  a kernel that launches them: kvtune's Triton kernel runs any plan with one program per task
+  (grid (items, KV heads), or plan.grid_size persistent programs) whatever grid the upstream
+  kernel the plan imitates would launch (`one_program_per_task`).
 
 Because all streaming tasks get the same rate, the model keeps one clock S(t) = bytes served to
 each streaming task so far; a task that starts streaming at S0 with b bytes ends when S = S0 + b,
@@ -109,6 +112,11 @@ class SimConstants:
         request's partials), >= 0. Default 0.
     merge_row_us: SM time per merged (request, query head) row (one short, latency-bound merge
         program each, spread over the SMs), >= 0. Default 0.
+    one_program_per_task: the kernel launches one program per planned task and nothing else
+        (kvtune's Triton kernel, harness/backends/triton.py: grid (items, KV heads) or the
+        plan's persistent grid), so the extra programs an upstream kernel would launch
+        (plan.notes launched_ctas, kv_reads_per_task) are not modelled. Default False (the
+        kernel the plan imitates launches them).
     """
 
     hbm_efficiency: float = 0.87
@@ -127,6 +135,7 @@ class SimConstants:
     merge_issue_us: float = 0.0
     merge_per_split_us: float = 0.0
     merge_row_us: float = 0.0
+    one_program_per_task: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1.25):
@@ -160,8 +169,9 @@ class SimConstants:
             raise ValueError(
                 f"saturation_sharpness: {k!r} out of range; allowed: >= 0.5 (inf: a hard roofline)"
             )
-        if type(self.single_cta_variant) is not bool:  # 1 or "yes" is not a flag
-            raise ValueError(f"single_cta_variant: {self.single_cta_variant!r} must be true or false")
+        for name in ("single_cta_variant", "one_program_per_task"):
+            if type(getattr(self, name)) is not bool:  # 1 or "yes" is not a flag
+                raise ValueError(f"{name}: {getattr(self, name)!r} must be true or false")
         if not (isinstance(self.kernel_ctas_per_sm, int) and 0 <= self.kernel_ctas_per_sm <= 32):
             raise ValueError(
                 f"kernel_ctas_per_sm: {self.kernel_ctas_per_sm!r} out of range; allowed: 0..32"
@@ -252,16 +262,22 @@ def merged_requests(plan: Plan) -> np.ndarray:
     return plan.splits > 1
 
 
-def programs_per_task(plan: Plan) -> int:
+def programs_per_task(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
     """Programs the kernel runs per planned task, each re-reading the task's KV (SGLang's grouped
-    kernel launches ceil(G / 16) per KV head when G > 16); 1 for every other kernel."""
+    kernel launches ceil(G / 16) per KV head when G > 16); 1 for every other kernel, and for a
+    kernel that runs one program per task (constants.one_program_per_task)."""
+    if constants.one_program_per_task:
+        return 1
     return max(1, int(plan.notes.get("kv_reads_per_task", 1) or 1))
 
 
-def empty_programs(plan: Plan) -> int:
+def empty_programs(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
     """Programs launched with no work: the launched grid (plan.notes `launched_ctas`, e.g.
     trtllm's uniform split count, SGLang's max_kv_splits grid, vLLM's q-block grid, FlashInfer's
-    CUDA-graph padding) minus the programs that have a task."""
+    CUDA-graph padding) minus the programs that have a task; 0 for a kernel that runs one
+    program per task (constants.one_program_per_task)."""
+    if constants.one_program_per_task:
+        return 0
     working = plan.num_tasks * programs_per_task(plan)
     launched = int(plan.notes.get("launched_ctas", working) or working)
     return max(0, launched - working)
@@ -342,7 +358,7 @@ def simulate(
     c = constants
     bw_bytes_per_us = device.hbm_bytes_per_s * c.hbm_efficiency * 1e-6
     cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c) * 1e-6
-    reads = programs_per_task(plan)
+    reads = programs_per_task(plan, c)
     nbytes = task_bytes(plan, shape)
     if reads > 1:  # each task's programs run one after the other in grid order
         nbytes = np.repeat(nbytes, reads)
@@ -361,7 +377,7 @@ def simulate(
     stream += c.launch_us
     end += c.launch_us
     # Programs with no work hold a slot for empty_cta_us each; spread over the slots.
-    empty_us = c.empty_cta_us * empty_programs(plan) / slots
+    empty_us = c.empty_cta_us * empty_programs(plan, c) / slots
     stage1_us = float(end.max()) + empty_us
 
     mbytes = merge_bytes(plan, shape)

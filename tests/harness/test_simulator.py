@@ -477,7 +477,8 @@ def test_merge_costs_and_earliest_start():
 
 @pytest.mark.parametrize("bad", [{"kernel_ctas_per_sm": 33}, {"kernel_ctas_per_sm": 1.5},
                                  {"saturation_sharpness": 0.1}, {"merge_row_us": -1.0},
-                                 {"merge_issue_us": float("nan")}, {"single_cta_variant": 1}])
+                                 {"merge_issue_us": float("nan")}, {"single_cta_variant": 1},
+                                 {"one_program_per_task": "yes"}])
 def test_new_constants_are_checked(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         SimConstants(**bad)
@@ -489,5 +490,6 @@ def test_calibration_without_the_new_constants_keeps_the_old_model():
     # extras.
     c = SimConstants.from_dict({"hbm_efficiency": 0.9, "cta_rate_cap_bytes_per_s": 30e9})
     assert (c.kernel_ctas_per_sm, c.single_cta_variant, c.saturation_sharpness) == (0, False, float("inf"))
+    assert c.one_program_per_task is False  # extra programs of the plan's notes are modelled
     assert c.merge_issue_us == c.merge_row_us == c.merge_per_split_us == 0.0
     assert SimConstants.from_dict(c.to_dict()) == c

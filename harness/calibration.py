@@ -25,8 +25,9 @@ listed as not identified):
   finite one: KERNEL_START gives it for the Triton and FlashInfer tensor-core kernels);
 - merge_issue_us, merge_row_us, merge_per_split_us: the merge's earliest start after the first
   launch, its time per merged (request, query head) row per SM and per split (rows with a merge).
-How each kernel occupies an SM (kernel_ctas_per_sm, single_cta_variant) and whether it launches
-the upstream kernel's extra programs (one_program_per_task) is not fitted: it is KERNEL_START's,
+How each kernel occupies an SM (kernel_ctas_per_sm, single_cta_variant), the tokens of its
+inner loop's step (block_tokens, single_cta_block_tokens) and whether it launches the upstream
+kernel's extra programs (one_program_per_task) is not fitted: it is KERNEL_START's,
 from the kernel's source and the rows that show it.
 The fit runs on the runs' GPU (SM count, L2) with the median measured copy bandwidth as
 hbm_bytes_per_s; the file then keeps the matching preset's datasheet figures (name, L2,
@@ -113,14 +114,16 @@ FIT_BOUNDS = {
 #   per planned task (grid (items, KV heads), or the plan's persistent grid): the extra programs
 #   SGLang's and vLLM's own kernels would launch (plan.notes launched_ctas, kv_reads_per_task)
 #   do not run (one_program_per_task). Charging them had the fit put 0.7 us on each (H100 and
-#   H200 graph rows), which made SGLang's plans 1-5% too slow on the held-out traces.
+#   H200 graph rows), which made SGLang's plans 1-5% too slow on the held-out traces. The
+#   variants' inner loops step 64 (bn64) and 128 (bn128) tokens (block_tokens,
+#   single_cta_block_tokens): a task's partial last block costs a whole step.
 # - flashinfer-tensor-core: FlashInfer's prefill kernel at PrefillPlan's 2 CTAs per SM for every
 #   plan (its fixed-split and no-split plans too: same kernel, same registers).
 # - flashinfer-cuda-core: the occupancy comes from the rows (infer_cuda_core_occupancy) and is the
 #   device's max_ctas_per_sm, so the plan's count is used (kernel_ctas_per_sm 0).
 KERNEL_START = {
     "triton": {"kernel_ctas_per_sm": 2, "single_cta_variant": True, "one_program_per_task": True,
-               "saturation_sharpness": 4.0},
+               "block_tokens": 64, "single_cta_block_tokens": 128, "saturation_sharpness": 4.0},
     "flashinfer-tensor-core": {"kernel_ctas_per_sm": 2, "saturation_sharpness": 4.0},
     "flashinfer-cuda-core": {},
 }

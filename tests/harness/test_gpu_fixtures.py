@@ -49,10 +49,18 @@ def test_triton_calibration_describes_the_current_kernel():
     below are)."""
     from kvtune.harness.calibration import KERNEL_START
 
+    import torch
+    from kvtune.kernels.decode_config import default_config
+
     model = sim_model("h200", "triton")
     assert model.constants.kernel_ctas_per_sm == KERNEL_START["triton"]["kernel_ctas_per_sm"]
     assert all(date >= "2026-11-26T10:27" for date in model.source["run_dates"].values())
     assert "h200-bench-flashinfer-triton" not in model.source["runs"]
+    # The loop steps of the two variants the rows ran (bf16, head_dim 128, page 16, G = 4).
+    start = KERNEL_START["triton"]
+    for ctas_per_sm, key in ((2, "block_tokens"), (1, "single_cta_block_tokens")):
+        config = default_config(128, torch.bfloat16, 16, ctas_per_sm, num_kv_heads=8, group_size=4)
+        assert start[key] == config.block_n, key
 
 
 @pytest.mark.parametrize("kernel", ["flashinfer-tensor-core", "flashinfer-cuda-core"])

@@ -25,8 +25,10 @@ listed as not identified):
   finite one: KERNEL_START gives it for the Triton and FlashInfer tensor-core kernels);
 - merge_issue_us, merge_row_us, merge_per_split_us: the merge's earliest start after the first
   launch, its time per merged (request, query head) row per SM and per split (rows with a merge).
-How each kernel occupies an SM (kernel_ctas_per_sm, single_cta_variant) is not fitted: it is
-KERNEL_START's, from the kernel's source and the rows that show it.
+How each kernel occupies an SM (kernel_ctas_per_sm, single_cta_variant), the tokens of its
+inner loop's step (block_tokens, single_cta_block_tokens) and whether it launches the upstream
+kernel's extra programs (one_program_per_task) is not fitted: it is KERNEL_START's,
+from the kernel's source and the rows that show it.
 The fit runs on the runs' GPU (SM count, L2) with the median measured copy bandwidth as
 hbm_bytes_per_s; the file then keeps the matching preset's datasheet figures (name, L2,
 bandwidth) with hbm_efficiency rescaled to them, so a calibrated preset plans like the datasheet
@@ -108,13 +110,20 @@ FIT_BOUNDS = {
 #   changed (2026-11-26, 10:27 UTC) that variant was bn128-w4-s2 (72 KB, 3 per SM): the H200
 #   rows of 06:33 showed 3, and the fit to the graph-replay rows of 11:42 (the new variant)
 #   held out reaches median Spearman 0.90 and 3.6% worst regret with 2, 0.85 and 21% with 3.
-#   When the config table changes, this count must follow it.
+#   When the config table changes, this count must follow it. The backend launches one program
+#   per planned task (grid (items, KV heads), or the plan's persistent grid): the extra programs
+#   SGLang's and vLLM's own kernels would launch (plan.notes launched_ctas, kv_reads_per_task)
+#   do not run (one_program_per_task). Charging them had the fit put 0.7 us on each (H100 and
+#   H200 graph rows), which made SGLang's plans 1-5% too slow on the held-out traces. The
+#   variants' inner loops step 64 (bn64) and 128 (bn128) tokens (block_tokens,
+#   single_cta_block_tokens): a task's partial last block costs a whole step.
 # - flashinfer-tensor-core: FlashInfer's prefill kernel at PrefillPlan's 2 CTAs per SM for every
 #   plan (its fixed-split and no-split plans too: same kernel, same registers).
 # - flashinfer-cuda-core: the occupancy comes from the rows (infer_cuda_core_occupancy) and is the
 #   device's max_ctas_per_sm, so the plan's count is used (kernel_ctas_per_sm 0).
 KERNEL_START = {
-    "triton": {"kernel_ctas_per_sm": 2, "single_cta_variant": True, "saturation_sharpness": 4.0},
+    "triton": {"kernel_ctas_per_sm": 2, "single_cta_variant": True, "one_program_per_task": True,
+               "block_tokens": 64, "single_cta_block_tokens": 128, "saturation_sharpness": 4.0},
     "flashinfer-tensor-core": {"kernel_ctas_per_sm": 2, "saturation_sharpness": 4.0},
     "flashinfer-cuda-core": {},
 }
@@ -207,7 +216,7 @@ def identifiable(rep, frame: pd.DataFrame, device: DeviceSpec,
         names += ["merge_launch_us", "merge_issue_us", "merge_row_us", "merge_per_split_us"]
     if any(p.is_persistent and p.grid_size < p.num_tasks for p in plans):
         names.append("persistent_task_us")
-    if any(empty_programs(p) > 0 for p in plans):
+    if any(empty_programs(p, start) > 0 for p in plans):
         names.append("empty_cta_us")
     if len({resident_ctas_per_sm(p, device, start) for p in plans}) > 1:
         names.append("residency_exponent")

@@ -16,7 +16,10 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   next task of the (longest-first) list to whichever CTA frees first.
 - Each task first spends a fixed start time on its slot without touching HBM (a CTA's launch and
   prologue, `cta_start_us`; a persistent CTA's later tasks pay `persistent_task_us` instead), then
-  streams its bytes. Streaming tasks share the achievable HBM bandwidth equally and none exceeds
+  streams its bytes. A kernel whose loop steps a fixed block of tokens (`block_tokens`;
+  `single_cta_block_tokens` for the one-CTA-per-SM variant) also spends, per task, the time its
+  partial last block's masked tokens would take at the per-CTA cap: the iteration waits out a
+  whole block's memory latency but moves only the valid tokens' bytes (tile quantisation). Streaming tasks share the achievable HBM bandwidth equally and none exceeds
   the per-CTA rate cap; n streaming tasks get together the smooth roofline
   bw / (1 + (bw / (n cap)) ** k) ** (1 / k) (k = `saturation_sharpness`; inf = min(n cap, bw)):
   near saturation the loaded memory latency grows, so n CTAs get less than n x cap.
@@ -35,7 +38,10 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   rate split r ways).
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
-  cost `empty_cta_us` of slot time each when they have no work, spread over the slots.
+  cost `empty_cta_us` of slot time each when they have no work, spread over the slots. Only for
+  a kernel that launches them: kvtune's Triton kernel runs any plan with one program per task
+  (grid (items, KV heads), or plan.grid_size persistent programs) whatever grid the upstream
+  kernel the plan imitates would launch (`one_program_per_task`).
 
 Because all streaming tasks get the same rate, the model keeps one clock S(t) = bytes served to
 each streaming task so far; a task that starts streaming at S0 with b bytes ends when S = S0 + b,
@@ -52,7 +58,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -109,6 +114,17 @@ class SimConstants:
         request's partials), >= 0. Default 0.
     merge_row_us: SM time per merged (request, query head) row (one short, latency-bound merge
         program each, spread over the SMs), >= 0. Default 0.
+    block_tokens: KV tokens per step of the kernel's inner loop, 0..4096; 0 (the default) = no
+        tile quantisation. A task of t tokens then runs ceil(t / block_tokens) steps; the masked
+        tokens of its last step cost their time at the per-CTA cap, on the task's slot, without
+        HBM traffic (added to the task's start cost).
+    single_cta_block_tokens: the same for plans run by the one-CTA-per-SM variant
+        (single_cta_variant and the plan's ctas_per_sm 1), 0..4096; 0 = block_tokens.
+    one_program_per_task: the kernel launches one program per planned task and nothing else
+        (kvtune's Triton kernel, harness/backends/triton.py: grid (items, KV heads) or the
+        plan's persistent grid), so the extra programs an upstream kernel would launch
+        (plan.notes launched_ctas, kv_reads_per_task) are not modelled. Default False (the
+        kernel the plan imitates launches them).
     """
 
     hbm_efficiency: float = 0.87
@@ -127,6 +143,9 @@ class SimConstants:
     merge_issue_us: float = 0.0
     merge_per_split_us: float = 0.0
     merge_row_us: float = 0.0
+    block_tokens: int = 0
+    single_cta_block_tokens: int = 0
+    one_program_per_task: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1.25):
@@ -160,8 +179,13 @@ class SimConstants:
             raise ValueError(
                 f"saturation_sharpness: {k!r} out of range; allowed: >= 0.5 (inf: a hard roofline)"
             )
-        if type(self.single_cta_variant) is not bool:  # 1 or "yes" is not a flag
-            raise ValueError(f"single_cta_variant: {self.single_cta_variant!r} must be true or false")
+        for name in ("single_cta_variant", "one_program_per_task"):
+            if type(getattr(self, name)) is not bool:  # 1 or "yes" is not a flag
+                raise ValueError(f"{name}: {getattr(self, name)!r} must be true or false")
+        for name in ("block_tokens", "single_cta_block_tokens"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 4096):
+                raise ValueError(f"{name}: {value!r} out of range; allowed: an integer 0..4096")
         if not (isinstance(self.kernel_ctas_per_sm, int) and 0 <= self.kernel_ctas_per_sm <= 32):
             raise ValueError(
                 f"kernel_ctas_per_sm: {self.kernel_ctas_per_sm!r} out of range; allowed: 0..32"
@@ -252,16 +276,22 @@ def merged_requests(plan: Plan) -> np.ndarray:
     return plan.splits > 1
 
 
-def programs_per_task(plan: Plan) -> int:
+def programs_per_task(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
     """Programs the kernel runs per planned task, each re-reading the task's KV (SGLang's grouped
-    kernel launches ceil(G / 16) per KV head when G > 16); 1 for every other kernel."""
+    kernel launches ceil(G / 16) per KV head when G > 16); 1 for every other kernel, and for a
+    kernel that runs one program per task (constants.one_program_per_task)."""
+    if constants.one_program_per_task:
+        return 1
     return max(1, int(plan.notes.get("kv_reads_per_task", 1) or 1))
 
 
-def empty_programs(plan: Plan) -> int:
+def empty_programs(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
     """Programs launched with no work: the launched grid (plan.notes `launched_ctas`, e.g.
     trtllm's uniform split count, SGLang's max_kv_splits grid, vLLM's q-block grid, FlashInfer's
-    CUDA-graph padding) minus the programs that have a task."""
+    CUDA-graph padding) minus the programs that have a task; 0 for a kernel that runs one
+    program per task (constants.one_program_per_task)."""
+    if constants.one_program_per_task:
+        return 0
     working = plan.num_tasks * programs_per_task(plan)
     launched = int(plan.notes.get("launched_ctas", working) or working)
     return max(0, launched - working)
@@ -293,6 +323,28 @@ def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
     out = np.where(split, G * (D * FLOAT32_BYTES + FLOAT32_BYTES), G * D * dtype_bytes)
     per_item = kv + G * D * dtype_bytes + out
     return np.tile(per_item, plan.num_kv_heads)
+
+
+def kernel_block_tokens(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
+    """KV tokens per inner-loop step of the kernel variant that runs `plan` (0: not modelled)."""
+    c = constants
+    if c.single_cta_variant and plan.ctas_per_sm == 1 and c.single_cta_block_tokens:
+        return c.single_cta_block_tokens
+    return c.block_tokens
+
+
+def partial_block_us(plan: Plan, shape: AttentionShape, cap_bytes_per_us: float,
+                     constants: SimConstants = DEFAULT_CONSTANTS) -> np.ndarray | None:
+    """Per task (dispatch order, float64 [num_tasks]): the time the masked tokens of the task's
+    partial last block take at the per-CTA cap (cap in bytes/us); None when the constants give
+    no block size (see block_tokens)."""
+    block = kernel_block_tokens(plan, constants)
+    if not block:
+        return None
+    tokens = plan.item_tokens().astype(np.int64)
+    masked = (-tokens) % block
+    per_item = masked * shape.kv_bytes_per_token_per_head / cap_bytes_per_us
+    return np.tile(per_item.astype(np.float64), plan.num_kv_heads)
 
 
 def merge_bytes(plan: Plan, shape: AttentionShape) -> int:
@@ -342,12 +394,15 @@ def simulate(
     c = constants
     bw_bytes_per_us = device.hbm_bytes_per_s * c.hbm_efficiency * 1e-6
     cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c) * 1e-6
-    reads = programs_per_task(plan)
+    reads = programs_per_task(plan, c)
     nbytes = task_bytes(plan, shape)
     if reads > 1:  # each task's programs run one after the other in grid order
         nbytes = np.repeat(nbytes, reads)
     slots = num_slots(plan, device, c)
     grid = plan.grid_size * reads
+    extra_us = partial_block_us(plan, shape, cap_bytes_per_us, c)
+    if extra_us is not None and reads > 1:
+        extra_us = np.repeat(extra_us, reads)
     start, stream, end, cta, slot_of = _run_events(
         nbytes.tolist(),
         slots,
@@ -356,12 +411,13 @@ def simulate(
         cta_start_us=c.cta_start_us,
         next_task_us=c.persistent_task_us,
         rates=stream_rates(slots, bw_bytes_per_us, cap_bytes_per_us, c.saturation_sharpness),
+        extra_start_us=None if extra_us is None else extra_us.tolist(),
     )
     start += c.launch_us
     stream += c.launch_us
     end += c.launch_us
     # Programs with no work hold a slot for empty_cta_us each; spread over the slots.
-    empty_us = c.empty_cta_us * empty_programs(plan) / slots
+    empty_us = c.empty_cta_us * empty_programs(plan, c) / slots
     stage1_us = float(end.max()) + empty_us
 
     mbytes = merge_bytes(plan, shape)
@@ -429,29 +485,35 @@ def _run_events(
     cta_start_us: float,
     next_task_us: float,
     rates: list,
+    extra_start_us: list | None = None,
 ):
     """The event loop of one launch. Returns start, stream start and end times (us from the first
     CTA's start) and the CTA and slot of every task, as numpy arrays in task order.
 
     A static grid is the round-robin walk with grid == tasks: CTA i runs only task i.
+    extra_start_us: per task, time added to its start cost (a partial last block), or None.
     """
     n_tasks = len(nbytes)
     start = [0.0] * n_tasks
     stream = [0.0] * n_tasks
     end = [0.0] * n_tasks
     slot_of = [0] * n_tasks
+    extra = extra_start_us if extra_start_us is not None else [0.0] * n_tasks
     # rates[n]: what each of n streaming tasks gets (stream_rates).
 
-    # Tasks paying their start cost, as (time_us it is paid, slot, task). Each cost is a constant
-    # added to a non-decreasing clock, so one FIFO per cost stays sorted: no heap needed.
-    new_cta: deque = deque()
-    next_task: deque = deque()
+    # Tasks paying their start cost: a heap of (time_us it is paid, kind, sequence, slot, task).
+    # At equal times a new CTA (kind 0) goes before a persistent CTA's next task (kind 1), and
+    # within a kind the earlier push goes first.
+    pending: list = []
+    seq = 0
     finish: list = []  # heap of (S at which the task's bytes are served, slot, task)
+    heappush, heappop = heapq.heappush, heapq.heappop
     first_wave = min(slots, grid)
     for s in range(first_wave):
         # CTA s starts on slot s and takes task s (the counter hands out 0, 1, ... too).
         slot_of[s] = s
-        new_cta.append((cta_start_us, s, s))
+        heappush(pending, (cta_start_us + extra[s], 0, seq, s, s))
+        seq += 1
     next_cta = first_wave
     counter = first_wave  # next task of the heavy-first atomic counter
 
@@ -460,19 +522,10 @@ def _run_events(
     n_stream = 0
     rate = 0.0
     inf = math.inf
-    heappush, heappop = heapq.heappush, heapq.heappop
-    while True:
+    while pending or finish:
         t_finish = now + (finish[0][0] - served) / rate if finish else inf
-        if new_cta:
-            queue = new_cta if not next_task or new_cta[0][0] <= next_task[0][0] else next_task
-        elif next_task:
-            queue = next_task
-        elif finish:
-            queue = None
-        else:
-            break
-        if queue is not None and queue[0][0] < t_finish:
-            t, s, task = queue.popleft()
+        if pending and pending[0][0] < t_finish:
+            t, _, _, s, task = heappop(pending)
             served += (t - now) * rate
             now = t
             stream[task] = t
@@ -489,17 +542,20 @@ def _run_events(
                 if counter < n_tasks:
                     start[counter] = now
                     slot_of[counter] = s
-                    next_task.append((now + next_task_us, s, counter))
+                    heappush(pending, (now + next_task_us + extra[counter], 1, seq, s, counter))
+                    seq += 1
                     counter += 1
             elif task + grid < n_tasks:
                 nxt = task + grid
                 start[nxt] = now
                 slot_of[nxt] = s
-                next_task.append((now + next_task_us, s, nxt))
+                heappush(pending, (now + next_task_us + extra[nxt], 1, seq, s, nxt))
+                seq += 1
             elif next_cta < grid:
                 start[next_cta] = now
                 slot_of[next_cta] = s
-                new_cta.append((now + cta_start_us, s, next_cta))
+                heappush(pending, (now + cta_start_us + extra[next_cta], 0, seq, s, next_cta))
+                seq += 1
                 next_cta += 1
         rate = rates[n_stream]
     slot = np.asarray(slot_of, dtype=np.int64)
@@ -517,6 +573,8 @@ __all__ = [
     "SimResult",
     "cta_rate_cap_bytes_per_s",
     "element_bytes",
+    "kernel_block_tokens",
+    "partial_block_us",
     "empty_programs",
     "merge_bytes",
     "merged_requests",

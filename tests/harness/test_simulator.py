@@ -20,7 +20,10 @@ from kvtune.harness.device import device_model
 from kvtune.harness.sim_model import (
     DEFAULT_CONSTANTS,
     SimConstants,
+    cta_rate_cap_bytes_per_s,
+    kernel_block_tokens,
     merge_bytes,
+    partial_block_us,
     simulate,
     task_bytes,
 )
@@ -477,7 +480,8 @@ def test_merge_costs_and_earliest_start():
 
 @pytest.mark.parametrize("bad", [{"kernel_ctas_per_sm": 33}, {"kernel_ctas_per_sm": 1.5},
                                  {"saturation_sharpness": 0.1}, {"merge_row_us": -1.0},
-                                 {"merge_issue_us": float("nan")}, {"single_cta_variant": 1}])
+                                 {"merge_issue_us": float("nan")}, {"single_cta_variant": 1},
+                                 {"one_program_per_task": "yes"}])
 def test_new_constants_are_checked(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         SimConstants(**bad)
@@ -489,5 +493,38 @@ def test_calibration_without_the_new_constants_keeps_the_old_model():
     # extras.
     c = SimConstants.from_dict({"hbm_efficiency": 0.9, "cta_rate_cap_bytes_per_s": 30e9})
     assert (c.kernel_ctas_per_sm, c.single_cta_variant, c.saturation_sharpness) == (0, False, float("inf"))
+    assert c.one_program_per_task is False  # extra programs of the plan's notes are modelled
     assert c.merge_issue_us == c.merge_row_us == c.merge_per_split_us == 0.0
     assert SimConstants.from_dict(c.to_dict()) == c
+
+
+def test_partial_last_block_costs_a_whole_step_without_hbm_traffic():
+    # One task per KV head of 100 tokens: with 64-token steps the second step holds 28 masked
+    # tokens, which cost their time at the per-CTA cap on the slot but move no bytes.
+    plan = build_plan(np.array([100]), 1 << 20, num_kv_heads=8, page_size=16, ctas_per_sm=2)
+    bare = SimConstants(kernel_ctas_per_sm=2, single_cta_variant=True)
+    blocked = SimConstants(kernel_ctas_per_sm=2, single_cta_variant=True, block_tokens=64,
+                           single_cta_block_tokens=128)
+    assert kernel_block_tokens(plan, blocked) == 64 and kernel_block_tokens(plan, bare) == 0
+    cap = cta_rate_cap_bytes_per_s(plan, SHAPE, H200, blocked) * 1e-6
+    extra = partial_block_us(plan, SHAPE, cap, blocked)
+    assert partial_block_us(plan, SHAPE, cap, bare) is None
+    assert extra == pytest.approx(np.full(8, 28 * SHAPE.kv_bytes_per_token_per_head / cap))
+    a, b = simulate(plan, SHAPE, H200, bare), simulate(plan, SHAPE, H200, blocked)
+    assert b.time_us - a.time_us == pytest.approx(extra[0], rel=1e-9)  # 8 tasks side by side
+    assert b.hbm_bytes == a.hbm_bytes
+    # The one-CTA-per-SM variant steps 128 tokens: 100 tokens leave 28 masked there too, 128 none.
+    one = build_plan(np.array([100, 128]), 1 << 20, num_kv_heads=8, page_size=16, ctas_per_sm=1)
+    assert kernel_block_tokens(one, blocked) == 128
+    masked = partial_block_us(one, SHAPE, 1.0, blocked) / SHAPE.kv_bytes_per_token_per_head
+    assert masked[:2].tolist() == [28.0, 0.0]
+    # A whole number of steps costs nothing extra.
+    whole = build_plan(np.array([128]), 1 << 20, num_kv_heads=8, page_size=16, ctas_per_sm=2)
+    assert simulate(whole, SHAPE, H200, blocked).time_us == simulate(whole, SHAPE, H200, bare).time_us
+
+
+@pytest.mark.parametrize("bad", [{"block_tokens": -1}, {"block_tokens": 5000},
+                                 {"single_cta_block_tokens": 64.0}, {"block_tokens": True}])
+def test_block_tokens_are_checked(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        SimConstants(**bad)

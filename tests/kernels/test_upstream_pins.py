@@ -24,6 +24,7 @@ from kvtune.harness.device import device_model
 from kvtune.harness.sim_model import (
     SimConstants,
     empty_programs,
+    merge_bytes,
     programs_per_task,
     simulate,
     task_bytes,
@@ -217,3 +218,19 @@ def test_empty_programs_cost_slot_time():
     slots = H200.sm_count * plan.ctas_per_sm
     assert slow - base == pytest.approx(10.0 * 40 / slots)
     assert np.isfinite(base)
+
+
+def test_a_kernel_with_one_program_per_task_runs_no_extra_programs():
+    # kvtune's Triton kernel runs SGLang's and vLLM's plans with one program per planned task
+    # (harness/backends/triton.py): no empty programs, no second read of a task's KV.
+    one = SimConstants(empty_cta_us=10.0, one_program_per_task=True)
+    plan = policies.get("vllm-triton").plan([1_000] * 20, SHAPE, H200)
+    assert empty_programs(plan, one) == 0 and empty_programs(plan) == 40
+    bare = simulate(plan, SHAPE, H200, SimConstants(empty_cta_us=0.0))
+    assert simulate(plan, SHAPE, H200, one).time_us == pytest.approx(bare.time_us, rel=1e-12)
+    shape = AttentionShape(num_qo_heads=64, num_kv_heads=2)
+    plan = policies.get("sglang-triton").plan([20_000, 1_000], shape, H200)
+    assert programs_per_task(plan, one) == 1 and programs_per_task(plan) == 2
+    result = simulate(plan, shape, H200, one)
+    assert result.hbm_bytes == int(task_bytes(plan, shape).sum()) + merge_bytes(plan, shape)
+    assert len(result.task) == plan.num_tasks

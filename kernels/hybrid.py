@@ -399,6 +399,9 @@ class HybridConfig:
     num_stages: int = 2
     fused_stages: int = 2
     prefill_stages: int = 3
+    # Two-launch schedules on two streams: launch the prefill kernel first (the decode one then
+    # fills what the prefill CTAs leave of each SM) instead of the decode kernel first.
+    prefill_first: bool = False
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -607,10 +610,15 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         if side is not None and P and D:
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)
+            if cfg.prefill_first:
+                launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
+                              False)
             with torch.cuda.stream(side):
                 launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True,
                               dprog)
-            launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True, False)
+            if not cfg.prefill_first:
+                launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
+                              False)
             main.wait_stream(side)
         else:
             launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True, False)

@@ -1,0 +1,131 @@
+"""Probe: can two concurrent launches (prefill and decode on two CUDA streams) share SMs?
+
+    python3 benchmarks/hybrid_overlap_probe.py --out $OUT [--dry-run] [--reps 10]
+
+Issue 15's two-launch `streams` schedule measured about as slow as `serial` on an H200: the decode
+kernel, launched first, takes every SM's shared memory and registers, so the prefill CTAs wait.
+This probe times, on the cases of benchmarks/bench_hybrid.py (the paper's sweep), the `streams`
+plan with the prefill launch first and smaller footprints, so that one prefill CTA and a decode
+CTA fit one SM (228 KB of shared memory, 64 K registers): prefill tiles of 64 or 128 rows (4 or 8
+warps), decode pipelines of 1-2 stages. Serial and the default streams launch are the baselines
+of the same call, and prefill alone / decode alone give the max(prefill, decode) bound. Every
+variant's output is checked against the float64 reference before it is timed; the device copy
+bandwidth is measured in the same process. Writes OUT/overlap_probe.json and prints a table.
+An experiment, not a schedule of the product: what it finds decides whether `streams` gets
+these knobs (docs/KERNEL_NOTES.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_hybrid import (  # noqa: E402  (the benchmark's cases, data, check and timers)
+    BatchData,
+    EventTimer,
+    WallTimer,
+    checked,
+    copy_bandwidth,
+    dry_cases,
+    geomean,
+    gpu_cases,
+    sub_batch,
+)
+
+from kvtune.kernels import policies  # noqa: E402
+from kvtune.kernels.hybrid import prepare_hybrid, run_hybrid  # noqa: E402
+from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
+
+# (label, hybrid policy kwargs, HybridConfig overrides)
+VARIANTS = [
+    ("serial", ("hybrid-serial", {}), {}),
+    ("streams", ("hybrid-streams", {}), {}),
+    ("pf128-d2", ("hybrid-streams", {"prefill_block_m": 128}), {"prefill_first": True, "num_stages": 2}),
+    ("pf64-d2", ("hybrid-streams", {"prefill_block_m": 64}), {"prefill_first": True, "num_stages": 2}),
+    ("pf64-d1", ("hybrid-streams", {"prefill_block_m": 64}), {"prefill_first": True, "num_stages": 1}),
+    ("pf64-s2-d2", ("hybrid-streams", {"prefill_block_m": 64}),
+     {"prefill_first": True, "num_stages": 2, "prefill_stages": 2}),
+]
+
+
+def run_variant(data: BatchData, spec, timer, policy, overrides: dict) -> dict:
+    b = data.batch
+    plan = policy.plan_hybrid(b.q_lens, b.kv_lens, b.shape, spec)
+    launch = prepare_hybrid(plan, data.cache, b.q_lens)
+    if overrides:
+        launch = dataclasses.replace(launch, config=dataclasses.replace(launch.config, **overrides))
+
+    def run_into_nan():
+        return run_hybrid(launch, data.q, data.cache, out=torch.full_like(data.q, float("nan")))
+
+    ok, err, msg = checked(run_into_nan, data.ref)
+    row = {"ok": ok, "rel_error": err, "message": msg, "prefill_block_m": plan.prefill_block_m,
+           "config": dataclasses.asdict(launch.config)}
+    if ok:
+        out = torch.empty_like(data.q)
+        row.update(timer(lambda: run_hybrid(launch, data.q, data.cache, out=out)))
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "overlap_probe_out"))
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    dry = args.dry_run or not torch.cuda.is_available()
+    if dry:
+        shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=16,
+                               dtype="fp16")
+        dtype, device, timer = torch.float16, "cpu", WallTimer()
+        spec = DeviceSpec("interpreter", sm_count=4, l2_bytes=0, hbm_bytes_per_s=1e11)
+        cases = dry_cases(shape)
+    else:
+        from kvtune.harness.device import live_device
+
+        shape, dtype, device = AttentionShape(), torch.bfloat16, "cuda"
+        spec, timer, cases = live_device(), EventTimer(args.reps), gpu_cases(shape)[:8]
+    results = {"device": spec.to_dict(), "dry_run": dry, "timer": timer.name,
+               "copy": copy_bandwidth(timer, device), "cases": []}
+    for case in cases:
+        batch = case.batch()
+        data = BatchData(batch, device, dtype)
+        entry = {"case_id": case.case_id, "variants": {}}
+        for label, (name, kw), overrides in VARIANTS:
+            entry["variants"][label] = run_variant(data, spec, timer, policies.get(name, **kw),
+                                                   overrides)
+        for label, mask in (("prefill-alone", batch.is_prefill), ("decode-alone", ~batch.is_prefill)):
+            sub = sub_batch(batch, mask)
+            if sub is not None:
+                entry["variants"][label] = run_variant(BatchData(sub, device, dtype), spec, timer,
+                                                       policies.get("hybrid-serial"), {})
+        results["cases"].append(entry)
+        line = " ".join(f"{k}={v.get('median_us', float('nan')):.1f}{'' if v['ok'] else '(FAIL)'}"
+                        for k, v in entry["variants"].items())
+        print(f"{case.case_id}: {line}", flush=True)
+        with open(os.path.join(args.out, "overlap_probe.json"), "w") as fh:
+            json.dump(results, fh, indent=1, default=str)
+    # Speed-up over serial per variant (geomean over the cases where both ran and were checked).
+    for label, _, _ in VARIANTS[1:]:
+        r = [e["variants"]["serial"]["median_us"] / e["variants"][label]["median_us"]
+             for e in results["cases"]
+             if e["variants"][label].get("median_us") and e["variants"]["serial"].get("median_us")]
+        print(f"{label}: x{geomean(r):.3f} over serial (geomean of {len(r)} cases)")
+    bound = [e["variants"]["serial"]["median_us"]
+             / max(e["variants"]["prefill-alone"]["median_us"], e["variants"]["decode-alone"]["median_us"])
+             for e in results["cases"] if all(e["variants"].get(k, {}).get("median_us")
+                                              for k in ("serial", "prefill-alone", "decode-alone"))]
+    print(f"bound max(prefill, decode): x{geomean(bound):.3f} over serial")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -48,3 +48,23 @@ def test_fi_warmup_without_flashinfer_or_cuda_is_one_line():
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "bench_hybrid: error: --fi-warmup needs CUDA and flashinfer"]
+
+
+def test_overlap_probe_dry_run_checks_every_variant(tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hybrid_overlap_probe.py"),
+                           "--dry-run", "--out", str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "overlap_probe.json").read_text())
+    assert res["dry_run"] and len(res["cases"]) == 2
+    for case in res["cases"]:
+        variants = case["variants"]
+        assert {"serial", "streams", "pf64-d2", "prefill-alone", "decode-alone"} <= set(variants)
+        for name, row in variants.items():
+            assert row["ok"] and row["rel_error"] < 2e-2, (name, row)
+        # The probe's overrides reach the launch configuration it ran.
+        assert variants["pf64-d1"]["config"]["prefill_first"] is True
+        assert variants["pf64-d1"]["config"]["num_stages"] == 1
+        assert variants["serial"]["config"]["prefill_first"] is False
+    assert "over serial" in proc.stdout

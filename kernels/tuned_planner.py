@@ -98,7 +98,7 @@ DEFAULT_MAX_CHUNK_TOKENS = 16384
 # The makespan family's modelled cost of one piece beyond its tokens, when a bucket gives none.
 DEFAULT_PIECE_COST_TOKENS = 384
 # The makespan family replaces the engine's own chunk only when another chunk's modelled busiest
-# slot is shorter by more than this factor: the model is a token count, and on 490 GPU cases
+# slot is shorter by more than this factor: the model is a token count, and on 471 GPU cases
 # (H100 and H200, Triton and FlashInfer, 2026-11-26) a 6% margin was what kept every choice
 # within 2% of the engine's planner where the model's preference was only a near-tie.
 ENGINE_PREFERENCE = 1.06
@@ -542,7 +542,7 @@ def makespan_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, num_sms: in
     Why a model and not a formula: the best chunk of a small skewed batch depends on where its
     long request's pieces land in the waves; the busiest slot of the in-order launch, with a
     fixed cost per piece, ranked the chunk grid within 1% of the per-case best chunk in
-    geomean on 490 GPU cases (docs/PERFORMANCE.md, fourth session).
+    geomean on 471 GPU cases (docs/PERFORMANCE.md, fourth session).
     """
     kv = np.asarray(kv_lens, dtype=np.int64)
     max_pages = int(-(-int(kv.max()) // page_size))

@@ -10,12 +10,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_dry_run_writes_checked_table(tmp_path):
+def _dry_run(script: str, out) -> subprocess.CompletedProcess:
+    """benchmarks/<script> --dry-run under the interpreter; fails the test on a non-zero exit."""
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_hybrid.py"),
-                           "--dry-run", "--out", str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--dry-run",
+                           "--out", str(out)], env=env, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
+def test_dry_run_writes_checked_table(tmp_path):
+    _dry_run("bench_hybrid.py", tmp_path)
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["dry_run"] and len(res["cases"]) == 2
     for case in res["cases"]:
@@ -51,11 +57,7 @@ def test_fi_warmup_without_flashinfer_or_cuda_is_one_line():
 
 
 def test_overlap_probe_dry_run_checks_every_variant(tmp_path):
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hybrid_overlap_probe.py"),
-                           "--dry-run", "--out", str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _dry_run("hybrid_overlap_probe.py", tmp_path)
     res = json.loads((tmp_path / "overlap_probe.json").read_text())
     assert res["dry_run"] and len(res["cases"]) == 2
     for case in res["cases"]:

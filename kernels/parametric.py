@@ -94,25 +94,35 @@ def adaptive_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: 
     return pages * page_size
 
 
-def _check_chunk_knobs(split_params, max_chunk_tokens: int) -> None:
-    """The knobs every per-batch chunk family shares (AdaptiveChunkPolicy, MakespanChunkPolicy)."""
-    if not isinstance(split_params, SplitParams):
-        raise ValueError(f"split_params: {split_params!r} is not a SplitParams")  # noqa: TRY004
-    check_int("max_chunk_tokens", max_chunk_tokens, 1, 1 << 20)
+class _OneChunkPerBatch:
+    """What the per-batch chunk families share (AdaptiveChunkPolicy, MakespanChunkPolicy): their
+    knob check, and a plan of pieces of exactly the chunk the subclass computes for the batch
+    (`_chunk_tokens`), in request order (FixedSplitPolicy, static order), noted with the chunk
+    and the family that chose it."""
 
+    family: ClassVar[str]
 
-def _one_chunk_plan(kv_lens, shape: AttentionShape, device: DeviceSpec, chunk_tokens: int,
-                    ctas_per_sm: int, family: str) -> Plan:
-    """Pieces of exactly chunk_tokens in request order (FixedSplitPolicy, static order), noted
-    with the chunk and the family that chose it."""
-    plan = FixedSplitPolicy(chunk_tokens=chunk_tokens, schedule="static",
-                            ctas_per_sm=ctas_per_sm).plan(kv_lens, shape, device)
-    plan.notes.update(chunk_tokens=chunk_tokens, family=family)
-    return plan
+    def _check_knobs(self) -> None:
+        if not isinstance(self.split_params, SplitParams):
+            raise ValueError(f"split_params: {self.split_params!r} is not a SplitParams")  # noqa: TRY004
+        check_int("max_chunk_tokens", self.max_chunk_tokens, 1, 1 << 20)
+
+    @classmethod
+    def default_params(cls) -> dict:
+        return cls().params()
+
+    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
+        kv_lens = as_kv_lens(kv_lens)
+        chunk = self._chunk_tokens(kv_lens, shape, device)
+        plan = FixedSplitPolicy(chunk_tokens=chunk, schedule="static",
+                                ctas_per_sm=self.split_params.ctas_per_sm).plan(kv_lens, shape,
+                                                                                device)
+        plan.notes.update(chunk_tokens=chunk, family=self.family)
+        return plan
 
 
 @dataclass(frozen=True)
-class AdaptiveChunkPolicy:
+class AdaptiveChunkPolicy(_OneChunkPerBatch):
     """One chunk per batch, computed from the batch at plan time (adaptive_chunk_tokens), then
     pieces of exactly that many tokens in request order (FixedSplitPolicy, static order).
 
@@ -123,9 +133,10 @@ class AdaptiveChunkPolicy:
     split_params: SplitParams = field(default_factory=SplitParams)
     max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS
     name: ClassVar[str] = "adaptive-chunk"
+    family: ClassVar[str] = ADAPTIVE_FAMILY
 
     def __post_init__(self) -> None:
-        _check_chunk_knobs(self.split_params, self.max_chunk_tokens)
+        self._check_knobs()
 
     def params(self) -> dict:
         return {**self.split_params.to_dict(), "max_chunk_tokens": self.max_chunk_tokens}
@@ -135,17 +146,10 @@ class AdaptiveChunkPolicy:
         max_chunk = params.pop("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS)
         return cls(SplitParams(**params), max_chunk)
 
-    @classmethod
-    def default_params(cls) -> dict:
-        return cls().params()
-
-    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
-        kv_lens = as_kv_lens(kv_lens)
-        p = self.split_params
-        chunk = adaptive_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
-                                      device.sm_count, device.max_ctas_per_sm, p,
-                                      self.max_chunk_tokens)
-        return _one_chunk_plan(kv_lens, shape, device, chunk, p.ctas_per_sm, ADAPTIVE_FAMILY)
+    def _chunk_tokens(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> int:
+        return adaptive_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
+                                     device.sm_count, device.max_ctas_per_sm, self.split_params,
+                                     self.max_chunk_tokens)
 
 
 def makespan_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: int,
@@ -164,7 +168,7 @@ def makespan_chunk_tokens(kv_lens, num_kv_heads: int, page_size: int, sm_count: 
 
 
 @dataclass(frozen=True)
-class MakespanChunkPolicy:
+class MakespanChunkPolicy(_OneChunkPerBatch):
     """One chunk per batch, chosen at plan time by makespan_chunk_tokens, then pieces of exactly
     that many tokens in request order (FixedSplitPolicy, static order).
 
@@ -181,9 +185,10 @@ class MakespanChunkPolicy:
     max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS
     piece_cost_tokens: int = DEFAULT_PIECE_COST_TOKENS
     name: ClassVar[str] = "makespan-chunk"
+    family: ClassVar[str] = MAKESPAN_FAMILY
 
     def __post_init__(self) -> None:
-        _check_chunk_knobs(self.split_params, self.max_chunk_tokens)
+        self._check_knobs()
         check_int("piece_cost_tokens", self.piece_cost_tokens, 0, 1 << 20)
 
     def params(self) -> dict:
@@ -197,17 +202,10 @@ class MakespanChunkPolicy:
         knobs = {**cls().split_params.to_dict(), **params}  # the study's defaults, overridden
         return cls(SplitParams(**knobs), max_chunk, piece_cost)
 
-    @classmethod
-    def default_params(cls) -> dict:
-        return cls().params()
-
-    def plan(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> Plan:
-        kv_lens = as_kv_lens(kv_lens)
-        p = self.split_params
-        chunk = makespan_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
-                                      device.sm_count, device.max_ctas_per_sm, p,
-                                      self.max_chunk_tokens, self.piece_cost_tokens)
-        return _one_chunk_plan(kv_lens, shape, device, chunk, p.ctas_per_sm, MAKESPAN_FAMILY)
+    def _chunk_tokens(self, kv_lens, shape: AttentionShape, device: DeviceSpec) -> int:
+        return makespan_chunk_tokens(kv_lens, shape.num_kv_heads, shape.page_size,
+                                     device.sm_count, device.max_ctas_per_sm, self.split_params,
+                                     self.max_chunk_tokens, self.piece_cost_tokens)
 
 
 @dataclass(frozen=True)

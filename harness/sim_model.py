@@ -19,8 +19,9 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   streams its bytes. A kernel whose loop steps a fixed block of tokens (`block_tokens`;
   `single_cta_block_tokens` for the one-CTA-per-SM variant) also spends, per task, the time its
   partial last block's masked tokens would take at the per-CTA cap: the iteration waits out a
-  whole block's memory latency but moves only the valid tokens' bytes (tile quantisation). Streaming tasks share the achievable HBM bandwidth equally and none exceeds
-  the per-CTA rate cap; n streaming tasks get together the smooth roofline
+  whole block's memory latency but moves only the valid tokens' bytes (tile quantisation).
+  Streaming tasks share the achievable HBM bandwidth equally and none exceeds the per-CTA rate
+  cap; n streaming tasks get together the smooth roofline
   bw / (1 + (bw / (n cap)) ** k) ** (1 / k) (k = `saturation_sharpness`; inf = min(n cap, bw)):
   near saturation the loaded memory latency grows, so n CTAs get less than n x cap.
 - Split requests add a merge launch that reads every partial output and LSE and writes the final

@@ -46,8 +46,8 @@ t0=$(date +%s)
     else
       stop=min_samples=5,min_time_ms=5,max_noise=0.02,timeout_s=0.5
       # FlashInfer runs one chunk per batch: the search is one-dimensional (8 trials), then its
-      # best chunk and the adaptive candidates are re-measured. Triton: the five-knob search's
-      # top two and the adaptive candidates. FlashInfer's backend cannot run fa3's per-request
+      # best chunk and the makespan candidates are re-measured. Triton: the five-knob search's
+      # top two and the makespan candidates. FlashInfer's backend cannot run fa3's per-request
       # splits, so its baselines are its own planner and the 2048-token chunk.
       if [ "$backend" = flashinfer ]; then
         picks=(--trials 8 --finalists 1 --baselines flashinfer-tensor-core,fixed-split)

@@ -24,7 +24,9 @@ PROCESS_FIELDS = ("study", "storage", "journal", "resume", "workers", "gpus", "t
                   "heartbeat_s", "no_progress")
 # Settings a resume may change: how many trials, how they are drawn and how the end is judged.
 RESUME_FREE_FIELDS = ("trials", "sampler", "seed", "pruner", "finalists", "finalist_rounds",
-                      "oracle", "preset", "validate", "stress", "adaptive")
+                      "oracle", "preset", "validate", "stress", "adaptive", "families")
+# The per-batch rule families a study can measure as finalists (studies/finalists.py).
+PER_BATCH_FAMILIES = ("makespan", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class TuneConfig:
     max_buckets: int = 4
     validate: tuple = ()  # specs (studies/validation.py); () = held-out seeds; ("none",) = off
     stress: bool = True
-    adaptive: bool = True  # adaptive-family finalists (studies/finalists.py)
+    adaptive: bool = True  # per-batch finalists at all (studies/finalists.py); False: none
+    families: str = "makespan"  # which per-batch families, comma-separated (PER_BATCH_FAMILIES)
     sampler: str | None = None  # None: tpe, or nsga2 for the multi-objective mode
     seed: int = 0
     objective: str = "robust"
@@ -87,6 +90,10 @@ class TuneConfig:
                 raise ValueError(f"{name.replace('_', '-')}: {value!r} out of range; allowed: {lo}..{hi}")
         if self.timeout_s is not None and not self.timeout_s > 0:
             raise ValueError(f"timeout-s: {self.timeout_s} must be > 0")
+        names = [f.strip() for f in str(self.families).split(",")]
+        if not all(names) or any(f not in PER_BATCH_FAMILIES for f in names):
+            raise ValueError(f"families: {self.families!r} not allowed; allowed: a comma-separated "
+                             f"list of {', '.join(PER_BATCH_FAMILIES)}")
         if self.storage and self.journal:
             raise ValueError("storage: give --storage URL or --journal FILE, not both")
 
@@ -98,6 +105,13 @@ class TuneConfig:
                             dtype=self.dtype, kv_dtype=self.kv_dtype,
                             num_qo_heads=self.num_qo_heads,
                             num_kv_heads=self.num_kv_heads, head_dim=self.head_dim)
+
+    @property
+    def per_batch_families(self) -> tuple[str, ...]:
+        """The per-batch families measured as finalists, in the order given; () with --no-adaptive."""
+        if not self.adaptive:
+            return ()
+        return tuple(dict.fromkeys(f.strip() for f in self.families.split(",")))
 
     @property
     def multi_objective(self) -> bool:

@@ -14,10 +14,10 @@ Rule families: besides the search's configurations (the backend's rule), the fin
 few `makespan` candidates (makespan_candidates: one chunk per batch chosen at plan time by a model
 of the launch, kernels.parametric.MakespanChunkPolicy), so each bucket picks its family on the
 same interleaved measurements; `defer` is decided afterwards on held-out cases
-(studies/validation.py). The `adaptive` family (adaptive_candidates) is still planned and
-exported, but a study no longer measures it: on the GPU rows of four acceptance runs the makespan
-rule was within 1% of the per-case best chunk where adaptive's winners were up to 18.5% off
-(docs/PERFORMANCE.md, fourth session).
+(studies/validation.py). The `adaptive` family (adaptive_candidates) is measured too when a
+study asks for it (`kvtune tune --families makespan,adaptive`), not by default: on the GPU rows
+of four acceptance runs the makespan rule was within 1% of the per-case best chunk where
+adaptive's winners were up to 18.5% off (docs/PERFORMANCE.md, fourth session).
 """
 
 from __future__ import annotations
@@ -51,9 +51,11 @@ ADAPTIVE_MAX_CHUNKS_TOKENS = (1 << 20, 8192)
 
 # The makespan candidates: the modelled cost of a piece beyond its tokens (tokens), with the
 # model counting 2 CTA slots per SM over a chunk grid of 512..16384 tokens. On the GPU rows of the
-# third session (H100 and H200, Triton graph replays and FlashInfer CUPTI, 471 cases) 256-512
-# ranked best on every card and kernel; the grid brackets that, so each bucket measures it.
-MAKESPAN_PIECE_COSTS_TOKENS = (128, 256, 384, 512, 768)
+# third and fourth sessions (H100 and H200, Triton graph replays and FlashInfer CUPTI, 1,197
+# cases, engine margin kernels.tuned_planner.ENGINE_PREFERENCE) 384-768 never planned a case
+# slower than FlashInfer's planner; 128 planned 15 cases more than 2% slower, 256 two (one H100
+# threshold batch, 2.8%) for 0.2% of geomean, so the grid starts at 384.
+MAKESPAN_PIECE_COSTS_TOKENS = (384, 512, 768)
 MAKESPAN_CTAS_PER_SM = 2
 MAKESPAN_MIN_CHUNK_TOKENS = 512
 MAKESPAN_MAX_CHUNK_TOKENS = 16384

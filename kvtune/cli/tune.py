@@ -39,9 +39,12 @@ def add_parser(sub) -> None:
                    help="held-out cases the search never sees (repeatable): a suite name, "
                         "distribution:NAME, trace:FILE, or none (default: a held-out share of the "
                         "training suite's seeds)")
+    p.add_argument("--families", metavar="LIST",
+                   help="per-batch rule families measured as finalists, comma-separated: makespan "
+                        "(one chunk per batch from a model of the launch), adaptive (a chunk from "
+                        "the batch's total tokens and target waves) (default makespan)")
     p.add_argument("--no-adaptive", dest="adaptive", action="store_false",
-                   help="no per-batch finalists (the makespan family: one chunk per batch chosen at "
-                        "plan time)")
+                   help="no per-batch finalists at all (neither family of --families)")
     p.add_argument("--no-stress", dest="stress", action="store_false",
                    help="do not add the stress share (skew80 and uniform batches of 262,144 tokens "
                         "and lognormal short contexts at each training batch size)")

@@ -234,3 +234,10 @@ def test_a_failed_tune_leaves_no_new_empty_storage_file(tmp_path, capsys, monkey
     journal = tmp_path / "j.log"
     one_line(capsys, TUNE + ["--study", "f", "--out", out, "--journal", journal], "gpus")
     assert not journal.exists()
+
+
+@pytest.mark.parametrize("families", ["fixed-chunk", "makespan,", "makespan,nonsense", ""])
+def test_unknown_per_batch_families_are_refused(tmp_path, capsys, families):
+    one_line(capsys, TUNE + ["--study", "f", "--out", tmp_path / "r", "--families", families],
+             "families:", "makespan, adaptive")
+    assert not (tmp_path / "r").exists()

@@ -294,6 +294,18 @@ def test_tune_with_auto_buckets_stores_the_grid_and_covers_the_suite(tmp_path):
     assert len(rows[rows["phase"] == "buckets"]) == 12 * 7  # (3 cases + 3 x 3 stress cases) x (6 chunks + the engine's planner)
 
 
+def test_families_adaptive_measures_adaptive_finalists_beside_makespan(tmp_path):
+    root = run_tune(_config(tmp_path, study="fam", validate=("none",), families="adaptive,makespan"))
+    result = load_tuning_result(root)
+    measured = {f.family for b in result.buckets for f in b.finalists}
+    assert {"adaptive", "makespan"} <= measured
+    assert all(f.max_chunk_tokens for b in result.buckets for f in b.finalists
+               if f.family == "adaptive")
+    none = load_tuning_result(run_tune(_config(tmp_path, study="none", validate=("none",),
+                                               families="adaptive", adaptive=False)))
+    assert not any(f.family for b in none.buckets for f in b.finalists)
+
+
 def test_adaptive_candidates_drop_those_that_plan_the_same_chunks():
     from kvtune.studies.finalists import adaptive_candidates
     from kvtune.studies.space import space_for

@@ -17,6 +17,8 @@
 # direction (the CPU test does). GENERALISE_TIMER (default auto = CUPTI) is the GPU timer of the
 # tune and bench runs: `graph` replays each decode from a CUDA graph as serving engines do, which
 # keeps the host's launch of the merge kernel out of 20-40 us Triton decodes.
+# GENERALISE_KV_DTYPE (default: the query type) runs every tune and bench on that KV cache type,
+# e.g. fp8_e4m3: the study is then tuned on fp8 and judged on fp8.
 set -euo pipefail
 out=${1:?usage: generalise_gpu.sh OUT [BACKEND...]}
 shift
@@ -29,6 +31,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 kvtune() { python3 -m kvtune "$@"; }
 chunks=""
 for c in 512 1024 2048 4096 8192 16384; do chunks+="fixed-split:chunk_tokens=$c,"; done
+kv=()
+[ -n "${GENERALISE_KV_DTYPE:-}" ] && kv=(--kv-dtype "$GENERALISE_KV_DTYPE")
 t0=$(date +%s)
 {
   for backend in "${backends[@]}"; do
@@ -70,14 +74,14 @@ t0=$(date +%s)
       else train=("${train_b[@]}"); val=("${val_b[@]}"); benches=("${bench_b[@]}"); name=prodmix; fi
       study="gen-$backend-$name"
       start=$(date +%s)
-      kvtune tune --study "$study" "${train[@]}" "${val[@]}" "${common[@]}" --out "$res/tune" \
+      kvtune tune --study "$study" "${train[@]}" "${val[@]}" "${common[@]}" "${kv[@]}" --out "$res/tune" \
           --no-progress || { echo "== tune $study failed: $?"; continue; }
       kvtune export --study "$study" --storage "sqlite:///$res/tune/optuna.db" \
           -o "$res/$study.json" --allow-regression || { echo "== export $study failed: $?"; continue; }
       for b in "${benches[@]}"; do
         # shellcheck disable=SC2086
         kvtune bench $b --policies "${chunks}flashinfer-tensor-core" --heuristic "$res/$study.json" \
-            "${measure[@]}" --out "$res/bench-$study" --no-progress --format csv > /dev/null \
+            "${measure[@]}" "${kv[@]}" --out "$res/bench-$study" --no-progress --format csv > /dev/null \
             || echo "== bench of $study on $b failed: $?"
       done
       echo "== $study: wall $(( $(date +%s) - start )) s"

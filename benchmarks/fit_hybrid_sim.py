@@ -155,10 +155,13 @@ def main(argv=None) -> int:
                     help="a HybridSimConstants field for the 'before' model (default: the "
                          "defaults), e.g. one_launch_decode_efficiency=1 for the model without it")
     args = ap.parse_args(argv)
+    try:
+        before = start_constants(args.start)
+    except ValueError as e:
+        ap.error(str(e))  # one line, exit 2
     with open(args.results) as f:
         results = json.load(f)
     data = rows(results)
-    before = start_constants(args.start)
     after = fit(data, before)
     b, a = errors(data, before), errors(data, after)
     n_fused = len(b.get("fused", []))

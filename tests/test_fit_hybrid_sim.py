@@ -74,3 +74,12 @@ def test_fit_start_refuses_an_unknown_field():
         mod.start_constants(["nope=1"])
     with pytest.raises(ValueError, match=r"one_launch_decode_efficiency: .*allowed: \(0, 1\]"):
         mod.start_constants(["one_launch_decode_efficiency=2"])
+
+
+def test_fit_bad_start_exits_2_in_one_line(tmp_path, capsys):
+    mod = load_benchmark("fit_hybrid_sim")
+    with pytest.raises(SystemExit) as exc:
+        mod.main([str(tmp_path / "absent.json"), "--start", "one_launch_decode_efficiency=0"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("one_launch_decode_efficiency: 0.0 out of range; allowed: (0, 1]")

@@ -1,4 +1,4 @@
-"""Fit the hybrid simulator's prefill constant to a GPU run of benchmarks/bench_hybrid.py.
+"""Fit the hybrid simulator's constants to a GPU run of benchmarks/bench_hybrid.py.
 
     python benchmarks/fit_hybrid_sim.py RESULTS.json [--json OUT.json]
 
@@ -6,12 +6,17 @@ RESULTS.json is bench_hybrid.py's output (its cases, each variant's median_us, t
 cases are rebuilt from their case ids (workloads.hybrid.HybridCase, deterministic), every variant
 is planned again with its policy and simulated (harness/sim_hybrid.py) on the run's device.
 
-Fit: `prefill_efficiency` (the fraction of the tensor-core peak a prefill tile reaches) on the
-`prefill-alone` rows only (a prefill batch alone is compute-bound: its time is the one number
-that constant sets), by a 1-D search of the median log error. Held out: every mixed variant
-(serial, streams, fused, pod, partitioned, the tuned grid) and decode-alone. Prints the median
-and worst relative error per variant before and after; nothing is written into the project
-(set the default in harness/sim_hybrid.py from what it prints, with the run named there).
+Fit, two 1-D searches of the median log error, each on one variant's rows only:
+1. `prefill_efficiency` (the fraction of the tensor-core peak a prefill tile reaches) on the
+   `prefill-alone` rows (a prefill batch alone is compute-bound: its time is the one number that
+   constant sets);
+2. then `one_launch_decode_efficiency` (the rate a decode task keeps in a one-launch kernel that
+   also holds prefill tiles) on the `fused` rows (the only constant a fused launch adds); skipped,
+   with a line saying so, where the run has no fused rows.
+Held out: everything else (serial, streams, pod, partitioned, the tuned grid, decode-alone).
+Prints the median and worst relative error per variant before (the defaults) and after;
+nothing is written into the project (set the defaults in harness/sim_hybrid.py from what it
+prints, with the run named there).
 """
 
 from __future__ import annotations
@@ -92,19 +97,30 @@ def errors(data: list[dict], hybrid: HybridSimConstants) -> dict:
     return by
 
 
-def fit(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
-    """prefill_efficiency minimising |median log(sim / gpu)| over the prefill-alone rows."""
-    train = [d for d in data if d["variant"] == "prefill-alone"]
-    if not train:
-        raise ValueError("results: no prefill-alone rows to fit prefill_efficiency on")
+def _fit_one(train: list[dict], variant: str, start: HybridSimConstants,
+             field: str) -> HybridSimConstants:
+    """`field` on the grid 0.10 .. 1.00 (step 0.01) minimising |median log(sim / gpu)| over
+    `train` (the rows of `variant`); ties go to the smallest value."""
 
-    def loss(eff: float) -> float:
-        e = errors(train, replace(start, prefill_efficiency=eff))["prefill-alone"]
+    def loss(value: float) -> float:
+        e = errors(train, replace(start, **{field: float(value)}))[variant]
         return abs(float(np.median(np.log1p(e))))
 
     grid = np.round(np.arange(0.10, 1.0001, 0.01), 2)
-    best = min(grid, key=loss)
-    return replace(start, prefill_efficiency=float(best))
+    return replace(start, **{field: float(min(grid, key=loss))})
+
+
+def fit(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
+    """prefill_efficiency on the prefill-alone rows, then one_launch_decode_efficiency on the
+    fused rows (kept at start's value where there are none)."""
+    train = [d for d in data if d["variant"] == "prefill-alone"]
+    if not train:
+        raise ValueError("results: no prefill-alone rows to fit prefill_efficiency on")
+    out = _fit_one(train, "prefill-alone", start, "prefill_efficiency")
+    fused = [d for d in data if d["variant"] == "fused"]
+    if fused:
+        out = _fit_one(fused, "fused", out, "one_launch_decode_efficiency")
+    return out
 
 
 def table(by: dict) -> list[str]:
@@ -116,23 +132,49 @@ def table(by: dict) -> list[str]:
     return lines
 
 
+def start_constants(items: list[str]) -> HybridSimConstants:
+    """HybridSimConstants() with each FIELD=VALUE of `items` replaced (ValueError naming it)."""
+    fields = set(HybridSimConstants.__dataclass_fields__)
+    kw = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in fields:
+            raise ValueError(f"--start: {name!r} unknown; allowed: {sorted(fields)}")
+        try:
+            kw[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--start {name}: {value!r} is not a number") from None
+    return HybridSimConstants(**kw)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results")
     ap.add_argument("--json", help="write the fitted constants and both tables here")
+    ap.add_argument("--start", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a HybridSimConstants field for the 'before' model (default: the "
+                         "defaults), e.g. one_launch_decode_efficiency=1 for the model without it")
     args = ap.parse_args(argv)
+    try:
+        before = start_constants(args.start)
+    except ValueError as e:
+        ap.error(str(e))  # one line, exit 2
     with open(args.results) as f:
         results = json.load(f)
     data = rows(results)
-    before = HybridSimConstants()
     after = fit(data, before)
     b, a = errors(data, before), errors(data, after)
+    n_fused = len(b.get("fused", []))
     print(f"prefill_efficiency: {before.prefill_efficiency} -> {after.prefill_efficiency} "
           f"(fitted on {len(b.get('prefill-alone', []))} prefill-alone rows)")
+    print(f"one_launch_decode_efficiency: {before.one_launch_decode_efficiency} -> "
+          f"{after.one_launch_decode_efficiency} "
+          + (f"(fitted on {n_fused} fused rows)" if n_fused else "(not fitted: no fused rows)"))
     print("\nbefore\n" + "\n".join(table(b)) + "\n\nafter\n" + "\n".join(table(a)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"prefill_efficiency": after.prefill_efficiency,
+                       "one_launch_decode_efficiency": after.one_launch_decode_efficiency,
                        "before": {k: list(map(float, v)) for k, v in b.items()},
                        "after": {k: list(map(float, v)) for k, v in a.items()}}, f, indent=1)
     return 0 if all(math.isfinite(x) for v in a.values() for x in v) else 1

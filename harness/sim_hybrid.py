@@ -10,7 +10,9 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
   `prefill_efficiency`) is split among the tasks on that SM in proportion to their tile rows (a
   lone CTA reaches at most `single_cta_compute_fraction` of it); the achievable HBM bandwidth
   (hbm_efficiency x datasheet) is split equally among all tasks still streaming, each capped at
-  `cta_rate_cap_bytes_per_s`. A task progresses at 1 / max(FLOPs / compute, bytes / bandwidth).
+  `cta_rate_cap_bytes_per_s`. A task progresses at 1 / max(FLOPs / compute, bytes / bandwidth),
+  a decode task in a one-launch kernel (fused, sm-aware) that also holds prefill tiles at
+  `one_launch_decode_efficiency` x that.
 - Dispatch: serial runs the prefill launch to its end, then the decode launch (each adds
   launch_us); streams queues the prefill CTAs then the decode CTAs of a second kernel (the block
   scheduler serves the first kernel first); fused queues the plan's one work list; sm-aware gives
@@ -35,17 +37,32 @@ class HybridSimConstants:
     """prefill_efficiency: fraction of the tensor-core peak a Triton prefill tile reaches (0..1];
     0.26, fitted by benchmarks/fit_hybrid_sim.py on the prefill-alone rows of the H200 run of
     benchmarks/bench_hybrid.py (2026-11-26 07:16 UTC; it was 0.45, set by hand, 41% too fast
-    there). Held out, the serial and streams rows then sit at a median error of 0% and -1%; the
-    one-launch schedules (fused, pod, the tuned grid) are still predicted about 26% too fast:
-    co-located prefill and decode CTAs slow each other more than this model shares an SM.
-    single_cta_compute_fraction: most of an SM's math one CTA uses (0..1], 0.6."""
+    there). Held out, the serial and streams rows then sit at a median error of 0% and -1%.
+    single_cta_compute_fraction: most of an SM's math one CTA uses (0..1], 0.6.
+    one_launch_decode_efficiency: fraction of its two-launch rate a decode task reaches in a
+    one-launch hybrid kernel (schedule fused or sm-aware) that also holds prefill tiles (0..1];
+    1 is the model without it. Why: the one kernel carries both code paths, so its CTAs are
+    sized (registers, shared memory) for the prefill tile and a decode item in it keeps fewer
+    loads in flight than the dedicated decode kernel; the prefill tiles are compute-bound and
+    keep their rate. Two-launch schedules (serial, streams, partitioned as modelled) and a launch
+    of one kind only are untouched. 0.53, fitted by benchmarks/fit_hybrid_sim.py on the 10 `fused`
+    rows of the same 07:16 run (median (worst) error -28.4% (-37.8%) -> -0.1% (+20.6%)); held
+    out there: pod -25.9% (-57.7%) -> -1.5% (+30.8%), the 60 tuned-grid rows -25.7% (-51.6%) ->
+    +0.8% (+49.7%); serial, streams and either half alone unchanged. Tried and not kept: slowing
+    only the tasks that share an SM with the other kind at that moment (decode tasks alone: even
+    a rate of 0.15 leaves fused at -23%; both kinds: the rate that fits fused, about 0.27, puts
+    pod's median near +50%), and slowing every task of the launch by one factor, 0.72 on fused
+    (worst held out: pod -41%, tuned +46%)."""
 
     prefill_efficiency: float = 0.26
     single_cta_compute_fraction: float = 0.6
+    one_launch_decode_efficiency: float = 0.53
 
     def __post_init__(self) -> None:
-        for name in ("prefill_efficiency", "single_cta_compute_fraction"):
+        for name in ("prefill_efficiency", "single_cta_compute_fraction",
+                     "one_launch_decode_efficiency"):
             v = getattr(self, name)
+            # NaN fails both comparisons, so it is refused too.
             if not (isinstance(v, (int, float)) and 0 < v <= 1):
                 raise ValueError(f"{name}: {v!r} out of range; allowed: (0, 1]")
 
@@ -126,8 +143,9 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     slot_of = np.zeros(n, dtype=np.int64)
     P = int((kind == 1).sum())
 
-    def run(queue_fn, t0: float) -> float:
-        """Event loop from time t0 until queue_fn() has nothing left and every slot is idle."""
+    def run(queue_fn, t0: float, decode_rate: float = 1.0) -> float:
+        """Event loop from time t0 until queue_fn() has nothing left and every slot is idle;
+        decode tasks progress at decode_rate x the model's rate (one_launch_decode_efficiency)."""
         slot_task = np.full(sms * ctas, -1)
         left = np.zeros(n)  # remaining fraction of each task
         ready_at = np.zeros(n)
@@ -156,6 +174,8 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
             streaming = active[nbytes[active] > 0]
             per_task_bw = min(bw / max(1, streaming.size), constants.cta_rate_cap_bytes_per_s)
             dur = np.maximum(flops[active] / compute, nbytes[active] / per_task_bw)
+            if decode_rate != 1.0:  # skipped at 1: the two-launch paths stay bit-identical
+                dur = np.where(kind[active] == 0, dur / decode_rate, dur)
             finish = t + left[active] * dur
             waiting = running[ready_at[running] > t + 1e-15]
             t_next = float(finish.min())
@@ -173,6 +193,8 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         return lambda sm: next(it, None)
 
     launch = constants.launch_us * 1e-6
+    # One launch holding both kinds: its decode tasks run in CTAs sized for the prefill tile.
+    one_launch_rate = hybrid.one_launch_decode_efficiency if 0 < P < n else 1.0
     pre_ids, dec_ids = np.arange(P), np.arange(P, n)
     if plan.schedule == "serial":
         t = run(from_list(pre_ids), 0.0) + (launch if P else 0.0)
@@ -186,7 +208,8 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         else:
             order = np.arange(n)
         launches = 1 if plan.schedule == "fused" else (P > 0) + (n > P)
-        t = run(from_list(order), 0.0) + launches * launch
+        rate = one_launch_rate if plan.schedule == "fused" else 1.0
+        t = run(from_list(order), 0.0, rate) + launches * launch
     else:
         rp, rd = plan.sm_ratio()
         tickets = np.zeros(sms, dtype=np.int64)
@@ -205,7 +228,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
             nxt["d"] += 1
             return nxt["d"] - 1
 
-        t = run(pick, 0.0) + launch
+        t = run(pick, 0.0, one_launch_rate) + launch
     merge_us = 0.0
     split_rows = _merged_rows(plan)
     if split_rows:

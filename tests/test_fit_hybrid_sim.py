@@ -1,5 +1,5 @@
-"""benchmarks/fit_hybrid_sim.py recovers a known prefill efficiency from bench_hybrid-shaped
-results whose "GPU" times the simulator made with that efficiency."""
+"""benchmarks/fit_hybrid_sim.py recovers known constants (prefill efficiency, one-launch decode
+efficiency) from bench_hybrid-shaped results whose "GPU" times the simulator made with them."""
 
 from __future__ import annotations
 
@@ -14,29 +14,72 @@ from kvtune.workloads.hybrid import HybridCase
 from tests.benchmark_scripts import load_benchmark
 
 
-def test_fit_recovers_the_prefill_efficiency(tmp_path):
-    mod = load_benchmark("fit_hybrid_sim")
-    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=128, page_size=16)
-    device = DeviceSpec(name="h200", sm_count=132, l2_bytes=60 << 20, hbm_bytes_per_s=4.8e12,
-                        max_ctas_per_sm=8)
-    truth = HybridSimConstants(prefill_efficiency=0.31)
+SHAPE = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=128, page_size=16)
+DEVICE = DeviceSpec(name="h200", sm_count=132, l2_bytes=60 << 20, hbm_bytes_per_s=4.8e12,
+                    max_ctas_per_sm=8)
+
+
+def _results(tmp_path, mod, truth, names):
     cases = []
     for chunk, b in ((512, 8), (1024, 32)):
-        case = HybridCase({"context_tokens": 2048, "chunk_tokens": chunk}, b, shape)
+        case = HybridCase({"context_tokens": 2048, "chunk_tokens": chunk}, b, SHAPE)
         batch = case.batch()
         variants = {}
-        for name in ("serial", "prefill-alone", "decode-alone"):
+        for name in names:
+            pol, kw = mod.VARIANT_POLICIES[name]
             sub = mod.variant_batch(batch, name)
-            plan = policies.get("hybrid-serial").plan_hybrid(sub.q_lens, sub.kv_lens, shape,
-                                                              device)
-            t = simulate_hybrid(plan, shape, device, hybrid=truth).time_us
+            plan = policies.get(pol, **kw).plan_hybrid(sub.q_lens, sub.kv_lens, SHAPE, DEVICE)
+            t = simulate_hybrid(plan, SHAPE, DEVICE, hybrid=truth).time_us
             variants[name] = {"ok": True, "median_us": t}
         cases.append({"case_id": case.case_id, "variants": variants})
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"shape": shape.to_dict(), "device": device.to_dict(),
+    path.write_text(json.dumps({"shape": SHAPE.to_dict(), "device": DEVICE.to_dict(),
                                 "cases": cases}))
+    return path
+
+
+def test_fit_recovers_the_prefill_efficiency(tmp_path, capsys):
+    mod = load_benchmark("fit_hybrid_sim")
+    truth = HybridSimConstants(prefill_efficiency=0.31)
+    path = _results(tmp_path, mod, truth, ("serial", "prefill-alone", "decode-alone"))
     out = tmp_path / "fit.json"
     assert mod.main([str(path), "--json", str(out)]) == 0
     fitted = json.loads(out.read_text())
     assert fitted["prefill_efficiency"] == pytest.approx(0.31, abs=0.011)
     assert max(abs(e) for e in fitted["after"]["serial"]) < 0.02
+    # No fused rows: the one-launch constant keeps its default, and says so.
+    assert fitted["one_launch_decode_efficiency"] == HybridSimConstants().one_launch_decode_efficiency
+    assert "not fitted: no fused rows" in capsys.readouterr().out
+
+
+def test_fit_recovers_the_one_launch_decode_efficiency_on_fused_rows_only(tmp_path):
+    mod = load_benchmark("fit_hybrid_sim")
+    truth = HybridSimConstants(prefill_efficiency=0.31, one_launch_decode_efficiency=0.7)
+    path = _results(tmp_path, mod, truth, ("serial", "fused", "pod", "prefill-alone"))
+    out = tmp_path / "fit.json"
+    assert mod.main([str(path), "--json", str(out), "--start", "prefill_efficiency=0.31",
+                     "--start", "one_launch_decode_efficiency=1"]) == 0
+    fitted = json.loads(out.read_text())
+    assert fitted["one_launch_decode_efficiency"] == pytest.approx(0.7, abs=0.021)
+    # Held out: pod (sm-aware) moves with it; serial (prefill_efficiency started at its truth)
+    # is the same before and after.
+    assert max(abs(e) for e in fitted["after"]["pod"]) < 0.03
+    assert max(abs(e) for e in fitted["before"]["pod"]) > 0.03
+    assert fitted["after"]["serial"] == fitted["before"]["serial"]
+
+
+def test_fit_start_refuses_an_unknown_field():
+    mod = load_benchmark("fit_hybrid_sim")
+    with pytest.raises(ValueError, match="--start: 'nope' unknown"):
+        mod.start_constants(["nope=1"])
+    with pytest.raises(ValueError, match=r"one_launch_decode_efficiency: .*allowed: \(0, 1\]"):
+        mod.start_constants(["one_launch_decode_efficiency=2"])
+
+
+def test_fit_bad_start_exits_2_in_one_line(tmp_path, capsys):
+    mod = load_benchmark("fit_hybrid_sim")
+    with pytest.raises(SystemExit) as exc:
+        mod.main([str(tmp_path / "absent.json"), "--start", "one_launch_decode_efficiency=0"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("one_launch_decode_efficiency: 0.0 out of range; allowed: (0, 1]")

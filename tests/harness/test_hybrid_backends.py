@@ -8,7 +8,7 @@ import pytest
 from kvtune.harness.backends.simulator import SimulatorBackend
 from kvtune.harness.device import device_model
 from kvtune.harness.runner import CaseRun, Runner
-from kvtune.harness.sim_hybrid import simulate_hybrid
+from kvtune.harness.sim_hybrid import HybridSimConstants, simulate_hybrid
 from kvtune.kernels import policies
 from kvtune.kernels.plan import AttentionShape, DeviceSpec
 from kvtune.workloads.batch import AttentionBatch, DecodeBatch
@@ -50,10 +50,15 @@ def test_simulator_prefill_compute_bound_decode_bandwidth_bound():
     assert t["pre"] > flops_us  # not faster than the tensor-core peak
     bytes_us = dec.min_bytes / H100.hbm_bytes_per_s * 1e6
     assert bytes_us < t["dec"] < 1.5 * bytes_us
-    # Overlap: the POD schedule on the same batch beats serial and not the max() bound.
+    # Overlap: without the one-launch decode slowdown, the POD schedule on the same batch beats
+    # serial and not the max() bound.
     pod = policies.get("pod").plan_hybrid(both.q_lens, both.kv_lens, shape, H100)
-    t_pod = simulate_hybrid(pod, shape, H100).time_us
+    overlap_only = HybridSimConstants(one_launch_decode_efficiency=1.0)
+    t_pod = simulate_hybrid(pod, shape, H100, hybrid=overlap_only).time_us
     assert max(t["pre"], t["dec"]) * 0.95 < t_pod < t["both"]
+    # With the fitted default its decode items run slower in the one launch: as on the H200,
+    # where POD was slower than serial in all 10 cases of the fitted run.
+    assert simulate_hybrid(pod, shape, H100).time_us > t_pod
 
 
 def test_simulator_colocated_prefill_shares_sm_math():
@@ -119,3 +124,55 @@ def test_simulator_runs_partitioned_as_streams():
     t = [simulate_hybrid(p, shape, H100).time_us for p in pars]
     assert pars[0].decode_programs == 66
     assert t[0] == pytest.approx(t[1])  # documented: modelled as streams for now
+
+
+def _mixed_batch():
+    """More tasks than slots: with a fraction of a wave, a decode CTA kept longer beside a
+    prefill tile lifts that tile's share of SM math (single_cta_compute_fraction), so a tiny
+    batch need not slow down monotonically."""
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1)
+    return AttentionBatch([1] * 256 + [1024], [4096] * 257, shape)
+
+
+@pytest.mark.parametrize("schedule", ["serial", "streams", "partitioned"])
+def test_one_launch_decode_efficiency_leaves_two_launch_schedules_bit_identical(schedule):
+    b = _mixed_batch()
+    pol = policies.get("hybrid-parametric", schedule=schedule,
+                       decode_sm_share=0.5 if schedule == "partitioned" else 0)
+    plan = pol.plan_hybrid(b.q_lens, b.kv_lens, b.shape, H100)
+    times = {eff: simulate_hybrid(plan, b.shape, H100,
+                                  hybrid=HybridSimConstants(one_launch_decode_efficiency=eff))
+             for eff in (1.0, 0.53, 0.2)}
+    for r in times.values():
+        assert r.time_us == times[1.0].time_us
+        assert np.array_equal(r.end_us, times[1.0].end_us)
+
+
+def test_one_launch_decode_efficiency_leaves_one_kind_launches_bit_identical():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1)
+    for q, kv in (([1] * 16, [2048] * 16), ([256], [2048])):  # decode alone, prefill alone
+        b = AttentionBatch(q, kv, shape)
+        for pol in (policies.get("hybrid-fused"), policies.get("pod")):
+            plan = pol.plan_hybrid(b.q_lens, b.kv_lens, shape, H100)
+            t = [simulate_hybrid(plan, shape, H100, hybrid=HybridSimConstants(
+                one_launch_decode_efficiency=eff)).time_us for eff in (1.0, 0.3)]
+            assert t[0] == t[1]
+
+
+@pytest.mark.parametrize("policy", ["hybrid-fused", "pod"])
+def test_one_launch_with_both_kinds_slows_as_decode_efficiency_drops(policy):
+    b = _mixed_batch()
+    plan = policies.get(policy).plan_hybrid(b.q_lens, b.kv_lens, b.shape, H100)
+    r = [simulate_hybrid(plan, b.shape, H100,
+                         hybrid=HybridSimConstants(one_launch_decode_efficiency=eff))
+         for eff in (1.0, 0.75, 0.5, 0.25)]
+    t = [x.time_us for x in r]
+    assert t[0] < t[1] < t[2] < t[3]
+    # The decode tasks take the slowdown.
+    assert r[3].decode_us > 1.5 * r[0].decode_us
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.01, float("nan"), float("inf"), "0.5"])
+def test_one_launch_decode_efficiency_out_of_range_names_field(bad):
+    with pytest.raises(ValueError, match=r"one_launch_decode_efficiency: .* allowed: \(0, 1\]"):
+        HybridSimConstants(one_launch_decode_efficiency=bad)

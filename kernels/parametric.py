@@ -47,22 +47,22 @@ from kvtune.kernels.policy_common import (
     plain_notes,
     smallest_fitting,
 )
+# The rule and family names and the defaults are the vendored planner's (one definition: what
+# kvtune plans and what a deployed file plans cannot drift apart).
 from kvtune.kernels.tuned_planner import (
+    ADAPTIVE_FAMILY,
+    DEFAULT_MAX_CHUNK_TOKENS,
     DEFAULT_PIECE_COST_TOKENS,
+    DEFER_FAMILY,
     EVEN_CTAS_PER_SM,
+    FAMILIES,
+    FIXED_CHUNK_RULE,
+    MAKESPAN_FAMILY,
+    PARAMETRIC_RULE,
+    RULES,
     adaptive_chunk_pages,
     makespan_chunk_pages,
 )
-
-PARAMETRIC_RULE = "parametric"
-FIXED_CHUNK_RULE = "fixed-chunk"
-RULES = (PARAMETRIC_RULE, FIXED_CHUNK_RULE)
-ADAPTIVE_FAMILY = "adaptive"
-MAKESPAN_FAMILY = "makespan"
-DEFER_FAMILY = "defer"
-FAMILIES = (FIXED_CHUNK_RULE, PARAMETRIC_RULE, ADAPTIVE_FAMILY, MAKESPAN_FAMILY, DEFER_FAMILY)
-# The adaptive rule's default cap on the chunk when a bucket gives none (tokens).
-DEFAULT_MAX_CHUNK_TOKENS = 16384
 
 
 def engine_default_policy():

@@ -106,8 +106,8 @@ DEFAULT_PIECE_COST_TOKENS = 384
 ENGINE_PREFERENCE = 1.10
 # Beyond this many waves of pieces the makespan family does not simulate the launch (a heap step
 # per piece is too slow for a planner called every decode step): it counts the mean load per
-# slot plus one piece, Graham's bound for in-order list scheduling. On the 471 GPU cases above
-# every choice was the same as with the full simulation.
+# slot plus one piece, Graham's bound for in-order list scheduling. On the 471 GPU cases of the
+# third session every choice was the same as with the full simulation.
 MAX_SIMULATED_WAVES = 32
 # FlashInfer's decode planner: CTAs per SM it budgets (num_blocks_per_sm) and its minimum chunk.
 ENGINE_CTAS_PER_SM = 2

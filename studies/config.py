@@ -25,7 +25,8 @@ PROCESS_FIELDS = ("study", "storage", "journal", "resume", "workers", "gpus", "t
 # Settings a resume may change: how many trials, how they are drawn and how the end is judged.
 RESUME_FREE_FIELDS = ("trials", "sampler", "seed", "pruner", "finalists", "finalist_rounds",
                       "oracle", "preset", "validate", "stress", "adaptive", "families")
-# The per-batch rule families a study can measure as finalists (studies/finalists.py).
+# The per-batch rule families a study can measure as finalists (studies/finalists.py makes
+# their candidates: PER_BATCH_CANDIDATES).
 PER_BATCH_FAMILIES = ("makespan", "adaptive")
 
 

@@ -124,6 +124,11 @@ def adaptive_candidates(space, device=None, cases=()) -> list[FamilyCandidate]:
                       for w in ADAPTIVE_WAVES), device, cases)
 
 
+# The per-batch families a study can add to its finalists (kvtune tune --families), and what
+# makes each one's candidates.
+PER_BATCH_CANDIDATES = {"makespan": makespan_candidates, "adaptive": adaptive_candidates}
+
+
 @dataclass(frozen=True)
 class FinalistStats:
     """One finalist after the interleaved rounds.
@@ -275,6 +280,7 @@ __all__ = [
     "FinalistStats",
     "adaptive_candidates",
     "makespan_candidates",
+    "PER_BATCH_CANDIDATES",
     "choose",
     "measure_finalists",
     "top_configs",

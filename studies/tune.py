@@ -39,8 +39,8 @@ from pathlib import Path
 
 from kvtune.harness.redact import redact_tree
 from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
-from kvtune.studies.finalists import (adaptive_candidates, choose, makespan_candidates,
-                                      measure_finalists, top_configs)
+from kvtune.studies.finalists import (PER_BATCH_CANDIDATES, choose, measure_finalists,
+                                      top_configs)
 from kvtune.studies.records import RowRecorder, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
@@ -248,8 +248,7 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
     pareto = study.best_trials if config.multi_objective else ()
     candidates = top_configs(complete, config.finalists, config.multi_objective, pareto)
     for family in config.per_batch_families:
-        make = makespan_candidates if family == "makespan" else adaptive_candidates
-        candidates += make(ctx.space, ctx.runner.device, cases)
+        candidates += PER_BATCH_CANDIDATES[family](ctx.space, ctx.runner.device, cases)
     stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
                               study_name=study.study_name, bucket=bucket.name,
                               rounds=config.finalist_rounds, robust=config.robust)

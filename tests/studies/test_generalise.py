@@ -450,3 +450,10 @@ def test_makespan_candidates_drop_those_that_plan_the_same_chunks():
               for c in kept]
     assert len(set(chunks)) == len(chunks) >= 1
     assert all(c.family == "makespan" and c.params.ctas_per_sm == 2 for c in kept)
+
+
+def test_every_per_batch_family_the_config_allows_has_candidates():
+    from kvtune.studies.config import PER_BATCH_FAMILIES
+    from kvtune.studies.finalists import PER_BATCH_CANDIDATES
+
+    assert set(PER_BATCH_FAMILIES) == set(PER_BATCH_CANDIDATES)

@@ -47,6 +47,7 @@ from kvtune.kernels.policy_common import (
     plain_notes,
     smallest_fitting,
 )
+
 # The rule and family names and the defaults are the vendored planner's (one definition: what
 # kvtune plans and what a deployed file plans cannot drift apart).
 from kvtune.kernels.tuned_planner import (

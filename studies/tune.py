@@ -39,8 +39,7 @@ from pathlib import Path
 
 from kvtune.harness.redact import redact_tree
 from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
-from kvtune.studies.finalists import (PER_BATCH_CANDIDATES, choose, measure_finalists,
-                                      top_configs)
+from kvtune.studies.finalists import PER_BATCH_CANDIDATES, choose, measure_finalists, top_configs
 from kvtune.studies.records import RowRecorder, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (

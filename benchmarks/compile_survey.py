@@ -49,13 +49,8 @@ _KV_TYPES = {"bf16": None, "fp16": None, "fp8": "*fp8e4nv"}
 
 
 def parse_label(label: str) -> KernelConfig:
-    """bn128-w4-s3-pa -> KernelConfig(128, 4, 3, page_ahead=True); -pf for the prefetch, -vw for
-    fp8 V widened before the product (v_widen)."""
-    m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw)*)", label)
-    if not m:
-        raise ValueError(f"config: {label!r} not a label like bn128-w4-s3-pa")
-    return KernelConfig(int(m[1]), int(m[2]), int(m[3]), prefetch="-pf" in m[4],
-                        page_ahead="-pa" in m[4], v_widen="-vw" in m[4])
+    """bn128-w4-s3-pa -> KernelConfig(128, 4, 3, page_ahead=True) (KernelConfig.from_label)."""
+    return KernelConfig.from_label(label)
 
 
 def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: KernelConfig,
@@ -80,7 +75,7 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "PAGE_AHEAD": cfg.page_ahead, "DOT_PRECISION": "tf32", "UPCAST_DOT": False,
         "P_DTYPE": tl.float16 if kv_type == "fp8" else p_dtype, "KV_FP8": kv_type == "fp8",
         "Q_TO_FP16": kv_type == "fp8" and q_type == "bf16",
-        "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True,
+        "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True, "WARP_SPLIT": cfg.warp_split,
     }
     signature = {name: args.get(name, "constexpr") for name in fn.arg_names}
     # What the JIT's specialisation would say on a GPU: torch allocations are 16-byte aligned,

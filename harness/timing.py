@@ -22,6 +22,13 @@ compilation, autotuning and module load stay out. Then batches of timed iteratio
 nvbench's stopping rule (harness/stopping.py) says stop. NVML telemetry is read before, during and
 after (harness/telemetry.py); a throttled measurement is flagged in `telemetry`.
 
+Interference guard (default on, `quiet=None` turns it off): each measurement is bracketed by two
+short copies of 2 x L2 and taken again while either reads below 0.9 of the quietest copy seen
+in the process (harness/interference.py: on a fresh H200 the same decode read up to 2.7x slow
+in windows of seconds, with samples that agreed with each other). `quiet_ratio` and
+`interference_retries` say how it went; a measurement still disturbed after the retries carries
+a warning.
+
 Seen on an H200 (2026-11-26, benchmarks/bench_timers.py): a cold 270 us decode read within 1.3%
 under all three timers; a hot 5.2 us decode read 5.15 us (cupti), 5.19 us (graph) and 76 us
 (events, launch-bound).
@@ -32,8 +39,9 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from kvtune.harness.interference import QuietCheck, guard_for, measure_quietly
 from kvtune.harness.l2_cache import ROTATION_FACTOR, copies_needed, distinct_bytes, launches_per_replay
 from kvtune.harness.stopping import (
     StoppingRule,
@@ -151,6 +159,8 @@ class TimingResult:
     wall_time_s: float = 0.0
     stopping: dict = field(default_factory=dict)
     telemetry: dict = field(default_factory=dict)
+    quiet_ratio: float = float("nan")
+    interference_retries: int = 0
 
     @property
     def rel_spread(self) -> float:
@@ -180,6 +190,8 @@ class TimingResult:
                 "warmup_runs": self.warmup_runs,
                 "launches_per_sample": self.launches_per_sample,
                 "input_copies": self.input_copies,
+                "quiet_ratio": self.quiet_ratio,
+                "interference_retries": self.interference_retries,
             },
         }
 
@@ -196,6 +208,7 @@ def measure_callable(
     device=None,
     telemetry: bool = True,
     min_replay_us: float = 200.0,
+    quiet: QuietCheck | None = QuietCheck(),
 ) -> TimingResult:
     """Time `fn` on the GPU and return the statistics of its per-iteration time.
 
@@ -210,6 +223,7 @@ def measure_callable(
     device: CUDA device (index, "cuda:N" or torch.device); default the current one.
     telemetry: read NVML around the measurement.
     min_replay_us: under graph, launches per replay are chosen so a replay lasts at least this.
+    quiet: the interference guard's settings (harness/interference.py); None: no guard.
     Raises ValueError for bad arguments, TimerUnavailable when the timer cannot run here.
     """
     import torch
@@ -235,8 +249,17 @@ def measure_callable(
             raise ValueError(f"l2_bytes: {l2} must be > 0 for cold-L2 timing")
         if choice.name == "graph" and cold_l2:
             _check_rotation(inputs, l2)
-        return _measure(fn, inputs, choice, cold_l2, stopping, warmup, l2, dev, props,
-                        telemetry, min_replay_us)
+        guard = guard_for(dev, quiet) if quiet is not None else None
+        result, outcome = measure_quietly(
+            lambda: _measure(fn, inputs, choice, cold_l2, stopping, warmup, l2, dev, props,
+                             telemetry, min_replay_us), guard)
+        notes = result.warnings
+        if not outcome.quiet:
+            notes += (f"interference: the copy bandwidth around the measurement was "
+                      f"{outcome.quiet_ratio:.2f} of the quietest seen, after "
+                      f"{outcome.retries} retries",)
+        return replace(result, quiet_ratio=outcome.quiet_ratio,
+                       interference_retries=outcome.retries, warnings=notes)
 
 
 def _check_rotation(inputs, l2_bytes: int) -> None:

@@ -165,6 +165,33 @@ def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
     return m_new, l_i, acc
 
 
+@triton.jit
+def _online_softmax_step_split(q3, k, v, valid, m_i, l_i, acc, qk_scale_log2,
+                               DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                               P_DTYPE: tl.constexpr):
+    """`_online_softmax_step` for a step cut into WARP_SPLIT token slices, each with its own
+    running max / sum / output (batched [W, ...] products: Triton puts the warps on the batch
+    axis, so no slice waits on another's reduction within a step).
+
+    q3 [W, G_PAD, D]; k, v [W, NW, D]; valid [W, NW]; m_i, l_i [W, G_PAD]; acc [W, G_PAD, D].
+    qk_scale_log2: a float32 scalar or [1, G_PAD, 1]. A slice with no valid key yet keeps
+    m = -inf: the exponentials then subtract 0 instead (alpha = p = 0, no NaN)."""
+    k = k.to(q3.dtype)
+    v = v.to(q3.dtype)
+    s = tl.dot(q3, tl.permute(k, (0, 2, 1)), input_precision=DOT_PRECISION) * qk_scale_log2
+    s = tl.where(valid[:, None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 2))
+    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_use)
+    p = tl.exp2(s - m_use[:, :, None])
+    l_i = l_i * alpha + tl.sum(p, 2)
+    p_in = p.to(P_DTYPE)
+    if UPCAST_DOT:
+        p_in = p_in.to(tl.float32)
+    acc = acc * alpha[:, :, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
 @triton.jit(do_not_specialize=["num_items", "num_tasks", "num_programs"])
 def _attend_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
@@ -178,6 +205,7 @@ def _attend_kernel(
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
     Q_TO_FP16: tl.constexpr, V_WIDE: tl.constexpr, ASM: tl.constexpr,
+    WARP_SPLIT: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
@@ -228,7 +256,43 @@ def _attend_kernel(
         m_i = tl.full([G_PAD], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([G_PAD], dtype=tl.float32)
         acc = tl.zeros([G_PAD, HEAD_DIM], dtype=tl.float32)
-        if PREFETCH:
+        if WARP_SPLIT > 1:
+            # Each step's BLOCK_N tokens cut into WARP_SPLIT contiguous slices of NW tokens, one
+            # online softmax per slice (batched products, the warps on the slice axis), merged
+            # once per task below: no cross-warp reduction inside the loop. Page ids one block
+            # ahead, as PAGE_AHEAD.
+            NW: tl.constexpr = BLOCK_N // WARP_SPLIT
+            tok_off = (tl.arange(0, WARP_SPLIT)[:, None] * NW
+                       + tl.arange(0, NW)[None, :])  # [W, NW]
+            q3 = tl.broadcast_to(q[None, :, :], (WARP_SPLIT, G_PAD, HEAD_DIM))
+            if Q_TO_FP16:
+                score3 = score_scale[None, :, :]
+            else:
+                score3 = score_scale
+            m3 = tl.full([WARP_SPLIT, G_PAD], float("-inf"), dtype=tl.float32)
+            l3 = tl.zeros([WARP_SPLIT, G_PAD], dtype=tl.float32)
+            acc3 = tl.zeros([WARP_SPLIT, G_PAD, HEAD_DIM], dtype=tl.float32)
+            tok = kv_lo + tok_off
+            page_cur = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=tok < kv_hi,
+                               other=0)
+            for n0 in range(kv_lo, kv_hi, BLOCK_N):
+                tok = n0 + tok_off
+                valid = tok < kv_hi
+                row = page_cur.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                kv_offs = row[:, :, None] + kv_head_off + offs_d[None, None, :]
+                k = tl.load(k_ptr + kv_offs, mask=valid[:, :, None], other=0.0)
+                v = tl.load(v_ptr + kv_offs, mask=valid[:, :, None], other=0.0)
+                tok_next = tok + BLOCK_N
+                page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
+                                   mask=tok_next < kv_hi, other=0)
+                m3, l3, acc3 = _online_softmax_step_split(q3, k, v, valid, m3, l3, acc3, score3,
+                                                          DOT_PRECISION, UPCAST_DOT, P_DTYPE)
+            # Merge the slices: the same rescaling as the split-KV merge, in float32.
+            m_i = tl.max(m3, 0)
+            w = tl.exp2(m3 - m_i[None, :])  # a slice that saw no key has m = -inf: weight 0
+            l_i = tl.sum(l3 * w, 0)
+            acc = tl.sum(acc3 * w[:, :, None], 0)
+        elif PREFETCH:
             # Register double buffer: the loads of block i+1 are issued before block i is
             # computed, and the page ids run one block further ahead, so no load waits on a
             # load issued in the same iteration.
@@ -466,8 +530,9 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
         P_DTYPE=_TL_DTYPES[p_dtype], KV_FP8=cache.is_fp8,
         Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
-        V_WIDE=cfg.v_widen and cache.is_fp8, ASM=not INTERPRETED,
+        V_WIDE=cfg.v_widen and cache.is_fp8, ASM=not INTERPRETED, WARP_SPLIT=cfg.warp_split,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
     )
     if launch.merge_requests.shape[0] > 0:
         launch_merge(launch.partial_out, launch.partial_lse, launch.merge_requests,

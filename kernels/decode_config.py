@@ -29,6 +29,7 @@ The choice, explicitly (`config_key` then `CONFIG_TABLE`):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +54,13 @@ class KernelConfig:
         16-byte vector loads) and widen it to fp16 in the load's layout, so the P.V product
         reads an fp16 tile through ldmatrix instead of one byte per element from shared memory
         (docs/KERNEL_NOTES.md "FP8 V widened before the product").
+    warp_split: 1, or 2/4/8: each step's block_n tokens are cut into this many contiguous
+        slices with one online softmax each (batched products, the warps on the slice axis),
+        merged once per task, so no warp waits on another's row max inside the loop
+        (block_n / warp_split >= 16; page ids one block ahead; not with prefetch or v_widen).
+    max_registers: None, or a per-thread register cap 64..255 passed to the compiler (Triton's
+        maxnreg): fewer registers per thread can fit one more program per SM, at the price of
+        spills (label -rN).
     """
 
     block_n: int
@@ -61,6 +69,8 @@ class KernelConfig:
     prefetch: bool = False
     page_ahead: bool = False
     v_widen: bool = False
+    warp_split: int = 1
+    max_registers: int | None = None
 
     def __post_init__(self) -> None:
         if self.block_n not in (16, 32, 64, 128, 256):
@@ -69,13 +79,39 @@ class KernelConfig:
             raise ValueError(f"num_warps: {self.num_warps} not allowed; allowed: 1, 2, 4, 8, 16")
         if not 1 <= self.num_stages <= 5:
             raise ValueError(f"num_stages: {self.num_stages} out of range; allowed: 1..5")
+        if self.warp_split not in (1, 2, 4, 8):
+            raise ValueError(f"warp_split: {self.warp_split} not allowed; allowed: 1, 2, 4, 8")
+        if self.warp_split > 1 and self.block_n // self.warp_split < 16:
+            raise ValueError(f"warp_split: {self.warp_split} leaves {self.block_n // self.warp_split}"
+                             " tokens per slice; allowed: block_n / warp_split >= 16")
+        if self.max_registers is not None and not 64 <= self.max_registers <= 255:
+            raise ValueError(f"max_registers: {self.max_registers} out of range; allowed: "
+                             "64..255 or None")
+        if self.warp_split > 1 and (self.prefetch or self.v_widen):
+            raise ValueError("warp_split: allowed only without prefetch and v_widen")
+
+    @classmethod
+    def from_label(cls, label: str) -> "KernelConfig":
+        """The configuration a `label()` names: bn128-w4-s3-pa -> KernelConfig(128, 4, 3,
+        page_ahead=True); ValueError (naming the form) for anything else."""
+        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw)*)(?:-ws(\d))?(?:-r(\d+))?",
+                         label)
+        if not m:
+            raise ValueError(f"config: {label!r} not a label like bn128-w4-s3-pa "
+                             "(suffixes -pf, -pa, -vw, -ws4, -r168)")
+        return cls(int(m[1]), int(m[2]), int(m[3]), prefetch="-pf" in m[4],
+                   page_ahead="-pa" in m[4], v_widen="-vw" in m[4],
+                   warp_split=int(m[5] or 1), max_registers=int(m[6]) if m[6] else None)
 
     def label(self) -> str:
         """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch, -pa for the page
-        ids one block ahead, -vw for fp8 V widened before the product)."""
+        ids one block ahead, -vw for fp8 V widened before the product, -ws4 for 4 token
+        slices per step, -r168 for a register cap)."""
         return (f"bn{self.block_n}-w{self.num_warps}-s{self.num_stages}"
                 + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else "")
-                + ("-vw" if self.v_widen else ""))
+                + ("-vw" if self.v_widen else "")
+                + (f"-ws{self.warp_split}" if self.warp_split > 1 else "")
+                + (f"-r{self.max_registers}" if self.max_registers else ""))
 
 
 def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig:
@@ -84,6 +120,11 @@ def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig
 
 def _pa(block_n, warps, stages) -> KernelConfig:
     return KernelConfig(block_n, warps, stages, page_ahead=True)
+
+
+def _ws(block_n, warps, stages, split) -> KernelConfig:
+    """Page-ahead with `split` token slices per step, one online softmax each (label -wsN)."""
+    return KernelConfig(block_n, warps, stages, page_ahead=True, warp_split=split)
 
 
 def _vw(block_n, warps, stages, page_ahead=True) -> KernelConfig:
@@ -173,18 +214,30 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 #   204 -> 168 (bn128-w4-s3-pa), 164 -> 104 (bn64-w4-s4-pa), 218 -> 128 (bn128-w8-s3-pa), no
 #   spills; the fp16 V tile costs block_n x head_dim x 2 bytes of shared memory more. Not timed
 #   yet; bn64-w8-s3-pa-vw at head_dim 256 spills 4 bytes and is left out.
+# Warp-split variants (-wsN; sixth session): the profile of the H200 call of 17:40 UTC
+#   (benchmarks/profile_gpu.sh, ncu --set full) showed 8 warps per SM for every table entry
+#   (2 programs of 4 warps: registers or shared memory), an issue slot busy 30-48% of cycles, and
+#   stalls on barriers and the cross-warp row max of each step (the 2-D product spreads a step's
+#   tokens over the warps). With the tokens of a step cut into one slice per warp, each warp
+#   keeps its own softmax and the step has no cross-warp reduction (local sm_90 compile, triton
+#   3.9: mma warpsPerCTA [W, 1, 1], the P operand converted in registers, 185-255 registers, no
+#   spills at head_dim 64/128; head_dim 256 spills 76-972 bytes and has none). Not timed yet.
+# The fp8 -vw variants are dropped from the sweep: in the H200 sweeps of the third session and
+#   again in the 17:40 call (bn128-w4-s3-pa-vw 239.2 us vs 224.7 for bn128-w4-s3-pa, llama3-8b
+#   uniform B=64 fixed-2048) they never beat the plain ones.
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
-    (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3)),
-    (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4)),
+    (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3),
+              _ws(128, 4, 3, 4), _ws(128, 4, 4, 4), _ws(256, 8, 2, 8), _ws(128, 2, 4, 2)),
+    (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4),
+               _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
+               _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3)),
     (64, 1): (_pa(128, 4, 4), _pa(128, 4, 3), _c(256, 8, 2), _pa(256, 8, 3),
-              _vw(128, 4, 4), _vw(128, 4, 3), _vw(256, 8, 2, page_ahead=False), _vw(256, 8, 3)),
-    (128, 1): (_c(128, 4, 2), _pa(128, 4, 3), _pa(128, 4, 4), _pa(128, 8, 3), _pa(256, 8, 3),
-               _pa(64, 4, 4),
-               _vw(128, 4, 3), _vw(128, 4, 2, page_ahead=False), _vw(64, 4, 4), _vw(64, 4, 3),
-               _vw(128, 8, 3), _vw(128, 8, 4), _vw(256, 8, 3)),
-    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2),
-               _vw(32, 4, 4), _vw(64, 4, 3), _vw(64, 4, 2, page_ahead=False), _vw(64, 4, 4)),
+              _ws(128, 4, 3, 4), _ws(128, 4, 4, 4), _ws(256, 8, 2, 8), _ws(128, 2, 4, 2)),
+    (128, 1): (_c(128, 4, 2), _pa(128, 4, 3), _pa(128, 4, 4), _pa(128, 8, 3), _pa(64, 4, 4),
+               _ws(128, 4, 2, 4), _ws(128, 4, 3, 4), _ws(64, 4, 4, 4), _ws(64, 2, 4, 2),
+               _ws(128, 2, 3, 2), _ws(256, 8, 2, 8)),
+    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2)),
 }
 
 

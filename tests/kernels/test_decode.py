@@ -114,6 +114,35 @@ def test_page_ahead_variant(schedule):
     check_against_reference(q, cache, plan, KernelConfig(16, 4, 3, page_ahead=True))
 
 
+@pytest.mark.parametrize("schedule,kv_dtype", [("static", "bf16"),
+                                              ("persistent-heavy-first", "fp8_e4m3")])
+def test_warp_split_variant(schedule, kv_dtype):
+    # Two slices of 16 tokens per 32-token step over pages of 4; requests shorter than a slice
+    # (1 token) and tail steps where the second slice holds no valid token (its running max
+    # stays -inf until the merge) must not produce NaN.
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4,
+                           kv_dtype=kv_dtype)
+    kv = [1, 45, 9, 70]
+    cache, q = make_inputs(kv, shape, torch.bfloat16)
+    plan = build_plan(kv, 40, num_kv_heads=2, page_size=4, schedule=schedule, grid_size=3)
+    check_against_reference(q, cache, plan,
+                            KernelConfig(32, 2, 2, page_ahead=True, warp_split=2))
+
+
+def test_config_labels_round_trip_and_bad_ones_name_the_field():
+    for label in ("bn128-w4-s2", "bn64-w4-s4-pa", "bn128-w4-s3-pa-vw", "bn64-w4-s3-pa-ws4",
+                  "bn128-w4-s3-pa-r168", "bn128-w8-s1-pf"):
+        assert KernelConfig.from_label(label).label() == label
+    with pytest.raises(ValueError, match="config"):
+        KernelConfig.from_label("bn128-w4")
+    with pytest.raises(ValueError, match="warp_split"):
+        KernelConfig(32, 4, 2, page_ahead=True, warp_split=4)  # 8 tokens per slice
+    with pytest.raises(ValueError, match="warp_split"):
+        KernelConfig(64, 4, 2, prefetch=True, warp_split=2)
+    with pytest.raises(ValueError, match="max_registers"):
+        KernelConfig(64, 4, 2, max_registers=300)
+
+
 def test_heavy_first_counter_is_reset_for_the_next_launch():
     kv = [17, 5, 9]
     cache, q = make_inputs(kv, SMALL, torch.float32)

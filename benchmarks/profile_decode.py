@@ -1,0 +1,177 @@
+"""One decode case of the Triton stage-1 kernel, checked, then launched a few times: a target for
+Nsight Compute (benchmarks/profile_gpu.sh) and a quick timing of one configuration.
+
+Not a test: it needs a CUDA GPU. The case: a named shape (workloads/shapes.py), KV type, page
+size, distribution (uniform or skew80, --total-tokens split over --batch requests) and the
+fixed-split plan of --chunk tokens; --config overrides the stage-1 configuration by label
+(bn128-w4-s3-pa, suffixes -pf -pa -vw; default: the table's). The output is checked against the
+float64 reference before anything else runs, and the case refuses to run on a failed check, so
+a profile is never of a wrong kernel. Then --iters plain launches (what ncu picks from: give it
+--launch-skip 2 --launch-count 1 and a kernel filter on _attend_kernel), then, with --time, the
+median of 30 CUDA-event pairs with the L2 flushed before each (the bench_kernels Timer), as a
+fraction of the copy bandwidth measured in the same process.
+
+    PYTHONPATH=/tmp/site python3 benchmarks/profile_decode.py --shape llama3-8b \
+        --kv-dtype fp8_e4m3 --dist uniform --batch 64 --chunk 2048 [--config bn128-w4-s3-pa] \
+        [--iters 4] [--time]
+Prints one JSON line (case, config, error, and the timing with --time).
+
+    ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
+times several configurations on the same case in one process, each twice: through the Triton
+backend exactly as the shape matrix does (harness timer: CUDA events, cold L2, the matrix's
+stopping rule; the backend verifies against the float64 reference first) and with --time's
+30-pair event loop; --flashinfer adds FlashInfer's tensor-core decode on the same plan, measured
+the matrix's way. One JSON line per configuration (and one for FlashInfer). --chunk balanced is
+the matrix's balanced-2x chunk (about two programs per SM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import torch
+
+from kvtune.kernels.decode import default_config, prepare_decode, run_decode
+from kvtune.kernels.decode_config import KernelConfig
+from kvtune.kernels.paged import PagedKVCache, make_queries
+from kvtune.kernels.reference import decode_reference, relative_error
+from kvtune.workloads.distributions import fixed_total_kv_lens
+from kvtune.workloads.shapes import get_shape
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import bench_kernels  # noqa: E402  - the timer, copy ceiling and byte count of the kernel bench
+
+ERROR_BOUND = 2e-2  # bench_kernels.BOUND for 16-bit outputs
+
+
+def build_case(args):
+    shape = get_shape(args.shape, page_size=args.page, dtype=args.dtype, kv_dtype=args.kv_dtype)
+    kv = fixed_total_kv_lens(args.batch, args.total_tokens,
+                             () if args.dist == "uniform" else (80,))
+    cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=args.seed)
+    q = make_queries(args.batch, shape, device="cuda", seed=args.seed)
+    return shape, kv, cache, q
+
+
+def make_plan(args, kv, shape):
+    """The fixed-split plan of --chunk tokens, or of the matrix's balanced-2x chunk."""
+    device = bench_kernels.device_spec()
+    chunk = (bench_kernels.balanced_chunk_tokens(kv, shape, device.sm_count)
+             if args.chunk == "balanced" else int(args.chunk))
+    return bench_kernels.policy_plan("fixed-split", kv, shape, device, chunk_tokens=chunk)
+
+
+def sweep(args) -> int:
+    """--configs: each configuration timed the matrix's way and with the event loop, and
+    FlashInfer on the same plan; one JSON line each."""
+    from kvtune.workloads.batch import DecodeBatch
+
+    timer = bench_kernels.Timer(30)
+    ceiling = bench_kernels.copy_bandwidth(timer)["bytes_per_s"]
+    runner = bench_kernels.MatrixRunner(False, ceiling, lambda msg: print(msg, file=sys.stderr))
+    shape, kv, cache, q = build_case(args)
+    batch = DecodeBatch(kv, shape, seed=args.seed, distribution=args.dist)
+    case = {"shape": args.shape, "dtype": args.dtype, "kv_dtype": shape.kv_dtype,
+            "page": args.page, "dist": args.dist, "batch": args.batch, "chunk": args.chunk,
+            "copy_bytes_per_s": ceiling, "gpu": torch.cuda.get_device_name(0)}
+    nbytes = bench_kernels.min_bytes(kv, shape)
+    ref = decode_reference(q, cache)
+    if args.flashinfer and runner.flashinfer is not None:
+        plan = make_plan(args, kv, shape)
+        fi = bench_kernels._measure(runner.flashinfer, batch, plan)
+        print(json.dumps({**case, "backend": "flashinfer", "num_tasks": plan.num_tasks,
+                          "status": fi.status, "matrix_us": fi.latency_us,
+                          "fraction_of_copy": bench_kernels._frac(fi, ceiling),
+                          "message": fi.message[:200]}), flush=True)
+    for label in args.configs.split(","):
+        config = KernelConfig.from_label(label)
+        plan = make_plan(args, kv, shape)
+        row = {**case, "backend": "triton", "config": label, "num_tasks": plan.num_tasks}
+        backend = runner.make_triton(config)
+        meas = bench_kernels._measure(backend, batch, plan)
+        backend.close()
+        row.update(status=meas.status, matrix_us=meas.latency_us,
+                   fraction_of_copy=bench_kernels._frac(meas, ceiling), message=meas.message[:200])
+        if meas.status == "ok":
+            launch = prepare_decode(plan, cache, config=config)
+            err, ok = bench_kernels.checked_run(launch, q, cache, ref, q.dtype)
+            if ok:
+                out = torch.empty_like(q)
+                t = timer(lambda: run_decode(launch, q, cache, out=out))
+                row.update(loop_us=t["median_us"], loop_p10_us=t["p10_us"],
+                           loop_p90_us=t["p90_us"],
+                           loop_fraction_of_copy=nbytes / (t["median_us"] * 1e-6) / ceiling)
+            row["loop_rel_error"] = err
+        print(json.dumps(row), flush=True)
+    runner.close()
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", default="llama3-8b")
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--kv-dtype", default=None)
+    ap.add_argument("--page", type=int, default=16)
+    ap.add_argument("--dist", choices=("uniform", "skew80"), default="uniform")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--total-tokens", type=int, default=bench_kernels.TOTAL_TOKENS)
+    ap.add_argument("--chunk", default="2048", help="tokens per split, or 'balanced'")
+    ap.add_argument("--config", default=None)
+    ap.add_argument("--configs", default=None, help="comma-separated labels: time each")
+    ap.add_argument("--flashinfer", action="store_true",
+                    help="with --configs: FlashInfer's decode on the same plan as the baseline")
+    ap.add_argument("--iters", type=int, default=4)
+    ap.add_argument("--time", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("profile_decode: needs a CUDA GPU", file=sys.stderr)
+        return 2
+
+    if args.configs:
+        return sweep(args)
+    shape, kv, cache, q = build_case(args)
+    plan = make_plan(args, kv, shape)
+    config = (KernelConfig.from_label(args.config) if args.config
+              else default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
+                                  plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
+                                  group_size=shape.group_size))
+    launch = prepare_decode(plan, cache, config=config)
+    ref = decode_reference(q, cache)
+    out = torch.full_like(q, float("nan"))
+    run_decode(launch, q, cache, out=out)
+    torch.cuda.synchronize()
+    err = relative_error(out, ref)
+    row = {"shape": args.shape, "dtype": args.dtype, "kv_dtype": shape.kv_dtype,
+           "page": args.page, "dist": args.dist, "batch": args.batch, "chunk": args.chunk,
+           "config": config.label(), "num_tasks": plan.num_tasks,
+           "programs_per_sm": plan.num_tasks / bench_kernels.device_spec().sm_count,
+           "rel_error": err}
+    if not (math.isfinite(err) and err <= ERROR_BOUND):
+        row["ok"] = False
+        print(json.dumps(row))
+        return 1
+    row["ok"] = True
+    del ref
+    for _ in range(args.iters):
+        run_decode(launch, q, cache, out=out)
+    torch.cuda.synchronize()
+    if args.time:
+        timer = bench_kernels.Timer(30)
+        ceiling = bench_kernels.copy_bandwidth(timer)["bytes_per_s"]
+        t = timer(lambda: run_decode(launch, q, cache, out=out))
+        nbytes = bench_kernels.min_bytes(kv, shape)
+        row.update(median_us=t["median_us"], p10_us=t["p10_us"], p90_us=t["p90_us"],
+                   copy_bytes_per_s=ceiling,
+                   fraction_of_copy=nbytes / (t["median_us"] * 1e-6) / ceiling,
+                   gpu=torch.cuda.get_device_name(0))
+    print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The interference guard's decisions (harness/interference.py), with fake probes: no GPU."""
+
+import math
+
+import pytest
+
+from kvtune.harness.interference import QuietCheck, QuietGuard, QuietOutcome, measure_quietly
+from kvtune.harness.timing import TimingResult
+
+
+def fake_guard(bandwidths, check=None, floor=0.0):
+    """A guard whose probes return `bandwidths` in order (bytes/s)."""
+    it = iter(bandwidths)
+    return QuietGuard(lambda: next(it), check or QuietCheck(), floor)
+
+
+def counting(values):
+    """measure() returning values in order, and the list of what it returned."""
+    it = iter(values)
+    seen = []
+
+    def measure():
+        seen.append(next(it))
+        return seen[-1]
+
+    return measure, seen
+
+
+def test_no_guard_measures_once():
+    measure, seen = counting([1.0, 2.0])
+    result, outcome = measure_quietly(measure, None)
+    assert result == 1.0 and seen == [1.0]
+    assert math.isnan(outcome.quiet_ratio) and outcome.retries == 0 and outcome.quiet
+
+
+def test_quiet_bracket_keeps_the_first_measurement():
+    measure, seen = counting([10.0, 20.0])
+    sleeps = []
+    result, outcome = measure_quietly(measure, fake_guard([4.2e12, 4.1e12]), sleeps.append)
+    assert result == 10.0 and seen == [10.0] and sleeps == []
+    assert outcome.quiet and outcome.retries == 0
+    assert outcome.quiet_ratio == pytest.approx(4.1 / 4.2)
+
+
+def test_a_slow_probe_after_a_quiet_one_retries_until_quiet():
+    # the first bracket sets the reference at 4.2 TB/s; the second reads 2.0 after the
+    # measurement (a window began): measured again after wait_s, then quiet.
+    check = QuietCheck(wait_s=1.5)
+    guard = fake_guard([4.2e12, 4.2e12, 4.2e12, 2.0e12, 4.1e12, 4.2e12], check)
+    first, _ = counting([50.0])
+    measure_quietly(first, guard)
+    measure, seen = counting([95.0, 46.0])
+    sleeps = []
+    result, outcome = measure_quietly(measure, guard, sleeps.append)
+    assert result == 46.0 and seen == [95.0, 46.0]
+    assert outcome.retries == 1 and outcome.quiet and sleeps == [1.5]
+
+
+def test_the_datasheet_floor_catches_a_window_at_process_start():
+    # Without a floor the very first bracket would set the reference itself (2.0 reads quiet);
+    # with the floor (0.85 x 4.8 TB/s) it is disturbed and measured again.
+    floor = 0.85 * 4.8e12
+    no_floor = fake_guard([2.0e12, 2.0e12])
+    _, outcome = measure_quietly(counting([90.0])[0], no_floor)
+    assert outcome.quiet and outcome.retries == 0
+    guard = fake_guard([2.0e12, 2.0e12, 4.2e12, 4.2e12], floor=floor)
+    result, outcome = measure_quietly(counting([90.0, 46.0])[0], guard, lambda s: None)
+    assert result == 46.0 and outcome.retries == 1 and outcome.quiet
+
+
+def test_retries_are_bounded_and_the_result_says_disturbed():
+    check = QuietCheck(max_retries=2, wait_s=0.0)
+    guard = fake_guard([1.0e12] * 6, check, floor=4.0e12)
+    result, outcome = measure_quietly(counting([3.0, 2.0, 1.0])[0], guard, lambda s: None)
+    assert result == 1.0
+    assert outcome.retries == 2 and not outcome.quiet
+    assert outcome.quiet_ratio == pytest.approx(0.25)
+    assert outcome.to_dict() == {"quiet_ratio": pytest.approx(0.25), "interference_retries": 2,
+                                 "quiet": False}
+
+
+def test_tolerance_decides():
+    # 0.93 of the reference: quiet at tolerance 0.10, disturbed at 0.05.
+    for tol, quiet in ((0.10, True), (0.05, False)):
+        guard = fake_guard([4.0e12, 3.72e12] + [3.72e12] * 4,
+                           QuietCheck(tolerance=tol, max_retries=1, wait_s=0.0))
+        _, outcome = measure_quietly(counting([1.0, 1.0])[0], guard, lambda s: None)
+        assert outcome.quiet is quiet
+
+
+@pytest.mark.parametrize("field,value", [("tolerance", 0.0), ("tolerance", 0.9),
+                                         ("max_retries", -1), ("max_retries", 1.5),
+                                         ("wait_s", -1.0), ("wait_s", float("nan")),
+                                         ("floor_fraction", 1.5)])
+def test_bad_settings_name_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        QuietCheck(**{field: value})
+
+
+def test_timing_result_carries_the_outcome_into_measurement_fields():
+    r = TimingResult(median_us=1.0, p10_us=1.0, p90_us=1.0, mean_us=1.0, std_us=0.0, samples=10,
+                     noise_met=True, rel_stderr=0.0, timer_used="events",
+                     timer_requested="events", cold_l2=True, stop_reason="noise",
+                     quiet_ratio=0.97, interference_retries=2)
+    extra = r.measurement_fields()["extra"]
+    assert extra["quiet_ratio"] == 0.97 and extra["interference_retries"] == 2
+    assert QuietOutcome().to_dict()["interference_retries"] == 0

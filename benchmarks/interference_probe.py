@@ -4,9 +4,11 @@
 Not a test: it needs a CUDA GPU. One case (named shape, uniform batch, fixed-split plan) and a
 few stage-1 configurations are checked against the float64 reference, then timed every
 --period-s seconds for --duration-s seconds from process start, each round three ways: the
-device copy bandwidth (a 2 x L2 copy, as the guard's probe), the 30-pair event loop of
-bench_kernels without the guard (`raw_us`), and the same loop under the guard (`guarded_us`,
-with its retries and quiet ratio). One JSON line per round and configuration.
+guard's latency probe (hops per second, one dependent-load chain per SM), the 30-pair event loop of bench_kernels without the
+guard (`raw_us`) with the SM / memory clocks and clock-event reasons NVML reads right after
+it, the same loop after 50 ms of back-to-back copies keep the GPU busy (`busy_first_us`), and
+the loop under the guard (`guarded_us`, with its retries and quiet ratio). One JSON line per
+round and configuration.
 
     PYTHONPATH=/tmp/site python3 benchmarks/interference_probe.py --shape llama3-70b-tp8 \
         --batch 64 --chunk 2048 --configs bn128-w8-s3-pa,bn64-w4-s4-pa --duration-s 150
@@ -47,8 +49,11 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("interference_probe: needs a CUDA GPU", file=sys.stderr)
         return 2
+    from kvtune.harness.telemetry import NvmlReader
+
     timer = bk.Timer(30)
     guard = guard_for()
+    reader = NvmlReader(0)
     shape = get_shape(args.shape)
     kv = fixed_total_kv_lens(args.batch, bk.TOTAL_TOKENS, ())
     plan = bk.policy_plan("fixed-split", kv, shape, bk.device_spec(), chunk_tokens=args.chunk)
@@ -70,10 +75,19 @@ def main(argv=None) -> int:
                 run_decode(launch, q, cache, out=out)
             copy = guard.probe()
             raw = timer._once(run)
+            sample = reader.read()
+            busy_until = time.time() + 0.05
+            while time.time() < busy_until:
+                guard.probe()
+            busy = timer._once(run)
             guarded = timer(run)
             print(json.dumps({
                 "t_s": round(time.time() - T0, 1), "config": label,
-                "copy_bytes_per_s": copy, "raw_us": round(raw["median_us"], 1),
+                "probe_hops_per_s": copy, "raw_us": round(raw["median_us"], 1),
+                "sm_clock_mhz": getattr(sample, "sm_clock_mhz", None),
+                "mem_clock_mhz": getattr(sample, "mem_clock_mhz", None),
+                "clock_events": list(sample.clock_event_reasons) if sample else None,
+                "busy_first_us": round(busy["median_us"], 1),
                 "guarded_us": round(guarded["median_us"], 1),
                 "retries": guarded["interference_retries"],
                 "quiet_ratio": round(guarded["quiet_ratio"], 3), "quiet": guarded["quiet"],

@@ -1,29 +1,27 @@
-"""Interference guard: is the GPU's memory bandwidth our own while a measurement runs?
+"""Interference guard: is the GPU's memory our own while a measurement runs?
 
-Seen on an H200 of this workplace (2026-11-26 17:59 UTC, benchmarks/interference_probe.py): on
-a freshly started machine, the same llama3-70b-tp8 decode timed every 4 s for 150 s read 45-53 us
-in most rounds and 64-126 us in others, for every kernel configuration at once, in windows of
-4-12 s. A memory-bound kernel timed inside such a window reads up to 2.7x slow while the
-stopping rule is satisfied (the samples agree with each other), so nothing in the samples flags
-it. Whatever the cause outside the process, it shows in the device copy bandwidth.
+Seen on an H200 of this workplace (2026-11-26, benchmarks/interference_probe.py): on freshly
+started machines the same llama3-70b-tp8 decode (one program per SM, latency-bound), timed every
+1-4 s, read 45-47 us in some rounds and 64-135 us in others, in windows of one to several
+seconds, for every kernel configuration alike. The SM and memory clocks read 1980 / 3201 MHz
+throughout with no clock-event reason; a 480 MB device copy lost only 5-10% of its bandwidth in
+the slow windows, and 50 ms of copies right before the timing did not help. The stopping rule
+cannot see it (the samples of one measurement agree with each other), and a copy-bandwidth
+bracket (the first two versions of this guard) let almost all of them through.
 
-The guard therefore brackets a measurement with two device-to-device copies of a buffer much
-larger than L2 (`BandwidthProbe`: 8 x L2 copied three times, about 0.7 ms on an H200) and
-compares them with the quiet bandwidth: the 90th percentile of the probes seen so far in this
-process (the maximum while there are fewer than five: a single lucky reading must not set the
-bar), and at least a floor of `floor_fraction` of the datasheet bandwidth of a known card (a
-quiet 480 MB copy on an H200 reaches about 0.85 of it). If either probe is below
-(1 - tolerance) of that reference, the measurement is taken again after `wait_s`, at most
-`max_retries` times; if no bracket was quiet, the fastest attempt is kept (with `key`).
-Interference only ever slows a memory-bound kernel, so neither retrying nor keeping the fastest
-disturbed attempt biases towards fast outliers. The result says how many retries it took and
-the quiet ratio of the bracket it kept (`QuietOutcome`).
+What such a kernel waits on is the latency of loads that miss L2, so the guard brackets each
+measurement with `harness.latency_probe.LatencyProbe`: one dependent-load chain per SM through
+a buffer of 8 x L2, 256 hops (about 0.2-0.4 ms). Its speed (hops per second) is compared with
+the quiet speed: the second-fastest probe seen so far in this process (the fastest while there
+are fewer than five; five probes are taken when the guard is made), so one lucky reading does
+not set the bar and two quiet ones suffice however often the device is disturbed. If either probe
+of the bracket is below (1 - tolerance) of it, the measurement is taken again after `wait_s`,
+at most `max_retries` times; if no bracket was quiet, the fastest attempt is kept (with `key`).
+Interference only ever slows a kernel, so neither retrying nor keeping the fastest disturbed
+attempt biases towards fast outliers. The result says how many retries it took and the quiet
+ratio of the bracket it kept (`QuietOutcome`).
 
-First version (2 x L2 probe, reference = the best probe): on the same H200 a 120 MB copy read
-3.5-3.8 TB/s while the decode beside it ran at its quiet speed, so a lucky high reading made
-most brackets "disturbed", and keeping the last attempt kept slow ones.
-
-Units: bytes per second (read + written, as the copy ceiling everywhere in kvtune), seconds.
+Units: probe speeds in hops (or bytes) per second, higher is quieter; seconds.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["BandwidthProbe", "QuietCheck", "QuietGuard", "QuietOutcome", "guard_for",
+__all__ = ["QuietCheck", "QuietGuard", "QuietOutcome", "guard_for",
            "measure_quietly"]
 
 
@@ -47,20 +45,16 @@ class QuietCheck:
     tolerance: a probe below (1 - tolerance) x the quiet bandwidth counts as disturbed; 0.01..0.5.
     max_retries: measurements taken again at most this often; 0..20.
     wait_s: pause before a retry, seconds; 0..60.
-    floor_fraction: fraction of the datasheet bandwidth a quiet copy reaches at least on a known
-        card (the reference's lower bound); 0 disables the floor; 0..1.
     """
 
     tolerance: float = 0.10
     max_retries: int = 3
     wait_s: float = 1.0
-    floor_fraction: float = 0.80
 
     def __post_init__(self) -> None:
         _check_range("tolerance", self.tolerance, 0.01, 0.5)
         _check_range("max_retries", self.max_retries, 0, 20, integer=True)
         _check_range("wait_s", self.wait_s, 0.0, 60.0)
-        _check_range("floor_fraction", self.floor_fraction, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -81,68 +75,28 @@ class QuietOutcome:
                 "quiet": self.quiet}
 
 
-class BandwidthProbe:
-    """A device-to-device copy of `nbytes` (default: 8 x L2, at least 256 MiB) timed with
-    CUDA events; `bytes_per_s()` is the median of `copies` copies, read + written bytes."""
-
-    def __init__(self, device=None, nbytes: int | None = None, copies: int = 3) -> None:
-        import torch
-
-        self.device = torch.device("cuda") if device is None else torch.device(device)
-        props = torch.cuda.get_device_properties(self.device)
-        l2 = int(getattr(props, "L2_cache_size", 0) or (50 << 20))
-        self.nbytes = int(nbytes or max(8 * l2, 256 << 20))
-        self.copies = int(copies)
-        # Random bytes: never time on zeros.
-        self.src = torch.randint(0, 255, (self.nbytes,), dtype=torch.uint8, device=self.device)
-        self.dst = torch.empty_like(self.src)
-
-    def bytes_per_s(self) -> float:
-        import torch
-
-        times_ms = []
-        with torch.cuda.device(self.device):
-            for _ in range(self.copies):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                self.dst.copy_(self.src)
-                end.record()
-                end.synchronize()
-                times_ms.append(start.elapsed_time(end))
-        times_ms.sort()
-        return 2 * self.nbytes / (times_ms[len(times_ms) // 2] * 1e-3)
-
-
 class QuietGuard:
     """The quiet reference of one device and the disturbed/quiet decision.
 
-    probe_fn: returns a bandwidth in bytes/s (a BandwidthProbe's bytes_per_s on a GPU; a fake in
-    tests). floor_bytes_per_s: the reference's lower bound (floor_fraction x datasheet), 0 for
-    none. The reference is the 90th percentile of every finite probe so far (their maximum while
-    fewer than five), and at least the floor.
+    probe_fn: returns a speed, higher is quieter (LatencyProbe.hops_per_s on a GPU; a fake in
+    tests). The reference is the second-fastest finite probe so far (the fastest while fewer
+    than five).
     """
 
     MIN_READINGS = 5
-    QUANTILE = 0.9
 
-    def __init__(self, probe_fn: Callable[[], float], check: QuietCheck | None = None,
-                 floor_bytes_per_s: float = 0.0) -> None:
+    def __init__(self, probe_fn: Callable[[], float], check: QuietCheck | None = None) -> None:
         self.probe_fn = probe_fn
         self.check = check or QuietCheck()
         self.readings: list[float] = []
-        self.floor_bytes_per_s = float(floor_bytes_per_s)
 
     @property
-    def reference_bytes_per_s(self) -> float:
+    def reference(self) -> float:
+        """The quiet speed: nan before any probe."""
         if not self.readings:
-            return self.floor_bytes_per_s
+            return float("nan")
         ordered = sorted(self.readings)
-        if len(ordered) < self.MIN_READINGS:
-            top = ordered[-1]
-        else:
-            top = ordered[min(len(ordered) - 1, int(self.QUANTILE * (len(ordered) - 1) + 0.5))]
-        return max(top, self.floor_bytes_per_s)
+        return ordered[-1] if len(ordered) < self.MIN_READINGS else ordered[-2]
 
     def probe(self) -> float:
         bw = float(self.probe_fn())
@@ -150,10 +104,10 @@ class QuietGuard:
             self.readings.append(bw)
         return bw
 
-    def ratio(self, *bandwidths: float) -> float:
-        """The slowest of `bandwidths` over the quiet reference."""
-        ref = self.reference_bytes_per_s
-        return min(bandwidths) / ref if ref > 0 else float("nan")
+    def ratio(self, *speeds: float) -> float:
+        """The slowest of `speeds` over the quiet reference."""
+        ref = self.reference
+        return min(speeds) / ref if ref > 0 else float("nan")
 
 
 def measure_quietly(measure: Callable[[], T], guard: QuietGuard | None,
@@ -186,14 +140,16 @@ def measure_quietly(measure: Callable[[], T], guard: QuietGuard | None,
 
 
 _GUARDS: dict[tuple[str, int], QuietGuard] = {}
+CALIBRATION_PROBES = 5
 
 
 def guard_for(device=None, check: QuietCheck | None = None) -> QuietGuard:
-    """The process-wide guard of a CUDA device (one probe buffer and one running reference per
-    device, so every measurement in the process shares what the quietest copy reached)."""
+    """The process-wide guard of a CUDA device (one probe buffer and one reference per device,
+    so every measurement in the process shares it). A new guard takes CALIBRATION_PROBES probes
+    50 ms apart before it answers."""
     import torch
 
-    from kvtune.harness.device import model_for_gpu_name
+    from kvtune.harness.latency_probe import LatencyProbe
 
     dev = torch.device("cuda") if device is None else torch.device(device)
     if dev.index is None:
@@ -201,10 +157,10 @@ def guard_for(device=None, check: QuietCheck | None = None) -> QuietGuard:
     key = (dev.type, int(dev.index))
     guard = _GUARDS.get(key)
     if guard is None:
-        preset = model_for_gpu_name(torch.cuda.get_device_name(dev))
-        check_ = check or QuietCheck()
-        floor = check_.floor_fraction * preset.hbm_bytes_per_s if preset else 0.0
-        guard = QuietGuard(BandwidthProbe(dev).bytes_per_s, check_, floor)
+        guard = QuietGuard(LatencyProbe(dev).hops_per_s, check or QuietCheck())
+        for _ in range(CALIBRATION_PROBES):
+            guard.probe()
+            time.sleep(0.05)
         _GUARDS[key] = guard
     elif check is not None:
         guard.check = check

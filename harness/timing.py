@@ -22,16 +22,13 @@ compilation, autotuning and module load stay out. Then batches of timed iteratio
 nvbench's stopping rule (harness/stopping.py) says stop. NVML telemetry is read before, during and
 after (harness/telemetry.py); a throttled measurement is flagged in `telemetry`.
 
-Interference guard (default on, `quiet=None` turns it off): each measurement is bracketed by two
-copies of 8 x L2 and taken again (up to 3 times) while either reads below 0.9 of the device's
-quiet copy bandwidth in this process (harness/interference.py: on a fresh H200 the same decode
-read up to 2.7x slow in windows of seconds, with samples that agreed with each other); if no
-bracket is quiet the fastest attempt is kept. `quiet_ratio` and `interference_retries` say how
-it went; a measurement still disturbed after the retries carries a warning.
-
-Seen on an H200 (2026-11-26, benchmarks/bench_timers.py): a cold 270 us decode read within 1.3%
-under all three timers; a hot 5.2 us decode read 5.15 us (cupti), 5.19 us (graph) and 76 us
-(events, launch-bound).
+Interference guard (default on, `quiet=None` turns it off): each measurement is bracketed by a
+memory-latency probe (one dependent-load chain per SM; harness/latency_probe.py) and taken again
+(up to 3 times) while either probe reads below 0.9 of the device's quiet speed in this process
+(harness/interference.py: on fresh H200s a latency-bound decode read up to 2.9x slow in windows
+of seconds, at full clocks, with samples that agreed with each other); if no bracket is quiet
+the fastest attempt is kept. `quiet_ratio` and `interference_retries` say how it went; a
+measurement still disturbed after the retries carries a warning.
 """
 
 from __future__ import annotations

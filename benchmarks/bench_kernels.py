@@ -638,6 +638,14 @@ def _measure(backend, batch, plan):
         return Measurement(status="error", message=f"{type(exc).__name__}: {first}"[:300])
 
 
+def _quiet_fields(prefix: str, meas) -> dict:
+    """The interference guard's verdict on a measurement (harness/interference.py): the quiet
+    ratio of its latency-probe bracket and the retries it took (nan / 0 without a guard)."""
+    extra = getattr(meas, "extra", {}) or {}
+    return {f"{prefix}_quiet_ratio": float(extra.get("quiet_ratio", float("nan"))),
+            f"{prefix}_retries": int(extra.get("interference_retries", 0))}
+
+
 def _frac(meas, ceiling) -> float:
     if meas.status != "ok" or not ceiling or not math.isfinite(ceiling):
         return float("nan")
@@ -669,6 +677,7 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                            "programs_per_sm": plan.num_tasks / runner.device.sm_count,
                            "min_bytes": batch.min_bytes}
                     tri = _measure(runner.triton, batch, plan)  # verifies first
+                    row.update(_quiet_fields("triton", tri))
                     row.update({"triton_us": tri.latency_us, "triton_status": tri.status,
                                 "triton_rel_error": tri.rel_error,
                                 "triton_config": cfg.label(),
@@ -676,6 +685,7 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                                 "triton_message": tri.message[:200]})
                     if runner.flashinfer is not None:
                         fi = _measure(runner.flashinfer, batch, plan)
+                        row.update(_quiet_fields("flashinfer", fi))
                         row.update({"flashinfer_us": fi.latency_us, "flashinfer_status": fi.status,
                                     "flashinfer_rel_error": fi.rel_error,
                                     "flashinfer_frac_of_copy": _frac(fi, runner.ceiling),
@@ -691,7 +701,9 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                         f"/SM) triton {tri.status} {tri.latency_us:9.1f} us "
                         f"frac {row['triton_frac_of_copy']:.3f} | flashinfer "
                         f"{row['flashinfer_status']} {row['flashinfer_us']:9.1f} us | "
-                        f"x{row['speed_vs_flashinfer']:.3f}")
+                        f"x{row['speed_vs_flashinfer']:.3f} | quiet "
+                        f"{row['triton_quiet_ratio']:.2f}/{row.get('flashinfer_quiet_ratio', float('nan')):.2f}"
+                        f" retries {row['triton_retries']}/{row.get('flashinfer_retries', 0)}")
                 runner.triton.close()  # one batch on the device at a time
     return rows
 
@@ -815,14 +827,16 @@ def suggest_table(rows) -> dict:
 
 def shapes_table(rows) -> str:
     header = ("| variant | dist | B | plan | programs/SM | Triton us | FlashInfer us | FI/Triton "
-              "| Triton of copy | FI of copy | Triton config |")
-    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| Triton of copy | FI of copy | Triton config | quiet (Triton/FI) |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r['dist']} | {r['batch']} | {r['plan']} | "
             f"{r['programs_per_sm']:.2f} | {r['triton_us']:.1f} | {r['flashinfer_us']:.1f} | "
             f"{r['speed_vs_flashinfer']:.3f} | {r.get('triton_frac_of_copy', float('nan')):.3f} | "
-            f"{r.get('flashinfer_frac_of_copy', float('nan')):.3f} | {r['triton_config']} |")
+            f"{r.get('flashinfer_frac_of_copy', float('nan')):.3f} | {r['triton_config']} | "
+            f"{r.get('triton_quiet_ratio', float('nan')):.2f}/"
+            f"{r.get('flashinfer_quiet_ratio', float('nan')):.2f} |")
     return "\n".join(lines)
 
 

@@ -48,7 +48,7 @@ class QuietCheck:
     """
 
     tolerance: float = 0.10
-    max_retries: int = 3
+    max_retries: int = 5
     wait_s: float = 1.0
 
     def __post_init__(self) -> None:

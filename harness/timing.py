@@ -24,7 +24,7 @@ after (harness/telemetry.py); a throttled measurement is flagged in `telemetry`.
 
 Interference guard (default on, `quiet=None` turns it off): each measurement is bracketed by a
 memory-latency probe (one dependent-load chain per SM; harness/latency_probe.py) and taken again
-(up to 3 times) while either probe reads below 0.9 of the device's quiet speed in this process
+(up to 5 times, 1 s apart) while either probe reads below 0.9 of the device's quiet speed in this process
 (harness/interference.py: on fresh H200s a latency-bound decode read up to 2.9x slow in windows
 of seconds, at full clocks, with samples that agreed with each other); if no bracket is quiet
 the fastest attempt is kept. `quiet_ratio` and `interference_retries` say how it went; a

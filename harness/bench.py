@@ -21,9 +21,14 @@ from pathlib import Path
 from kvtune.kernels.policies import from_spec
 from kvtune.kernels.policies import names as policy_names
 from kvtune.kernels.specs import split_policy_specs, tuned_path
+from kvtune.workloads.batch import AttentionBatch
 from kvtune.workloads.selection import CaseSettings, resolve_shape, resolve_suite
 
+# The series a bench runs when none are given (BenchSettings.policies None): the decode default,
+# or the hybrid one when any case holds a request with q_len > 1 (decode policies cannot plan
+# those; the hybrid policies plan q_len-1 batches as well). default_policies() picks.
 DEFAULT_POLICIES = "flashinfer-tensor-core,fa3,trtllm-oversub,no-split"
+HYBRID_DEFAULT_POLICIES = "hybrid-serial,hybrid-streams,hybrid-fused,pod"
 DEFAULT_RESULTS_DIR = "results"
 # Rows are written to disk every this many rows (a crash loses at most these).
 FLUSH_EVERY_ROWS = 50
@@ -51,13 +56,16 @@ class BenchSettings:
     """A bench run: which cases, which policies (comma-separated specs, `tuned:path=FILE` among
     them), which tuned heuristic files besides (`heuristics`, paths), how, and where to.
 
+    policies None: default_policies() of the cases (DEFAULT_POLICIES, or HYBRID_DEFAULT_POLICIES
+    when a case has q_len > 1), then the heuristics; a string is taken as given.
+
     load_heuristic(path, shape) -> Policy reads a heuristic file (kvtune.studies.export's
     load_heuristic, which the CLI passes: the harness does not import the studies layer);
     needed when any heuristic is given.
     """
 
     cases: CaseSettings = field(default_factory=CaseSettings)
-    policies: str = DEFAULT_POLICIES
+    policies: str | None = None
     measure: BackendSettings = field(default_factory=BackendSettings)
     out: str = DEFAULT_RESULTS_DIR
     progress: bool = True
@@ -67,6 +75,15 @@ class BenchSettings:
 
 def file_sha256(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def default_policies(batches) -> str:
+    """The policies a bench runs when none are given: HYBRID_DEFAULT_POLICIES when any batch
+    (DecodeBatch or AttentionBatch) holds a request with q_len > 1 (a prefill chunk or a
+    speculative decode), else DEFAULT_POLICIES."""
+    if any(isinstance(b, AttentionBatch) and b.max_q_len > 1 for b in batches):
+        return HYBRID_DEFAULT_POLICIES
+    return DEFAULT_POLICIES
 
 
 def resolve_series(policies: str, heuristics=(), shape=None, load_heuristic=None) -> list:
@@ -135,10 +152,13 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     m = settings.measure
     shape = resolve_shape(settings.cases)
     suite = resolve_suite(settings.cases, shape)
-    policies = resolve_series(settings.policies, settings.heuristics, shape, settings.load_heuristic)
+    cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
+    specs = settings.policies
+    if specs is None:
+        specs = default_policies(c.batch for c in cases)
+    policies = resolve_series(specs, settings.heuristics, shape, settings.load_heuristic)
     check_choices(m.backend, m.device_model, m.timer, m.stopping, m.sim_kernel)
     check_output_dir(settings.out)
-    cases = [CaseRun(c.case_id, c.batch()) for c in suite.cases]
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
                           cold_l2=not m.warm_l2, stopping=m.stopping, kernel=m.sim_kernel,
                           cuda_graph=m.cuda_graph)
@@ -198,9 +218,11 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
 __all__ = [
     "DEFAULT_POLICIES",
     "DEFAULT_RESULTS_DIR",
+    "HYBRID_DEFAULT_POLICIES",
     "BackendSettings",
     "BenchOutcome",
     "BenchSettings",
+    "default_policies",
     "file_sha256",
     "resolve_series",
     "run_bench",

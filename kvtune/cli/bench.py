@@ -14,7 +14,7 @@ from kvtune.cli.common import (
 
 
 def add_parser(sub) -> None:
-    from kvtune.harness.bench import DEFAULT_POLICIES
+    from kvtune.harness.bench import DEFAULT_POLICIES, HYBRID_DEFAULT_POLICIES
     from kvtune.harness.summary import FORMATS
 
     p = add_command(sub, "bench", "measure policies on a suite of decode batches", [
@@ -24,10 +24,12 @@ def add_parser(sub) -> None:
     ], "Plan every case of a suite with every policy, check its output (GPU backends), time it, "
        "and store one row per case and policy under results/<run-id>/.")
     add_suite_arguments(p)
-    p.add_argument("--policies", default=DEFAULT_POLICIES,
+    p.add_argument("--policies",
                    help="comma-separated policies, each NAME or NAME:key=value:..., or "
                         "tuned:path=FILE for an exported heuristic (its path may hold ',' and ':') "
-                        f"(default {DEFAULT_POLICIES})")
+                        f"(default {DEFAULT_POLICIES}; {HYBRID_DEFAULT_POLICIES} when any case "
+                        "has a request with q_len > 1: --suite hybrid, --distribution hybrid, "
+                        "--q-len 2..16)")
     p.add_argument("--heuristic", action="append", default=[], metavar="FILE",
                    help="a tuned heuristic JSON from `kvtune export`, run beside the policies as "
                         "series tuned:<file stem> (repeatable)")

@@ -7,7 +7,9 @@ Two ways to run one AttentionBatch:
 - "pod": `BatchPODWithPagedKVCacheWrapper`: its prefill part (causal_p=True) takes the requests
   with q_len > 1, its decode part the q_len-1 decodes. FlashInfer plans the decode part as a
   non-causal prefill, so speculative decodes (q_len 2..16) must go to the prefill part. POD needs
-  both parts non-empty: a batch with only one kind is unsupported there (serial runs it).
+  both parts non-empty, so a batch with only one kind runs "serial" under an sm-aware plan too,
+  which is then that kind's one wrapper (what POD would run with an empty part); the row's
+  `flashinfer_mode` says which ran.
 
 `FlashInferHybrid(cache, q, q_lens, mode)` plans once; `run()` launches only the kernels (what a
 timer wraps); `output()` scatters both parts back into batch order (for the correctness check).
@@ -125,9 +127,16 @@ def as_attention_batch(batch):
     return batch if isinstance(batch, AttentionBatch) else AttentionBatch.decode(batch)
 
 
-def mode_for(plan) -> str:
-    """FlashInfer's way of running a HybridPlan: sm-aware -> pod, anything else -> serial."""
-    return "pod" if plan.schedule == "sm-aware" else "serial"
+def mode_for(plan, q_lens=None) -> str:
+    """FlashInfer's way of running a HybridPlan: sm-aware -> pod, anything else -> serial; and
+    serial when `q_lens` (the batch's) holds only one kind (POD's wrapper needs both)."""
+    if plan.schedule != "sm-aware":
+        return "serial"
+    if q_lens is not None:
+        q_lens = np.asarray(q_lens)
+        if not ((q_lens > 1).any() and (q_lens == 1).any()):
+            return "serial"
+    return "pod"
 
 
 def verify(backend, batch, plan):
@@ -140,7 +149,7 @@ def verify(backend, batch, plan):
     cache, q, ref = _inputs(backend, batch)
     bound = 2e-2
     try:
-        runner = FlashInferHybrid(cache, q, batch.q_lens, mode_for(plan))
+        runner = FlashInferHybrid(cache, q, batch.q_lens, mode_for(plan, batch.q_lens))
         runner.run()
         torch.cuda.synchronize()
     except HybridUnsupported as exc:
@@ -148,7 +157,8 @@ def verify(backend, batch, plan):
     except Exception as exc:  # noqa: BLE001 - a kernel error is a failed verification
         first = (str(exc).strip().splitlines() or [""])[0]
         return Verification(ok=False, checked=True, bound=bound,
-                            message=f"flashinfer {mode_for(plan)} raised {type(exc).__name__}: "
+                            message=f"flashinfer {mode_for(plan, batch.q_lens)} raised "
+                                    f"{type(exc).__name__}: "
                                     f"{first}")
     ok, err, msg = judge_output(runner.output(q), ref, bound)
     backend._hybrid_runner = (plan, runner)

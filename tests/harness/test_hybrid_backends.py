@@ -176,3 +176,18 @@ def test_one_launch_with_both_kinds_slows_as_decode_efficiency_drops(policy):
 def test_one_launch_decode_efficiency_out_of_range_names_field(bad):
     with pytest.raises(ValueError, match=r"one_launch_decode_efficiency: .* allowed: \(0, 1\]"):
         HybridSimConstants(one_launch_decode_efficiency=bad)
+
+
+def test_flashinfer_pod_runs_one_kind_batches_serially():
+    # POD's wrapper needs prefill and decode requests; a batch of one kind runs that kind's own
+    # wrapper (mode "serial") under an sm-aware plan, both kinds run "pod", other plans "serial".
+    from types import SimpleNamespace
+
+    from kvtune.harness.backends.flashinfer_hybrid import mode_for
+
+    pod, fused = SimpleNamespace(schedule="sm-aware"), SimpleNamespace(schedule="fused")
+    assert mode_for(pod, [512, 1, 1]) == "pod"
+    assert mode_for(pod, [1, 1, 1]) == "serial"
+    assert mode_for(pod, [512, 4]) == "serial"
+    assert mode_for(pod) == "pod"
+    assert mode_for(fused, [512, 1]) == "serial"

@@ -42,6 +42,11 @@ tile is rebuilt with join/reshape, which stops Triton from pulling the P.V produ
 layout back onto the 8-bit load (one ld.shared.b8 per element on sm_90: docs/KERNEL_NOTES.md).
 The values are the same fp16 values as the plain path's cast.
 
+With `KernelConfig.warp_split` = N > 1 the tokens of each step are cut into N slices with one
+online softmax each (batched products, the warps on the slice axis) and merged once per task;
+`max_registers` passes a register cap to the compiler. Both are sweep candidates, not table
+entries (docs/KERNEL_NOTES.md "Sixth session").
+
 Without a CUDA GPU the kernels are built for Triton's interpreter (TRITON_INTERPRET=1) and run on
 CPU tensors; that is for tests, and it is slow.
 """

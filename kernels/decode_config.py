@@ -221,7 +221,12 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 #   tokens over the warps). With the tokens of a step cut into one slice per warp, each warp
 #   keeps its own softmax and the step has no cross-warp reduction (local sm_90 compile, triton
 #   3.9: mma warpsPerCTA [W, 1, 1], the P operand converted in registers, 185-255 registers, no
-#   spills at head_dim 64/128; head_dim 256 spills 76-972 bytes and has none). Not timed yet.
+#   spills at head_dim 64/128; head_dim 256 spills 76-972 bytes and has none). Timed on the H200
+#   (18:00-18:40 UTC; docs/PERFORMANCE.md "Sixth session"): slower than the table on every large
+#   case but one (fp8 uniform B=64 fixed-2048: bn64-w2-s4-pa-ws2 211.7 vs 221.7 us, yet 421.8 vs
+#   326.0 on skew80 B=256 balanced-2x); the one-program-per-SM cases were undecided because of
+#   slow windows on fresh machines. The register caps (-rN) were slower too. Neither is in the
+#   table; both stay here for a sweep on a quiet machine.
 # The fp8 -vw variants are dropped from the sweep: in the H200 sweeps of the third session and
 #   again in the 17:40 call (bn128-w4-s3-pa-vw 239.2 us vs 224.7 for bn128-w4-s3-pa, llama3-8b
 #   uniform B=64 fixed-2048) they never beat the plain ones.

@@ -88,8 +88,8 @@ class Timer:
         self.reps, self.warmup = reps, warmup
 
     def __call__(self, fn) -> dict:
-        """Median of the event pairs, bracketed by the interference guard's copies and taken
-        again while they read disturbed (harness/interference.py)."""
+        """Median of the event pairs, bracketed by the interference guard's latency probes and
+        taken again while they read disturbed (harness/interference.py)."""
         from kvtune.harness.interference import guard_for, measure_quietly
 
         result, outcome = measure_quietly(lambda: self._once(fn), guard_for(),
@@ -702,8 +702,9 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                         f"frac {row['triton_frac_of_copy']:.3f} | flashinfer "
                         f"{row['flashinfer_status']} {row['flashinfer_us']:9.1f} us | "
                         f"x{row['speed_vs_flashinfer']:.3f} | quiet "
-                        f"{row['triton_quiet_ratio']:.2f}/{row.get('flashinfer_quiet_ratio', float('nan')):.2f}"
-                        f" retries {row['triton_retries']}/{row.get('flashinfer_retries', 0)}")
+                        f"{row['triton_quiet_ratio']:.2f}/"
+                        f"{row.get('flashinfer_quiet_ratio', float('nan')):.2f} retries "
+                        f"{row['triton_retries']}/{row.get('flashinfer_retries', 0)}")
                 runner.triton.close()  # one batch on the device at a time
     return rows
 

@@ -6,7 +6,7 @@ few stage-1 configurations are checked against the float64 reference, then timed
 --period-s seconds for --duration-s seconds from process start, each round three ways: the
 guard's latency probe (hops per second, one dependent-load chain per SM), the 30-pair event loop of bench_kernels without the
 guard (`raw_us`) with the SM / memory clocks and clock-event reasons NVML reads right after
-it, the same loop after 50 ms of back-to-back copies keep the GPU busy (`busy_first_us`), and
+it, the same loop after 50 ms of back-to-back guard probes keep the GPU busy (`busy_first_us`), and
 the loop under the guard (`guarded_us`, with its retries and quiet ratio). One JSON line per
 round and configuration.
 

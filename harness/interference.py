@@ -11,7 +11,7 @@ bracket (the first two versions of this guard) let almost all of them through.
 
 What such a kernel waits on is the latency of loads that miss L2, so the guard brackets each
 measurement with `harness.latency_probe.LatencyProbe`: one dependent-load chain per SM through
-a buffer of 8 x L2, 256 hops (about 0.2-0.4 ms). Its speed (hops per second) is compared with
+a buffer of 8 x L2, 256 hops (about 70 us on a quiet H200; a probe times it three times). Its speed (hops per second) is compared with
 the quiet speed: the second-fastest probe seen so far in this process (the fastest while there
 are fewer than five; five probes are taken when the guard is made), so one lucky reading does
 not set the bar and two quiet ones suffice however often the device is disturbed. If either probe
@@ -21,7 +21,7 @@ Interference only ever slows a kernel, so neither retrying nor keeping the faste
 attempt biases towards fast outliers. The result says how many retries it took and the quiet
 ratio of the bracket it kept (`QuietOutcome`).
 
-Units: probe speeds in hops (or bytes) per second, higher is quieter; seconds.
+Units: probe speeds in hops per second (any speed in tests), higher is quieter; seconds.
 """
 
 from __future__ import annotations
@@ -34,15 +34,14 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["QuietCheck", "QuietGuard", "QuietOutcome", "guard_for",
-           "measure_quietly"]
+__all__ = ["QuietCheck", "QuietGuard", "QuietOutcome", "guard_for", "measure_quietly"]
 
 
 @dataclass(frozen=True)
 class QuietCheck:
     """Settings of the guard.
 
-    tolerance: a probe below (1 - tolerance) x the quiet bandwidth counts as disturbed; 0.01..0.5.
+    tolerance: a probe below (1 - tolerance) x the quiet speed counts as disturbed; 0.01..0.5.
     max_retries: measurements taken again at most this often; 0..20.
     wait_s: pause before a retry, seconds; 0..60.
     """

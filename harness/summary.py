@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 import math
 
+from kvtune.harness.interference import QuietCheck
+
 FORMATS = ("table", "csv", "json", "markdown")
+# A measurement whose interference-guard bracket read below this ratio after its retries
+# (harness/interference.py) is marked in the table.
+QUIET_RATIO_MIN = 1.0 - QuietCheck().tolerance
 CASE_COLUMNS = ["distribution", "batch_size", "seed"]
 
 
@@ -20,7 +25,8 @@ def series_of(row: dict) -> str:
 
 def summary_records(rows: list[dict]) -> list[dict]:
     """One record per (case, series): median and p10/p90 latency (us), achieved TB/s, fraction
-    of the ceiling (= floor / latency, the floor being bytes / ceiling), status."""
+    of the ceiling (= floor / latency, the floor being bytes / ceiling), status, and the
+    interference guard's quiet ratio (nan where no guard ran: the simulator, the CPU)."""
     out = []
     for r in rows:
         ok = r.get("status") == "ok"
@@ -35,9 +41,22 @@ def summary_records(rows: list[dict]) -> list[dict]:
             "p90_us": r.get("p90_us", math.nan) if ok else math.nan,
             "achieved_tb_per_s": bw / 1e12 if bw == bw else math.nan,
             "ceiling_fraction": r.get("bw_fraction", math.nan) if ok else math.nan,
+            "quiet_ratio": _number(r.get("quiet_ratio")) if ok else math.nan,
             "message": "" if ok else str(r.get("message", ""))[:200],
         })
     return out
+
+
+def disturbed_count(rows: list[dict]) -> int:
+    """Measured rows whose guard bracket stayed below QUIET_RATIO_MIN after the retries."""
+    return sum(1 for rec in summary_records(rows) if rec["quiet_ratio"] < QUIET_RATIO_MIN)
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _cell(rec: dict) -> str:
@@ -50,6 +69,8 @@ def _cell(rec: dict) -> str:
         text += f" {rec['achieved_tb_per_s']:.2f}TB/s"
     if rec["ceiling_fraction"] == rec["ceiling_fraction"]:
         text += f" {rec['ceiling_fraction']:.0%}"
+    if rec["quiet_ratio"] < QUIET_RATIO_MIN:
+        text += f" ~disturbed {rec['quiet_ratio']:.2f}"
     return text
 
 
@@ -72,7 +93,8 @@ def format_rows(rows: list[dict], fmt: str = "table") -> str:
     table = frame.pivot_table(index=CASE_COLUMNS, columns="series", values="cell",
                               aggfunc="first", sort=False)[order]
     legend = ("latency_us: median [p10-p90], achieved TB/s, fraction of the ceiling "
-              "(= floor / latency); !status = not measured")
+              "(= floor / latency); !status = not measured; ~disturbed q = measured while the "
+              "interference guard's probe read q of its quiet speed")
     if fmt == "markdown":
         return legend + "\n\n" + table.reset_index().to_markdown(index=False) \
             if _has_tabulate() else legend + "\n\n" + _markdown(table.reset_index())
@@ -97,4 +119,5 @@ def _markdown(frame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FORMATS", "format_rows", "series_of", "summary_records"]
+__all__ = ["FORMATS", "QUIET_RATIO_MIN", "disturbed_count", "format_rows", "series_of",
+           "summary_records"]

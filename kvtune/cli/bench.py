@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from kvtune.harness.bench import BenchSettings, run_bench
-    from kvtune.harness.summary import format_rows
+    from kvtune.harness.summary import QUIET_RATIO_MIN, disturbed_count, format_rows
 
     settings = BenchSettings(cases=case_settings(args), policies=args.policies,
                              measure=backend_settings(args), out=args.out,
@@ -51,6 +51,11 @@ def run(args) -> int:
                              load_heuristic=_load_heuristic)
     outcome = run_bench(settings, command=args.command_line)
     print(format_rows(outcome.rows, args.format))
+    disturbed = disturbed_count(outcome.rows)
+    if disturbed:
+        print(f"kvtune: note: {disturbed} of {len(outcome.rows)} measurements ran while the GPU's "
+              f"memory latency read disturbed (quiet ratio below {QUIET_RATIO_MIN:.2f} after the "
+              "retries; column quiet_ratio; marked ~disturbed)", file=sys.stderr)
     if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
         from kvtune.harness.hybrid_summary import hybrid_frame, targets
 

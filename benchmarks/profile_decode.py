@@ -110,7 +110,7 @@ def sweep(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="llama3-8b")
     ap.add_argument("--dtype", default="bf16")
@@ -127,7 +127,11 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if not torch.cuda.is_available():
         print("profile_decode: needs a CUDA GPU", file=sys.stderr)
         return 2

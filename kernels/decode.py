@@ -90,6 +90,19 @@ def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, st
 
 
 @triton.jit
+def _page_ids(page_indices_ptr, page_base, tok, kv_hi, PAGE_SIZE: tl.constexpr):
+    """The page id holding each token position `tok` of a request (0 at and past kv_hi)."""
+    return tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=tok < kv_hi, other=0)
+
+
+@triton.jit
+def _token_rows(page, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE: tl.constexpr):
+    """Element offset (int64) of each token's row in the page pool: page id x page stride plus
+    slot x token stride (int64: page x stride passes 2^31 for large caches)."""
+    return page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+
+
+@triton.jit
 def _e4m3x4_to_f16(x, ASM: tl.constexpr):
     """Four fp16 tensors (bytes 0..3 of each int32 of `x`, little endian: elements 4j..4j+3)
     with the exact fp16 values of the e4m3 codes. ASM: one `mov.b32 {lo, hi}` and two
@@ -277,19 +290,15 @@ def _attend_kernel(
             m3 = tl.full([WARP_SPLIT, G_PAD], float("-inf"), dtype=tl.float32)
             l3 = tl.zeros([WARP_SPLIT, G_PAD], dtype=tl.float32)
             acc3 = tl.zeros([WARP_SPLIT, G_PAD, HEAD_DIM], dtype=tl.float32)
-            tok = kv_lo + tok_off
-            page_cur = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=tok < kv_hi,
-                               other=0)
+            page_cur = _page_ids(page_indices_ptr, page_base, kv_lo + tok_off, kv_hi, PAGE_SIZE)
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + tok_off
                 valid = tok < kv_hi
-                row = page_cur.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                row = _token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                 kv_offs = row[:, :, None] + kv_head_off + offs_d[None, None, :]
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, :, None], other=0.0)
                 v = tl.load(v_ptr + kv_offs, mask=valid[:, :, None], other=0.0)
-                tok_next = tok + BLOCK_N
-                page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
-                                   mask=tok_next < kv_hi, other=0)
+                page_cur = _page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
                 m3, l3, acc3 = _online_softmax_step_split(q3, k, v, valid, m3, l3, acc3, score3,
                                                           DOT_PRECISION, UPCAST_DOT, P_DTYPE)
             # Merge the slices: the same rescaling as the split-KV merge, in float32.
@@ -340,22 +349,18 @@ def _attend_kernel(
             # of a step no longer wait on a load of the same step, which lets Triton's
             # pipeliner keep num_stages - 1 K/V tiles in flight in shared memory (with the page
             # id loaded in the same step it keeps one; docs/KERNEL_NOTES.md).
-            tok = kv_lo + offs_n
-            page_cur = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=tok < kv_hi,
-                               other=0)
+            page_cur = _page_ids(page_indices_ptr, page_base, kv_lo + offs_n, kv_hi, PAGE_SIZE)
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
                 valid = tok < kv_hi
-                row = page_cur.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
+                row = _token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                 kv_offs = row[:, None] + kv_head_off + offs_d[None, :]
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 if V_WIDE:
                     v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
                 else:
                     v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                tok_next = tok + BLOCK_N
-                page_cur = tl.load(page_indices_ptr + page_base + tok_next // PAGE_SIZE,
-                                   mask=tok_next < kv_hi, other=0)
+                page_cur = _page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
                 m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
         else:

@@ -889,6 +889,10 @@ def main(argv=None) -> int:
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--total-tokens", type=int, default=None,
                     help=f"shapes: tokens per batch (default {TOTAL_TOKENS}; dry run 96)")
+    ap.add_argument("--settle-s", type=float, default=60.0,
+                    help="before timing, wait up to this many seconds for five quiet latency "
+                         "probes in a row (harness/interference.py: a freshly started machine "
+                         "can be disturbed for minutes); 0: do not wait (default 60)")
     ap.add_argument("--time-limit-s", type=float, default=math.inf,
                     help="after this many seconds from the start, the shape-configs and shapes "
                          "sections start no new case (the skipped count is logged and stored); "
@@ -932,6 +936,12 @@ def main(argv=None) -> int:
         timer = Timer(args.reps)
         results["env"] = section_env()
         log(json.dumps(results["env"]))
+        if args.settle_s > 0:
+            from kvtune.harness.interference import guard_for, wait_until_quiet
+
+            quiet, waited = wait_until_quiet(guard_for(), timeout_s=args.settle_s)
+            results["settle"] = {"quiet": quiet, "waited_s": waited}
+            log(f"settle: {'quiet' if quiet else 'still disturbed'} after {waited:.1f} s")
         if "copy" in sections or "shapes" in sections or "shape-configs" in sections:
             results["copy"] = copy_bandwidth(timer)
             ceiling = results["copy"]["bytes_per_s"]

@@ -34,7 +34,8 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["QuietCheck", "QuietGuard", "QuietOutcome", "guard_for", "measure_quietly"]
+__all__ = ["QuietCheck", "QuietGuard", "QuietOutcome", "guard_for", "measure_quietly",
+           "wait_until_quiet"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,28 @@ def measure_quietly(measure: Callable[[], T], guard: QuietGuard | None,
     else:
         kept, ratio = min(attempts, key=lambda a: key(a[0]))
     return kept, QuietOutcome(quiet_ratio=ratio, retries=len(attempts) - 1, quiet=False)
+
+
+def wait_until_quiet(guard: QuietGuard, *, consecutive: int = 5, period_s: float = 0.5,
+                     timeout_s: float = 60.0, sleep: Callable[[float], None] = time.sleep,
+                     clock: Callable[[], float] = time.monotonic) -> tuple[bool, float]:
+    """Probe every `period_s` until `consecutive` probes in a row read quiet (>= 1 - tolerance
+    of the reference), or `timeout_s` passes: for the start of a GPU run on a machine that may
+    still be in its disturbed first minutes. Returns (quiet, seconds waited)."""
+    _check_range("consecutive", consecutive, 1, 1000, integer=True)
+    _check_range("period_s", period_s, 0.0, 60.0)
+    _check_range("timeout_s", timeout_s, 0.0, 3600.0)
+    start = clock()
+    streak = 0
+    while True:
+        ratio = guard.ratio(guard.probe())
+        streak = streak + 1 if ratio >= 1.0 - guard.check.tolerance else 0
+        waited = clock() - start
+        if streak >= consecutive:
+            return True, waited
+        if waited >= timeout_s:
+            return False, waited
+        sleep(period_s)
 
 
 _GUARDS: dict[tuple[str, int], QuietGuard] = {}

@@ -150,3 +150,29 @@ def test_the_latency_probe_kernel_follows_the_chain():
     with pytest.raises(ValueError, match="num_slots"):
         chase_permutation(1)
     assert np.all(np.sort(order.numpy()) == np.arange(257))
+
+
+def test_wait_until_quiet_needs_a_streak_and_gives_up_at_the_timeout():
+    from kvtune.harness.interference import wait_until_quiet
+
+    now = [0.0]
+
+    def sleep(s):
+        now[0] += s
+
+    # two quiet readings set the bar; then slow, quiet, slow, then three quiet in a row
+    guard = fake_guard([4.0, 4.0, 2.0, 4.0, 2.0, 3.9, 4.0, 3.8, 9.9])
+    guard.probe()
+    guard.probe()
+    quiet, waited = wait_until_quiet(guard, consecutive=3, period_s=0.5, timeout_s=60,
+                                     sleep=sleep, clock=lambda: now[0])
+    assert quiet and waited == 2.5  # 6 probes, 5 pauses of 0.5 s
+    slow = fake_guard([4.0, 4.0] + [1.0] * 100)
+    slow.probe()
+    slow.probe()
+    now[0] = 0.0
+    quiet, waited = wait_until_quiet(slow, consecutive=3, period_s=1.0, timeout_s=5,
+                                     sleep=sleep, clock=lambda: now[0])
+    assert not quiet and waited == 5.0
+    with pytest.raises(ValueError, match="consecutive"):
+        wait_until_quiet(slow, consecutive=0)

@@ -31,3 +31,27 @@ def test_simulator_rows_have_no_quiet_ratio_and_no_marks():
     rows = [row("fa3", 46.0), row("no-split", 95.0)]
     assert disturbed_count(rows) == 0
     assert "~disturbed 0" not in format_rows(rows, "table")
+
+
+def test_kvtune_bench_prints_one_note_for_disturbed_measurements(tmp_path, monkeypatch, capsys):
+    # The simulator never sets quiet_ratio; stand in for a GPU run whose guard cleared one
+    # measurement and not the other.
+    from kvtune.cli import main
+    from kvtune.harness import bench as bench_module
+
+    real_run = bench_module.run_bench
+
+    def run_with_quiet_ratios(settings, command=""):
+        outcome = real_run(settings, command)
+        for i, r in enumerate(outcome.rows):
+            r["quiet_ratio"] = 0.5 if i == 0 else 0.98
+        return outcome
+
+    monkeypatch.setattr(bench_module, "run_bench", run_with_quiet_ratios)
+    argv = ["bench", "--suite", "smoke", "--policies", "fa3,no-split", "--backend", "simulator",
+            "--device-model", "h100", "--no-progress", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    notes = [line for line in err.splitlines() if line.startswith("kvtune: note:")]
+    assert len(notes) == 1 and notes[0].startswith("kvtune: note: 1 of ")
+    assert "~disturbed 0.50" in out

@@ -92,12 +92,13 @@ class Timer:
         taken again while they read disturbed (harness/interference.py)."""
         from kvtune.harness.interference import guard_for, measure_quietly
 
-        result, outcome = measure_quietly(lambda: self._once(fn), guard_for(),
+        result, outcome = measure_quietly(lambda: self.once(fn), guard_for(),
                                           key=lambda r: r["median_us"])
         result.update(outcome.to_dict())
         return result
 
-    def _once(self, fn) -> dict:
+    def once(self, fn) -> dict:
+        """One unguarded measurement: warm-up, then the event pairs (median, p10, p90 us)."""
         for _ in range(self.warmup):
             fn()
         torch.cuda.synchronize()

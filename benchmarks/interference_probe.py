@@ -74,12 +74,12 @@ def main(argv=None) -> int:
             def run(launch=launch):
                 run_decode(launch, q, cache, out=out)
             copy = guard.probe()
-            raw = timer._once(run)
+            raw = timer.once(run)
             sample = reader.read()
             busy_until = time.time() + 0.05
             while time.time() < busy_until:
                 guard.probe()
-            busy = timer._once(run)
+            busy = timer.once(run)
             guarded = timer(run)
             print(json.dumps({
                 "t_s": round(time.time() - T0, 1), "config": label,

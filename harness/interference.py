@@ -11,8 +11,8 @@ bracket (the first two versions of this guard) let almost all of them through.
 
 What such a kernel waits on is the latency of loads that miss L2, so the guard brackets each
 measurement with `harness.latency_probe.LatencyProbe`: one dependent-load chain per SM through
-a buffer of 8 x L2, 256 hops (about 70 us on a quiet H200; a probe times it three times). Its speed (hops per second) is compared with
-the quiet speed: the second-fastest probe seen so far in this process (the fastest while there
+a buffer of 8 x L2, 256 hops (about 70 us on a quiet H200; a probe times it three times).
+Its speed (hops per second) is compared with the quiet speed: the second-fastest probe seen so far in this process (the fastest while there
 are fewer than five; five probes are taken when the guard is made), so one lucky reading does
 not set the bar and two quiet ones suffice however often the device is disturbed. If either probe
 of the bracket is below (1 - tolerance) of it, the measurement is taken again after `wait_s`,
@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+
+from kvtune.harness.stopping import check_number
 
 T = TypeVar("T")
 
@@ -52,17 +54,17 @@ class QuietCheck:
     wait_s: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_range("tolerance", self.tolerance, 0.01, 0.5)
-        _check_range("max_retries", self.max_retries, 0, 20, integer=True)
-        _check_range("wait_s", self.wait_s, 0.0, 60.0)
+        check_number("tolerance", self.tolerance, 0.01, 0.5)
+        check_number("max_retries", self.max_retries, 0, 20, integer=True)
+        check_number("wait_s", self.wait_s, 0.0, 60.0)
 
 
 @dataclass(frozen=True)
 class QuietOutcome:
     """How a guarded measurement went.
 
-    quiet_ratio: the slower bracket probe over the quiet reference at the end (1.0 = as fast as
-    the best copy seen; nan when the guard was off). retries: measurements discarded as
+    quiet_ratio: the slower probe of the kept bracket over the quiet reference (1.0 = as fast as
+    the quiet speed; nan when the guard was off). retries: measurements discarded as
     disturbed. quiet: the last bracket was within tolerance.
     """
 
@@ -99,10 +101,10 @@ class QuietGuard:
         return ordered[-1] if len(ordered) < self.MIN_READINGS else ordered[-2]
 
     def probe(self) -> float:
-        bw = float(self.probe_fn())
-        if math.isfinite(bw) and bw > 0:
-            self.readings.append(bw)
-        return bw
+        speed = float(self.probe_fn())
+        if math.isfinite(speed) and speed > 0:
+            self.readings.append(speed)
+        return speed
 
     def ratio(self, *speeds: float) -> float:
         """The slowest of `speeds` over the quiet reference."""
@@ -145,9 +147,9 @@ def wait_until_quiet(guard: QuietGuard, *, consecutive: int = 5, period_s: float
     """Probe every `period_s` until `consecutive` probes in a row read quiet (>= 1 - tolerance
     of the reference), or `timeout_s` passes: for the start of a GPU run on a machine that may
     still be in its disturbed first minutes. Returns (quiet, seconds waited)."""
-    _check_range("consecutive", consecutive, 1, 1000, integer=True)
-    _check_range("period_s", period_s, 0.0, 60.0)
-    _check_range("timeout_s", timeout_s, 0.0, 3600.0)
+    check_number("consecutive", consecutive, 1, 1000, integer=True)
+    check_number("period_s", period_s, 0.0, 60.0)
+    check_number("timeout_s", timeout_s, 0.0, 3600.0)
     start = clock()
     streak = 0
     while True:
@@ -187,10 +189,3 @@ def guard_for(device=None, check: QuietCheck | None = None) -> QuietGuard:
     elif check is not None:
         guard.check = check
     return guard
-
-
-def _check_range(name: str, value, lo, hi, integer: bool = False) -> None:
-    if integer and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{name}: {value!r} must be an integer in {lo}..{hi}")
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or not lo <= value <= hi:
-        raise ValueError(f"{name}: {value!r} out of range; allowed: {lo}..{hi}")

@@ -50,13 +50,13 @@ class StoppingRule:
     max_samples: int = 100_000
 
     def __post_init__(self) -> None:
-        _check_number("min_samples", self.min_samples, 1, 1_000_000, integer=True)
-        _check_number("min_time_ms", self.min_time_ms, 0.0, 600_000.0)
+        check_number("min_samples", self.min_samples, 1, 1_000_000, integer=True)
+        check_number("min_time_ms", self.min_time_ms, 0.0, 600_000.0)
         if not (isinstance(self.max_noise, (int, float)) and 0.0 < self.max_noise <= 1.0):
             raise ValueError(f"max_noise: {self.max_noise!r} out of range; allowed: 0 < max_noise <= 1")
         if not (isinstance(self.timeout_s, (int, float)) and 0.0 < self.timeout_s <= 3600.0):
             raise ValueError(f"timeout_s: {self.timeout_s!r} out of range; allowed: 0 < timeout_s <= 3600")
-        _check_number("max_samples", self.max_samples, self.min_samples, 10_000_000, integer=True)
+        check_number("max_samples", self.max_samples, self.min_samples, 10_000_000, integer=True)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,10 +77,10 @@ class WarmupRule:
     max_runs: int = 20
 
     def __post_init__(self) -> None:
-        _check_number("min_runs", self.min_runs, 2, 1000, integer=True)
+        check_number("min_runs", self.min_runs, 2, 1000, integer=True)
         if not (isinstance(self.rel_tol, (int, float)) and 0.0 < self.rel_tol < 1.0):
             raise ValueError(f"rel_tol: {self.rel_tol!r} out of range; allowed: 0 < rel_tol < 1")
-        _check_number("max_runs", self.max_runs, self.min_runs, 10_000, integer=True)
+        check_number("max_runs", self.max_runs, self.min_runs, 10_000, integer=True)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -234,7 +234,9 @@ def next_batch_size(state: StoppingState, estimate_us: float) -> int:
     return int(max(1, min(want, cap, rule.max_samples - state.count)))
 
 
-def _check_number(name: str, value, lo, hi, integer: bool = False) -> None:
+def check_number(name: str, value, lo, hi, integer: bool = False) -> None:
+    """ValueError naming `name` and the allowed range unless lo <= value <= hi (an int when
+    `integer`; NaN and bools are refused)."""
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or not lo <= value <= hi:
         what = "an integer" if integer else "a number"

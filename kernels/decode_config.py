@@ -127,11 +127,6 @@ def _ws(block_n, warps, stages, split) -> KernelConfig:
     return KernelConfig(block_n, warps, stages, page_ahead=True, warp_split=split)
 
 
-def _vw(block_n, warps, stages, page_ahead=True) -> KernelConfig:
-    """fp8 only: V widened to fp16 before the P.V product (label -vw)."""
-    return KernelConfig(block_n, warps, stages, page_ahead=page_ahead, v_widen=True)
-
-
 # (head_dim, KV element bytes, regime) -> configuration. Shared memory, registers and K/V tiles
 # in flight below are from local sm_90 compiles (triton 3.9 TTGIR, ptxas -v; docs/KERNEL_NOTES.md
 # "Config table"; benchmarks/compile_survey.py). "measured" = chosen by a GPU sweep

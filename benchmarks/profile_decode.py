@@ -79,13 +79,27 @@ def sweep(args) -> int:
             "copy_bytes_per_s": ceiling, "gpu": torch.cuda.get_device_name(0)}
     nbytes = bench_kernels.min_bytes(kv, shape)
     ref = decode_reference(q, cache)
-    if args.flashinfer and runner.flashinfer is not None:
+    if args.settle_s > 0:
+        from kvtune.harness.interference import guard_for, wait_until_quiet
+
+        quiet, waited = wait_until_quiet(guard_for(), timeout_s=args.settle_s)
+        case["settle"] = {"quiet": quiet, "waited_s": waited}
+
+    def flashinfer_row(when: str) -> None:
+        # Measured before and after the configurations: a slow window that moves one of the two
+        # readings shows as a disagreement between them.
+        if not args.flashinfer or runner.flashinfer is None:
+            return
         plan = make_plan(args, kv, shape)
         fi = bench_kernels._measure(runner.flashinfer, batch, plan)
-        print(json.dumps({**case, "backend": "flashinfer", "num_tasks": plan.num_tasks,
-                          "status": fi.status, "matrix_us": fi.latency_us,
+        print(json.dumps({**case, "backend": "flashinfer", "when": when,
+                          "num_tasks": plan.num_tasks, "status": fi.status,
+                          "matrix_us": fi.latency_us,
                           "fraction_of_copy": bench_kernels._frac(fi, ceiling),
+                          **bench_kernels._quiet_fields("matrix", fi),
                           "message": fi.message[:200]}), flush=True)
+
+    flashinfer_row("before")
     for label in args.configs.split(","):
         config = KernelConfig.from_label(label)
         plan = make_plan(args, kv, shape)
@@ -94,7 +108,8 @@ def sweep(args) -> int:
         meas = bench_kernels._measure(backend, batch, plan)
         backend.close()
         row.update(status=meas.status, matrix_us=meas.latency_us,
-                   fraction_of_copy=bench_kernels._frac(meas, ceiling), message=meas.message[:200])
+                   fraction_of_copy=bench_kernels._frac(meas, ceiling), message=meas.message[:200],
+                   **bench_kernels._quiet_fields("matrix", meas))
         if meas.status == "ok":
             launch = prepare_decode(plan, cache, config=config)
             err, ok = bench_kernels.checked_run(launch, q, cache, ref, q.dtype)
@@ -106,6 +121,7 @@ def sweep(args) -> int:
                            loop_fraction_of_copy=nbytes / (t["median_us"] * 1e-6) / ceiling)
             row["loop_rel_error"] = err
         print(json.dumps(row), flush=True)
+    flashinfer_row("after")
     runner.close()
     return 0
 
@@ -127,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--settle-s", type=float, default=0.0,
+                    help="--configs: first wait up to this long for a quiet machine (the guard's "
+                         "latency probe; bench_kernels --settle-s)")
     return ap
 
 

@@ -670,7 +670,8 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                     cfg = default_config(shape.head_dim, KV_TORCH_DTYPES[shape.kv_dtype],
                                          shape.page_size, plan.ctas_per_sm,
                                          num_kv_heads=shape.num_kv_heads,
-                                         group_size=shape.group_size)
+                                         group_size=shape.group_size, programs=plan.num_tasks,
+                                         sm_count=runner.device.sm_count)
                     row = {"variant": variant_label(v), "shape": v[0], "dtype": v[1],
                            "kv_dtype": v[2], "page_size": v[3], "dist": dist,
                            "batch": batch_size, "plan": plan_name, "chunk_tokens": chunk,

@@ -100,6 +100,7 @@ def sweep(args) -> int:
                           "message": fi.message[:200]}), flush=True)
 
     flashinfer_row("before")
+    first_out = first_label = None
     for label in args.configs.split(","):
         config = KernelConfig.from_label(label)
         plan = make_plan(args, kv, shape)
@@ -119,6 +120,12 @@ def sweep(args) -> int:
                 row.update(loop_us=t["median_us"], loop_p10_us=t["p10_us"],
                            loop_p90_us=t["p90_us"],
                            loop_fraction_of_copy=nbytes / (t["median_us"] * 1e-6) / ceiling)
+                # Bitwise against the first configuration's output: stage-only twins
+                # (decode_config.SHALLOW_TWIN) must agree exactly, or the wave-fill choice would
+                # make a request's result depend on the batch.
+                if first_out is None:
+                    first_out, first_label = out.clone(), label
+                row.update(same_bits_as=first_label, same_bits=bool(torch.equal(out, first_out)))
             row["loop_rel_error"] = err
         print(json.dumps(row), flush=True)
     flashinfer_row("after")

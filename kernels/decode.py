@@ -451,14 +451,21 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides default_config(head_dim, KV page dtype, page_size, plan.ctas_per_sm,
-    num_kv_heads=..., group_size=...).
+    num_kv_heads=..., group_size=..., programs=plan.num_tasks, sm_count=the GPU's SMs for a
+    one-program-per-task schedule, else None).
     """
     _check_plan(plan, cache)
     shape = cache.shape
     device = cache.device
+    mode = SCHEDULE_MODES[plan.schedule]
+    # One program per task (mode 0): the table entry may give way to its shallower twin when that
+    # fills the waves better (same bits); on a GPU only, where the SM count is known.
+    sm_count = (torch.cuda.get_device_properties(device).multi_processor_count
+                if device.type == "cuda" and mode == 0 else None)
     config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                       plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
-                                      group_size=shape.group_size)
+                                      group_size=shape.group_size, programs=plan.num_tasks,
+                                      sm_count=sm_count)
     if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
         raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
                          "start on a 4-byte boundary")
@@ -473,7 +480,6 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     num_rows = int(plan.splits[split].sum())
     part_row = np.where(split[plan.work_request], row0[plan.work_request] + plan.work_split, -1)
     items = np.stack([plan.work_request, plan.work_kv_start, plan.work_kv_end, part_row], axis=1)
-    mode = SCHEDULE_MODES[plan.schedule]
     grid = (plan.num_items, plan.num_kv_heads) if mode == 0 else (plan.grid_size,)
     if mode == 0 and plan.num_kv_heads > 65535:
         raise ValueError(f"num_kv_heads: {plan.num_kv_heads} above the CUDA grid limit 65535")

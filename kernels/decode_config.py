@@ -29,6 +29,7 @@ The choice, explicitly (`config_key` then `CONFIG_TABLE`):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -225,10 +226,13 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 # The fp8 -vw variants are dropped from the sweep: in the H200 sweeps of the third session and
 #   again in the 17:40 call (bn128-w4-s3-pa-vw 239.2 us vs 224.7 for bn128-w4-s3-pa, llama3-8b
 #   uniform B=64 fixed-2048) they never beat the plain ones.
+# bn64-w4-s3-pa and bn128-w8-s2-pa are back (seventh session) as the SHALLOW_TWIN of the 16-bit
+#   head_dim-128 entries, which prepare_decode takes by wave fill.
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
     (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3),
               _ws(128, 4, 3, 4), _ws(128, 4, 4, 4), _ws(256, 8, 2, 8), _ws(128, 2, 4, 2)),
     (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4),
+               _pa(64, 4, 3), _pa(128, 8, 2),
                _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
                _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3)),
@@ -267,9 +271,60 @@ def config_key(head_dim: int, kv_element_bytes: int, num_kv_heads: int,
     return head_dim, kv_element_bytes, regime(num_kv_heads, ctas_per_sm, group_size)
 
 
+# Programs of a configuration that fit one SM at once on sm_90 (H100/H200: 64 K registers and
+# 228 KB of shared memory per SM, 1 KB of it reserved per program), from a local sm_90 compile
+# (benchmarks/compile_survey.py, triton 3.9, G = 4, 8 and 16 alike), 16-bit KV at head_dim 128:
+#   bn64-w4-s4-pa  128-144 registers x 128 threads, 102 KB shared -> 2 (shared memory)
+#   bn64-w4-s3-pa  128-144 registers x 128 threads,  70 KB shared -> 3 (shared memory)
+#   bn128-w8-s3-pa 112-114 registers x 256 threads, 136 KB shared -> 1 (shared memory)
+#   bn128-w8-s2-pa 112 registers x 256 threads,      72 KB shared -> 2 (registers)
+RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
+    (128, 2, _pa(64, 4, 4)): 2, (128, 2, _pa(64, 4, 3)): 3,
+    (128, 2, _pa(128, 8, 3)): 1, (128, 2, _pa(128, 8, 2)): 2,
+}
+# A table entry -> its twin with one pipeline stage less: the same block, warps and loop, so the
+# same arithmetic in the same order and the same output bits (checked on the GPU: docs/
+# KERNEL_NOTES.md "Stages by wave fill"); only the tiles in flight and the programs per SM differ.
+SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
+    (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
+    (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
+}
+# The deeper entry keeps its place only when it fills its last wave this much better (fraction of
+# a wave) than the twin: measured on the H200 (docs/PERFORMANCE.md, seventh session), the twin's
+# extra resident program also hides the start of short tasks, which the wave count cannot see.
+WAVE_FILL_MARGIN = 0.1
+
+
+def wave_fill(programs: int, sm_count: int, per_sm: int) -> float:
+    """How full the last wave is, 0..1 (1.0 = whole waves): programs over sm_count x per_sm
+    slots, divided by the waves rounded up. programs, sm_count, per_sm: >= 1."""
+    for name, value in (("programs", programs), ("sm_count", sm_count), ("per_sm", per_sm)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name}: {value} not allowed; allowed: an integer >= 1")
+    waves = programs / (sm_count * per_sm)
+    return waves / math.ceil(waves)
+
+
+def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
+                   sm_count: int) -> KernelConfig:
+    """`config`, or its one-stage-shallower twin (SHALLOW_TWIN) when the twin, fitting more
+    programs per SM, fills the plan's waves at least as well (within WAVE_FILL_MARGIN): one
+    program per task, `programs` of them on `sm_count` SMs. Depends on the task count and the
+    device only, and the twin computes the same bits, so a request's result stays independent of
+    the batch."""
+    key = (head_dim, kv_element_bytes, config)
+    twin = SHALLOW_TWIN.get(key)
+    if twin is None:
+        return config
+    deep = wave_fill(programs, sm_count, RESIDENT_PER_SM[key])
+    shallow = wave_fill(programs, sm_count, RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)])
+    return config if deep > shallow + WAVE_FILL_MARGIN else twin
+
+
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
                    ctas_per_sm: int | None = None, *, num_kv_heads: int = 8,
-                   group_size: int = 1) -> KernelConfig:
+                   group_size: int = 1, programs: int | None = None,
+                   sm_count: int | None = None) -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
@@ -279,13 +334,19 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     compiled variants stays bounded and a request's arithmetic under a given policy does not
     change with what else is in the batch. page_size: tokens per page; pages smaller than
     SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1).
+    programs, sm_count: the launch's programs (one per task) and the device's SMs; with both,
+    the entry may give way to its shallower twin (occupancy_twin), which computes the same bits.
     """
     key = config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm, group_size)
     if page_size < SMALL_PAGE and key in SMALL_PAGE_TABLE:
         return SMALL_PAGE_TABLE[key]
-    return CONFIG_TABLE[key]
+    config = CONFIG_TABLE[key]
+    if programs is not None and sm_count is not None:
+        config = occupancy_twin(config, head_dim, key[1], programs, sm_count)
+    return config
 
 
-__all__ = ["CANDIDATES", "CONFIG_TABLE", "LARGE_GROUP", "REGIMES", "SMALL_PAGE", "SMALL_PAGE_TABLE",
-           "KernelConfig", "config_key",
-           "default_config", "element_bytes", "regime"]
+__all__ = ["CANDIDATES", "CONFIG_TABLE", "LARGE_GROUP", "REGIMES", "RESIDENT_PER_SM",
+           "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN", "KernelConfig",
+           "config_key", "default_config", "element_bytes", "occupancy_twin", "regime",
+           "wave_fill"]

@@ -262,6 +262,54 @@ def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
         config_key(128, 2, 4, None, group_size=0)
 
 
+def test_wave_fill_counts_the_last_wave_and_names_bad_input():
+    from kvtune.kernels.decode_config import wave_fill
+
+    assert wave_fill(264, 132, 2) == 1.0
+    assert wave_fill(265, 132, 2) == pytest.approx((265 / 264) / 2)
+    assert wave_fill(320, 132, 3) == pytest.approx(320 / 396)
+    assert wave_fill(1, 132, 1) == pytest.approx(1 / 132)
+    for kw, field in (({"programs": 0}, "programs"), ({"sm_count": 2.5}, "sm_count"),
+                      ({"per_sm": -1}, "per_sm")):
+        args = {"programs": 10, "sm_count": 4, "per_sm": 2, **kw}
+        with pytest.raises(ValueError, match=field):
+            wave_fill(**args)
+
+
+def test_shallow_twin_takes_the_launches_whose_waves_it_fills_better():
+    from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, RESIDENT_PER_SM,
+                                              SHALLOW_TWIN, occupancy_twin)
+
+    for (d, elem, deep), twin in SHALLOW_TWIN.items():
+        # The same block, warps and loop: only the stages differ, so the bits are the same.
+        assert twin == KernelConfig(deep.block_n, deep.num_warps, deep.num_stages - 1,
+                                    deep.prefetch, deep.page_ahead, deep.v_widen,
+                                    deep.warp_split, deep.max_registers)
+        assert RESIDENT_PER_SM[(d, elem, twin)] > RESIDENT_PER_SM[(d, elem, deep)]
+        assert deep in CONFIG_TABLE.values() and twin in CANDIDATES[(d, elem)]
+    many = CONFIG_TABLE[(128, 2, "many")]
+    one = CONFIG_TABLE[(128, 2, "one-per-sm")]
+    twin, twin_one = SHALLOW_TWIN[(128, 2, many)], SHALLOW_TWIN[(128, 2, one)]
+    # 132 SMs. 512 and 1024 programs fill whole waves of 2 per SM (0.97): the deep entry stays.
+    assert occupancy_twin(many, 128, 2, 512, 132) == many
+    assert occupancy_twin(many, 128, 2, 1024, 132) == many
+    # 272-320 programs (balanced plans, about 2 per SM) leave half a second wave at 2 per SM and
+    # fit one wave at 3; thousands of programs fill both alike: the twin.
+    for programs in (272, 320, 1328, 2256, 8384):
+        assert occupancy_twin(many, 128, 2, programs, 132) == twin
+    # One program per SM (128 tasks on 132 SMs) keeps the deep one-per-sm entry; 464 fill
+    # 2 per SM as well as 1 per SM: the twin.
+    assert occupancy_twin(one, 128, 2, 128, 132) == one
+    assert occupancy_twin(one, 128, 2, 464, 132) == twin_one
+    # Entries without a twin, and the CPU (no SM count), keep the table's choice.
+    fp8 = CONFIG_TABLE[(128, 1, "many")]
+    assert occupancy_twin(fp8, 128, 1, 320, 132) == fp8
+    assert default_config(128, torch.bfloat16, 16, None, num_kv_heads=8, group_size=4,
+                          programs=320) == many
+    assert default_config(128, torch.bfloat16, 16, None, num_kv_heads=8, group_size=4,
+                          programs=320, sm_count=132) == twin
+
+
 def test_config_table_never_depends_on_the_batch():
     # Keyed by head_dim and element size only: bf16 and fp16 share a compiled configuration.
     for d in (64, 128, 256):

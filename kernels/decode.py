@@ -64,7 +64,7 @@ from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kvtune.kernels.decode_config import KernelConfig, default_config
+from kvtune.kernels.decode_config import KernelConfig, default_config, tasks_of_one_length
 from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.paged import PagedKVCache
 from kvtune.kernels.plan import Plan
@@ -465,7 +465,9 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                       plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                       group_size=shape.group_size, programs=plan.num_tasks,
-                                      sm_count=sm_count)
+                                      sm_count=sm_count,
+                                      equal_tasks=tasks_of_one_length(plan.work_kv_end
+                                                                      - plan.work_kv_start))
     if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
         raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
                          "start on a 4-byte boundary")

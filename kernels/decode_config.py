@@ -33,6 +33,7 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 REGIMES = ("many", "many-large-group", "one-per-sm")
@@ -289,10 +290,13 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
 }
-# The deeper entry keeps its place only when it fills its last wave this much better (fraction of
-# a wave) than the twin: measured on the H200 (docs/PERFORMANCE.md, seventh session), the twin's
-# extra resident program also hides the start of short tasks, which the wave count cannot see.
+# The deeper entry keeps its place only when its tasks are of one length and it fills its last
+# wave this much better (fraction of a wave) than the twin.
 WAVE_FILL_MARGIN = 0.1
+# "Tasks of one length": at least EQUAL_SHARE of the work items have at least EQUAL_RATIO of the
+# longest item's keys (a fixed-split plan of long requests: every chunk but the ragged tails).
+EQUAL_RATIO = 0.9
+EQUAL_SHARE = 0.9
 
 
 def wave_fill(programs: int, sm_count: int, per_sm: int) -> float:
@@ -305,17 +309,34 @@ def wave_fill(programs: int, sm_count: int, per_sm: int) -> float:
     return waves / math.ceil(waves)
 
 
+def tasks_of_one_length(item_keys) -> bool:
+    """Whether a plan's work items (keys per item, >= 0) are of about one length: at least
+    EQUAL_SHARE of them hold at least EQUAL_RATIO of the longest item's keys. Empty: True."""
+    keys = np.asarray(item_keys, dtype=np.float64).ravel()
+    if keys.size and (not np.all(np.isfinite(keys)) or keys.min() < 0):
+        raise ValueError("item_keys: allowed: finite values >= 0")
+    if keys.size == 0:
+        return True
+    return float(np.mean(keys >= EQUAL_RATIO * keys.max())) >= EQUAL_SHARE
+
+
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
-                   sm_count: int) -> KernelConfig:
-    """`config`, or its one-stage-shallower twin (SHALLOW_TWIN) when the twin, fitting more
-    programs per SM, fills the plan's waves at least as well (within WAVE_FILL_MARGIN): one
-    program per task, `programs` of them on `sm_count` SMs. Depends on the task count and the
-    device only, and the twin computes the same bits, so a request's result stays independent of
-    the batch."""
+                   sm_count: int, equal_tasks: bool) -> KernelConfig:
+    """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
+    and computes the same bits. The deep entry stays only for tasks of one length (equal_tasks:
+    tasks_of_one_length of the plan's items) whose waves it fills better than the twin by more
+    than WAVE_FILL_MARGIN (`programs` programs, one per task, on `sm_count` SMs): equal tasks
+    finish together, so a half-empty last wave costs a whole task, and there the deeper pipeline
+    streams faster per program. Tasks of many lengths backfill each other's waves, and the twin's
+    extra program per SM hides the start of the short ones (measured on the H200, seventh
+    session: docs/PERFORMANCE.md). The choice never changes a request's arithmetic, so a result
+    stays independent of the rest of the batch."""
     key = (head_dim, kv_element_bytes, config)
     twin = SHALLOW_TWIN.get(key)
     if twin is None:
         return config
+    if not equal_tasks:
+        return twin
     deep = wave_fill(programs, sm_count, RESIDENT_PER_SM[key])
     shallow = wave_fill(programs, sm_count, RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)])
     return config if deep > shallow + WAVE_FILL_MARGIN else twin
@@ -324,7 +345,7 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
                    ctas_per_sm: int | None = None, *, num_kv_heads: int = 8,
                    group_size: int = 1, programs: int | None = None,
-                   sm_count: int | None = None) -> KernelConfig:
+                   sm_count: int | None = None, equal_tasks: bool = True) -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
@@ -334,19 +355,20 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     compiled variants stays bounded and a request's arithmetic under a given policy does not
     change with what else is in the batch. page_size: tokens per page; pages smaller than
     SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1).
-    programs, sm_count: the launch's programs (one per task) and the device's SMs; with both,
-    the entry may give way to its shallower twin (occupancy_twin), which computes the same bits.
+    programs, sm_count, equal_tasks: the launch's programs (one per task), the device's SMs and
+    whether the tasks are of one length (tasks_of_one_length); with programs and sm_count, the
+    entry may give way to its shallower twin (occupancy_twin), which computes the same bits.
     """
     key = config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm, group_size)
     if page_size < SMALL_PAGE and key in SMALL_PAGE_TABLE:
         return SMALL_PAGE_TABLE[key]
     config = CONFIG_TABLE[key]
     if programs is not None and sm_count is not None:
-        config = occupancy_twin(config, head_dim, key[1], programs, sm_count)
+        config = occupancy_twin(config, head_dim, key[1], programs, sm_count, equal_tasks)
     return config
 
 
 __all__ = ["CANDIDATES", "CONFIG_TABLE", "LARGE_GROUP", "REGIMES", "RESIDENT_PER_SM",
-           "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN", "KernelConfig",
-           "config_key", "default_config", "element_bytes", "occupancy_twin", "regime",
-           "wave_fill"]
+           "EQUAL_RATIO", "EQUAL_SHARE", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
+           "WAVE_FILL_MARGIN", "KernelConfig", "config_key", "default_config", "element_bytes",
+           "occupancy_twin", "regime", "tasks_of_one_length", "wave_fill"]

@@ -276,12 +276,25 @@ def test_wave_fill_counts_the_last_wave_and_names_bad_input():
             wave_fill(**args)
 
 
-def test_shallow_twin_takes_the_launches_whose_waves_it_fills_better():
+def test_tasks_of_one_length_counts_the_items_near_the_longest():
+    from kvtune.kernels.decode_config import tasks_of_one_length
+
+    assert tasks_of_one_length([2048] * 103 + [1000] * 7)  # a fixed split, ragged tails
+    assert not tasks_of_one_length([7952] * 27 + [205] * 255)  # skew80: a long request's chunks
+    assert not tasks_of_one_length([7952, 7952, 7952, 7952, 960])  # 4 of 5 at full length
+    assert tasks_of_one_length([])
+    assert tasks_of_one_length([0, 0])
+    with pytest.raises(ValueError, match="item_keys"):
+        tasks_of_one_length([10, -1])
+
+
+def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, RESIDENT_PER_SM,
                                               SHALLOW_TWIN, occupancy_twin)
 
     for (d, elem, deep), twin in SHALLOW_TWIN.items():
-        # The same block, warps and loop: only the stages differ, so the bits are the same.
+        # The same block, warps and loop: only the stages differ, so the bits are the same
+        # (checked bitwise on the GPU by benchmarks/profile_decode.py --configs).
         assert twin == KernelConfig(deep.block_n, deep.num_warps, deep.num_stages - 1,
                                     deep.prefetch, deep.page_ahead, deep.v_widen,
                                     deep.warp_split, deep.max_registers)
@@ -290,20 +303,24 @@ def test_shallow_twin_takes_the_launches_whose_waves_it_fills_better():
     many = CONFIG_TABLE[(128, 2, "many")]
     one = CONFIG_TABLE[(128, 2, "one-per-sm")]
     twin, twin_one = SHALLOW_TWIN[(128, 2, many)], SHALLOW_TWIN[(128, 2, one)]
-    # 132 SMs. 512 and 1024 programs fill whole waves of 2 per SM (0.97): the deep entry stays.
-    assert occupancy_twin(many, 128, 2, 512, 132) == many
-    assert occupancy_twin(many, 128, 2, 1024, 132) == many
-    # 272-320 programs (balanced plans, about 2 per SM) leave half a second wave at 2 per SM and
-    # fit one wave at 3; thousands of programs fill both alike: the twin.
-    for programs in (272, 320, 1328, 2256, 8384):
-        assert occupancy_twin(many, 128, 2, programs, 132) == twin
-    # One program per SM (128 tasks on 132 SMs) keeps the deep one-per-sm entry; 464 fill
+    # 132 SMs, tasks of one length. 512 and 1024 programs fill whole waves of 2 per SM (0.97)
+    # and leave a part-empty last wave at 3: the deep entry stays.
+    assert occupancy_twin(many, 128, 2, 512, 132, True) == many
+    assert occupancy_twin(many, 128, 2, 1024, 132, True) == many
+    # 272-320 programs leave half a second wave at 2 per SM and fit one wave at 3: the twin.
+    for programs in (272, 320):
+        assert occupancy_twin(many, 128, 2, programs, 132, True) == twin
+    # Tasks of many lengths backfill the waves: always the twin.
+    for programs in (512, 1024, 2256):
+        assert occupancy_twin(many, 128, 2, programs, 132, False) == twin
+    # One program per SM (128 equal tasks on 132 SMs) keeps the deep one-per-sm entry; 264 fill
     # 2 per SM as well as 1 per SM: the twin.
-    assert occupancy_twin(one, 128, 2, 128, 132) == one
-    assert occupancy_twin(one, 128, 2, 464, 132) == twin_one
+    assert occupancy_twin(one, 128, 2, 128, 132, True) == one
+    assert occupancy_twin(one, 128, 2, 264, 132, True) == twin_one
+    assert occupancy_twin(one, 128, 2, 128, 132, False) == twin_one
     # Entries without a twin, and the CPU (no SM count), keep the table's choice.
     fp8 = CONFIG_TABLE[(128, 1, "many")]
-    assert occupancy_twin(fp8, 128, 1, 320, 132) == fp8
+    assert occupancy_twin(fp8, 128, 1, 320, 132, False) == fp8
     assert default_config(128, torch.bfloat16, 16, None, num_kv_heads=8, group_size=4,
                           programs=320) == many
     assert default_config(128, torch.bfloat16, 16, None, num_kv_heads=8, group_size=4,

@@ -290,9 +290,11 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
 }
-# The deeper entry keeps its place only when its tasks are of one length and it fills its last
-# wave this much better (fraction of a wave) than the twin.
+# The deeper entry keeps its place only when its tasks are of one length, its own last wave is
+# at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
+# the twin does.
 WAVE_FILL_MARGIN = 0.1
+DEEP_FILL_MIN = 0.9
 # "Tasks of one length": at least EQUAL_SHARE of the work items have at least EQUAL_RATIO of the
 # longest item's keys (a fixed-split plan of long requests: every chunk but the ragged tails).
 EQUAL_RATIO = 0.9
@@ -324,10 +326,11 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
                    sm_count: int, equal_tasks: bool) -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
     and computes the same bits. The deep entry stays only for tasks of one length (equal_tasks:
-    tasks_of_one_length of the plan's items) whose waves it fills better than the twin by more
-    than WAVE_FILL_MARGIN (`programs` programs, one per task, on `sm_count` SMs): equal tasks
-    finish together, so a half-empty last wave costs a whole task, and there the deeper pipeline
-    streams faster per program. Tasks of many lengths backfill each other's waves, and the twin's
+    tasks_of_one_length of the plan's items) that fill its waves (last wave at least
+    DEEP_FILL_MIN full) better than the twin's by more than WAVE_FILL_MARGIN (`programs`
+    programs, one per task, on `sm_count` SMs): equal tasks finish together, and where their
+    waves are full the deeper pipeline streams faster per program; a part-empty last wave costs
+    the deep entry a whole task's time more than the twin's. Tasks of many lengths backfill each other's waves, and the twin's
     extra program per SM hides the start of the short ones (measured on the H200, seventh
     session: docs/PERFORMANCE.md). The choice never changes a request's arithmetic, so a result
     stays independent of the rest of the batch."""
@@ -339,7 +342,7 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
         return twin
     deep = wave_fill(programs, sm_count, RESIDENT_PER_SM[key])
     shallow = wave_fill(programs, sm_count, RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)])
-    return config if deep > shallow + WAVE_FILL_MARGIN else twin
+    return config if deep >= DEEP_FILL_MIN and deep > shallow + WAVE_FILL_MARGIN else twin
 
 
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
@@ -368,7 +371,8 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     return config
 
 
-__all__ = ["CANDIDATES", "CONFIG_TABLE", "LARGE_GROUP", "REGIMES", "RESIDENT_PER_SM",
-           "EQUAL_RATIO", "EQUAL_SHARE", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
-           "WAVE_FILL_MARGIN", "KernelConfig", "config_key", "default_config", "element_bytes",
-           "occupancy_twin", "regime", "tasks_of_one_length", "wave_fill"]
+__all__ = ["CANDIDATES", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO", "EQUAL_SHARE",
+           "LARGE_GROUP", "REGIMES", "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE",
+           "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN", "KernelConfig", "config_key",
+           "default_config", "element_bytes", "occupancy_twin", "regime", "tasks_of_one_length",
+           "wave_fill"]

@@ -317,6 +317,9 @@ def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     # 2 per SM as well as 1 per SM: the twin.
     assert occupancy_twin(one, 128, 2, 128, 132, True) == one
     assert occupancy_twin(one, 128, 2, 264, 132, True) == twin_one
+    # 265 equal tasks: a third wave of one program at 1 per SM (fill 0.67) against a second of
+    # one at 2 per SM (0.50): the deep entry's own last wave is nearly empty, so the twin.
+    assert occupancy_twin(one, 128, 2, 265, 132, True) == twin_one
     assert occupancy_twin(one, 128, 2, 128, 132, False) == twin_one
     # Entries without a twin, and the CPU (no SM count), keep the table's choice.
     fp8 = CONFIG_TABLE[(128, 1, "many")]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 7, call 3: alternatives for the one-per-sm (llama3-70b-tp8) and large-group entries.
+# Run on the device machine from the repository root, with .whl/ from ../shared/device/wheels.sh
+# (carry [".whl"]); writes under $OUT. Results: docs/PERFORMANCE.md, "Seventh session".
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+date -u
+C70=bn128-w8-s3-pa,bn128-w8-s2-pa,bn64-w8-s3-pa,bn64-w8-s4-pa,bn64-w4-s3-pa
+CG=bn64-w4-s4-pa,bn64-w8-s4-pa,bn64-w8-s3-pa,bn64-w4-s3-pa
+settle=20
+while read -r shape dist batch chunk cfg; do
+  echo "== $shape $dist $batch $chunk $(date -u +%T)"
+  timeout 80 python3 benchmarks/profile_decode.py --shape $shape --dist $dist --batch $batch --chunk $chunk \
+    --configs $cfg --flashinfer --settle-s $settle 2>>$OUT/err.txt | tee -a $OUT/sweep.jsonl
+  settle=0
+done <<CASES
+llama3-70b-tp8 uniform 64 2048 $C70
+llama3-70b-tp8 skew80 256 balanced $C70
+llama3-70b-tp8 uniform 256 balanced $C70
+llama3-70b-tp8 uniform 8 2048 bn128-w8-s3-pa
+g16 uniform 64 2048 $CG
+g16 skew80 256 balanced $CG
+qwen2.5-7b uniform 64 2048 $CG
+qwen2.5-7b skew80 8 balanced $CG
+CASES
+date -u

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 7, call 6: deep entry against its shallow twin where the wave-fill rule kept the deep one and lost.
+# Run on the device machine from the repository root, with .whl/ from ../shared/device/wheels.sh
+# (carry [".whl"]); writes under $OUT. Results: docs/PERFORMANCE.md, "Seventh session".
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+date -u
+settle=30
+while read -r shape dist batch chunk cfg; do
+  echo "== $shape $dist $batch $chunk $(date -u +%T)"
+  timeout 50 python3 benchmarks/profile_decode.py --shape $shape --dist $dist --batch $batch --chunk $chunk \
+    --configs $cfg --flashinfer --settle-s $settle 2>>$OUT/err.txt | tee -a $OUT/sweep.jsonl
+  settle=0
+done <<CASES
+llama3-70b-tp8 uniform 64 balanced bn128-w8-s3-pa,bn128-w8-s2-pa
+llama3-70b-tp8 skew80 8 balanced bn128-w8-s3-pa,bn128-w8-s2-pa
+llama3-70b-tp8 skew80 64 balanced bn128-w8-s3-pa,bn128-w8-s2-pa
+mha-32 skew80 8 balanced bn64-w4-s4-pa,bn64-w4-s3-pa
+g16 skew80 64 balanced bn64-w4-s4-pa,bn64-w4-s3-pa
+CASES
+date -u

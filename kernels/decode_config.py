@@ -25,6 +25,11 @@ The choice, explicitly (`config_key` then `CONFIG_TABLE`):
                        caches the measured variants with about 64 KB of K+V per step.
 
   key = (head_dim, KV element bytes, regime); element bytes 4 are the float32 test inputs.
+
+Then, on a GPU and for one program per task, an entry with a SHALLOW_TWIN (one pipeline stage
+fewer, so more programs per SM and the same output bits) gives way to it unless the plan's
+tasks are of one length and fill the entry's waves better (`occupancy_twin`; docs/KERNEL_NOTES.md
+"Stages by wave fill: shallow twins").
 """
 
 from __future__ import annotations
@@ -285,7 +290,8 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
 }
 # A table entry -> its twin with one pipeline stage less: the same block, warps and loop, so the
 # same arithmetic in the same order and the same output bits (checked on the GPU: docs/
-# KERNEL_NOTES.md "Stages by wave fill"); only the tiles in flight and the programs per SM differ.
+# KERNEL_NOTES.md "Stages by wave fill: shallow twins"); only the tiles in flight and the programs
+# per SM differ.
 SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),

@@ -288,6 +288,25 @@ def test_tasks_of_one_length_counts_the_items_near_the_longest():
         tasks_of_one_length([10, -1])
 
 
+def test_plans_of_long_uniform_requests_have_tasks_of_one_length_and_skewed_ones_not():
+    from kvtune.kernels.decode_config import tasks_of_one_length
+    from kvtune.workloads.distributions import fixed_total_kv_lens
+
+    shape = AttentionShape(num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
+                           dtype="bf16")
+    device = DeviceSpec("h200-like", sm_count=132, l2_bytes=60 * 2**20, hbm_bytes_per_s=4.8e12)
+    policy = policies.get("fixed-split", chunk_tokens=2048)
+
+    def items(kv):
+        plan = policy.plan(np.asarray(kv), shape, device)
+        return plan.work_kv_end - plan.work_kv_start
+
+    # Uniform 4096-token requests: every chunk 2048. One request of 80% of the tokens beside
+    # short ones (skew80 at B = 64): the short requests' single items dominate the count.
+    assert tasks_of_one_length(items(fixed_total_kv_lens(64, 262_144, ())))
+    assert not tasks_of_one_length(items(fixed_total_kv_lens(64, 262_144, (80,))))
+
+
 def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, RESIDENT_PER_SM,
                                               SHALLOW_TWIN, occupancy_twin)

@@ -452,14 +452,15 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
 
     config: overrides default_config(head_dim, KV page dtype, page_size, plan.ctas_per_sm,
     num_kv_heads=..., group_size=..., programs=plan.num_tasks, sm_count=the GPU's SMs for a
-    one-program-per-task schedule, else None).
+    one-program-per-task schedule, else None, equal_tasks=tasks_of_one_length(the plan's items)).
     """
     _check_plan(plan, cache)
     shape = cache.shape
     device = cache.device
     mode = SCHEDULE_MODES[plan.schedule]
-    # One program per task (mode 0): the table entry may give way to its shallower twin when that
-    # fills the waves better (same bits); on a GPU only, where the SM count is known.
+    # One program per task (mode 0): the table entry may give way to its shallower twin (same
+    # bits, more programs per SM) unless the plan's equal tasks fill the entry's waves better; on
+    # a GPU only, where the SM count is known (decode_config.occupancy_twin).
     sm_count = (torch.cuda.get_device_properties(device).multi_processor_count
                 if device.type == "cuda" and mode == 0 else None)
     config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,

@@ -59,8 +59,13 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from kvtune.kernels.decode import KernelConfig, default_config, prepare_decode, run_decode
-from kvtune.kernels.decode_config import tasks_of_one_length
+from kvtune.kernels.decode import (
+    KernelConfig,
+    default_config,
+    launch_config,
+    prepare_decode,
+    run_decode,
+)
 from kvtune.kernels.paged import KV_TORCH_DTYPES, PagedKVCache, make_queries
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
@@ -668,13 +673,8 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                     if runner.out_of_time():
                         continue
                     plan, chunk = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
-                    cfg = default_config(shape.head_dim, KV_TORCH_DTYPES[shape.kv_dtype],
-                                         shape.page_size, plan.ctas_per_sm,
-                                         num_kv_heads=shape.num_kv_heads,
-                                         group_size=shape.group_size, programs=plan.num_tasks,
-                                         sm_count=runner.device.sm_count,
-                                         equal_tasks=tasks_of_one_length(
-                                             plan.work_kv_end - plan.work_kv_start))
+                    cfg = launch_config(plan, shape, KV_TORCH_DTYPES[shape.kv_dtype],
+                                        runner.device.sm_count)
                     row = {"variant": variant_label(v), "shape": v[0], "dtype": v[1],
                            "kv_dtype": v[2], "page_size": v[3], "dist": dist,
                            "batch": batch_size, "plan": plan_name, "chunk_tokens": chunk,

@@ -67,7 +67,7 @@ import triton.language as tl  # noqa: E402
 from kvtune.kernels.decode_config import KernelConfig, default_config, tasks_of_one_length
 from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.paged import PagedKVCache
-from kvtune.kernels.plan import Plan
+from kvtune.kernels.plan import AttentionShape, Plan
 
 
 SCHEDULE_MODES = {
@@ -446,29 +446,33 @@ class DecodeLaunch:
         return 1 + (self.merge_requests.shape[0] > 0)
 
 
+def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
+                  sm_count: int | None = None) -> KernelConfig:
+    """The stage-1 configuration `plan` runs with: default_config of the shape, KV page dtype and
+    plan, and, for a one-program-per-task schedule on a device of `sm_count` SMs, the entry's
+    shallower twin where decode_config.occupancy_twin says so (same bits, more programs per SM;
+    unless the plan's equal tasks fill the entry's waves better). sm_count None (the CPU, where
+    the interpreter runs every stage count alike): the table's entry."""
+    one_per_task = SCHEDULE_MODES[plan.schedule] == 0
+    return default_config(shape.head_dim, kv_dtype, shape.page_size, plan.ctas_per_sm,
+                          num_kv_heads=shape.num_kv_heads, group_size=shape.group_size,
+                          programs=plan.num_tasks, sm_count=sm_count if one_per_task else None,
+                          equal_tasks=tasks_of_one_length(plan.work_kv_end - plan.work_kv_start))
+
+
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
-    config: overrides default_config(head_dim, KV page dtype, page_size, plan.ctas_per_sm,
-    num_kv_heads=..., group_size=..., programs=plan.num_tasks, sm_count=the GPU's SMs for a
-    one-program-per-task schedule, else None, equal_tasks=tasks_of_one_length(the plan's items)).
+    config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None).
     """
     _check_plan(plan, cache)
     shape = cache.shape
     device = cache.device
     mode = SCHEDULE_MODES[plan.schedule]
-    # One program per task (mode 0): the table entry may give way to its shallower twin (same
-    # bits, more programs per SM) unless the plan's equal tasks fill the entry's waves better; on
-    # a GPU only, where the SM count is known (decode_config.occupancy_twin).
     sm_count = (torch.cuda.get_device_properties(device).multi_processor_count
-                if device.type == "cuda" and mode == 0 else None)
-    config = config or default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
-                                      plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
-                                      group_size=shape.group_size, programs=plan.num_tasks,
-                                      sm_count=sm_count,
-                                      equal_tasks=tasks_of_one_length(plan.work_kv_end
-                                                                      - plan.work_kv_start))
+                if device.type == "cuda" else None)
+    config = config or launch_config(plan, shape, cache.kv_dtype, sm_count)
     if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
         raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
                          "start on a 4-byte boundary")
@@ -601,6 +605,7 @@ __all__ = [
     "KernelConfig",
     "decode",
     "default_config",
+    "launch_config",
     "prepare_decode",
     "run_decode",
 ]

@@ -307,6 +307,25 @@ def test_plans_of_long_uniform_requests_have_tasks_of_one_length_and_skewed_ones
     assert not tasks_of_one_length(items(fixed_total_kv_lens(64, 262_144, (80,))))
 
 
+def test_launch_config_takes_the_twin_for_one_program_per_task_on_a_known_device():
+    from kvtune.kernels.decode import launch_config
+    from kvtune.kernels.decode_config import CONFIG_TABLE, SHALLOW_TWIN
+    from kvtune.workloads.distributions import fixed_total_kv_lens
+
+    shape = AttentionShape(num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
+                           dtype="bf16")
+    device = DeviceSpec("h200-like", sm_count=132, l2_bytes=60 * 2**20, hbm_bytes_per_s=4.8e12)
+    kv = fixed_total_kv_lens(64, 262_144, (80,))
+    entry = CONFIG_TABLE[(128, 2, "many")]
+    static = policies.get("fixed-split", chunk_tokens=2048).plan(kv, shape, device)
+    persistent = policies.get("fixed-split", chunk_tokens=2048,
+                              schedule="persistent-round-robin").plan(kv, shape, device)
+    assert launch_config(static, shape, torch.bfloat16, 132) == SHALLOW_TWIN[(128, 2, entry)]
+    # No SM count (the CPU) or a persistent grid (programs are not tasks): the table's entry.
+    assert launch_config(static, shape, torch.bfloat16, None) == entry
+    assert launch_config(persistent, shape, torch.bfloat16, 132) == entry
+
+
 def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, RESIDENT_PER_SM,
                                               SHALLOW_TWIN, occupancy_twin)

@@ -645,6 +645,15 @@ def _measure(backend, batch, plan):
         return Measurement(status="error", message=f"{type(exc).__name__}: {first}"[:300])
 
 
+def settle(timeout_s: float) -> dict:
+    """Wait up to timeout_s seconds for five quiet latency probes in a row (the interference
+    guard's; a freshly started machine can be disturbed for minutes): {"quiet", "waited_s"}."""
+    from kvtune.harness.interference import guard_for, wait_until_quiet
+
+    quiet, waited = wait_until_quiet(guard_for(), timeout_s=timeout_s)
+    return {"quiet": quiet, "waited_s": waited}
+
+
 def _quiet_fields(prefix: str, meas) -> dict:
     """The interference guard's verdict on a measurement (harness/interference.py): the quiet
     ratio of its latency-probe bracket and the retries it took (nan / 0 without a guard)."""
@@ -942,11 +951,9 @@ def main(argv=None) -> int:
         results["env"] = section_env()
         log(json.dumps(results["env"]))
         if args.settle_s > 0:
-            from kvtune.harness.interference import guard_for, wait_until_quiet
-
-            quiet, waited = wait_until_quiet(guard_for(), timeout_s=args.settle_s)
-            results["settle"] = {"quiet": quiet, "waited_s": waited}
-            log(f"settle: {'quiet' if quiet else 'still disturbed'} after {waited:.1f} s")
+            results["settle"] = settle(args.settle_s)
+            log(f"settle: {'quiet' if results['settle']['quiet'] else 'still disturbed'} after "
+                f"{results['settle']['waited_s']:.1f} s")
         if "copy" in sections or "shapes" in sections or "shape-configs" in sections:
             results["copy"] = copy_bandwidth(timer)
             ceiling = results["copy"]["bytes_per_s"]

@@ -80,10 +80,7 @@ def sweep(args) -> int:
     nbytes = bench_kernels.min_bytes(kv, shape)
     ref = decode_reference(q, cache)
     if args.settle_s > 0:
-        from kvtune.harness.interference import guard_for, wait_until_quiet
-
-        quiet, waited = wait_until_quiet(guard_for(), timeout_s=args.settle_s)
-        case["settle"] = {"quiet": quiet, "waited_s": waited}
+        case["settle"] = bench_kernels.settle(args.settle_s)
 
     def flashinfer_row(when: str) -> None:
         # Measured before and after the configurations: a slow window that moves one of the two

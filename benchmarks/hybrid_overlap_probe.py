@@ -52,7 +52,18 @@ VARIANTS = [
     ("pf64-d1", ("hybrid-streams", {"prefill_block_m": 64}), {"prefill_first": True, "num_stages": 1}),
     ("pf64-s2-d2", ("hybrid-streams", {"prefill_block_m": 64}),
      {"prefill_first": True, "num_stages": 2, "prefill_stages": 2}),
+    # Co-location (eighth session): one kind as a persistent grid of k programs per SM,
+    # launched first, so that it holds only part of every SM; the other kind's grid fills the
+    # rest. Footprints from a local sm_90 compile: 64-row prefill tile at 4 warps 32 K registers,
+    # 80 KB (2 stages) / 112 KB (3 stages); decode item 14 K registers, 38 KB.
+    ("coP1-s2", ("hybrid-streams", {"prefill_block_m": 64}),
+     {"persistent_prefill_per_sm": 1, "prefill_stages": 2}),
+    ("coP1-s3", ("hybrid-streams", {"prefill_block_m": 64}),
+     {"persistent_prefill_per_sm": 1, "prefill_stages": 3}),
+    ("coD2", ("hybrid-streams", {"prefill_block_m": 64}), {"persistent_decode_per_sm": 2}),
+    ("coD1", ("hybrid-streams", {"prefill_block_m": 64}), {"persistent_decode_per_sm": 1}),
 ]
+VARIANT_NAMES = [v[0] for v in VARIANTS]
 
 
 def run_variant(data: BatchData, spec, timer, policy, overrides: dict) -> dict:
@@ -60,7 +71,10 @@ def run_variant(data: BatchData, spec, timer, policy, overrides: dict) -> dict:
     plan = policy.plan_hybrid(b.q_lens, b.kv_lens, b.shape, spec)
     launch = prepare_hybrid(plan, data.cache, b.q_lens)
     if overrides:
-        launch = dataclasses.replace(launch, config=dataclasses.replace(launch.config, **overrides))
+        # persistent_<kind>_per_sm: k programs per SM of the device the plan was made for
+        fields = {(k.replace("_per_sm", "_programs") if k.endswith("_per_sm") else k):
+                  (v * spec.sm_count if k.endswith("_per_sm") else v) for k, v in overrides.items()}
+        launch = dataclasses.replace(launch, config=dataclasses.replace(launch.config, **fields))
 
     def run_into_nan():
         return run_hybrid(launch, data.q, data.cache, out=torch.full_like(data.q, float("nan")))
@@ -79,6 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "overlap_probe_out"))
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--variants", default=",".join(VARIANT_NAMES),
+                    help="comma-separated labels (serial is always run: the baseline)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     dry = args.dry_run or not torch.cuda.is_available()
@@ -93,6 +109,7 @@ def main(argv=None) -> int:
 
         shape, dtype, device = AttentionShape(), torch.bfloat16, "cuda"
         spec, timer, cases = live_device(), EventTimer(args.reps), gpu_cases(shape)[:8]
+    wanted = set(args.variants.split(","))
     results = {"device": spec.to_dict(), "dry_run": dry, "timer": timer.name,
                "copy": copy_bandwidth(timer, device), "cases": []}
     for case in cases:
@@ -100,6 +117,8 @@ def main(argv=None) -> int:
         data = BatchData(batch, device, dtype)
         entry = {"case_id": case.case_id, "variants": {}}
         for label, (name, kw), overrides in VARIANTS:
+            if label != "serial" and label not in wanted:
+                continue
             entry["variants"][label] = run_variant(data, spec, timer, policies.get(name, **kw),
                                                    overrides)
         for label, mask in (("prefill-alone", batch.is_prefill), ("decode-alone", ~batch.is_prefill)):
@@ -115,6 +134,8 @@ def main(argv=None) -> int:
             json.dump(results, fh, indent=1, default=str)
     # Speed-up over serial per variant (geomean over the cases where both ran and were checked).
     for label, _, _ in VARIANTS[1:]:
+        if label not in wanted:
+            continue
         r = [e["variants"]["serial"]["median_us"] / e["variants"][label]["median_us"]
              for e in results["cases"]
              if e["variants"][label].get("median_us") and e["variants"]["serial"].get("median_us")]

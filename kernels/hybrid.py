@@ -307,7 +307,7 @@ def _hybrid_kernel(
     BLOCK_MD: tl.constexpr, BLOCK_ND: tl.constexpr, MODE: tl.constexpr,
     HAS_PREFILL: tl.constexpr, HAS_DECODE: tl.constexpr, USE_SMID: tl.constexpr,
     NUM_SMS: tl.constexpr, CTR_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DECODE_AHEAD: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
     if MODE != 1:
@@ -328,16 +328,16 @@ def _hybrid_kernel(
             else:
                 t = num_prefill + t
     if MODE == 2:
-        # Persistent decode grid (the `partitioned` schedule): a few programs stride over the
-        # tasks so the launch holds only part of the SMs and a prefill launch on another stream
-        # takes the rest.
+        # Persistent grid: a few programs stride over the tasks so the launch holds only part of
+        # the SMs (`partitioned`: the decodes, through the page-ahead loop) or only part of each
+        # SM (a co-located two-stream launch), and a launch on the other stream takes the rest.
         for t2 in range(pid, num_prefill + num_decode, tl.num_programs(0)):
             _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
                       page_indices_ptr, tasks_ptr + t2 * 9, qk_scale_log2,
                       stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
                       stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP,
                       BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
-                      not HAS_PREFILL)
+                      DECODE_AHEAD)
     else:
         _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
                   page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2,
@@ -402,6 +402,11 @@ class HybridConfig:
     # Two-launch schedules on two streams: launch the prefill kernel first (the decode one then
     # fills what the prefill CTAs leave of each SM) instead of the decode kernel first.
     prefill_first: bool = False
+    # Co-location on two streams: a persistent grid of this many programs (0: one program per
+    # task) runs that kind's tasks and is launched first, so that it holds only part of every
+    # SM and the other kind's launch fills the rest (one prefill CTA beside decode CTAs).
+    persistent_prefill_programs: int = 0
+    persistent_decode_programs: int = 0
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -578,12 +583,13 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
     ratio_p, ratio_d = plan.sm_ratio()
 
-    def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None):
+    def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None,
+                      ahead=False):
         both = has_p and has_d
         if n_pre + n_dec == 0:
             return
-        stages = cfg.fused_stages if both else (cfg.prefill_stages if has_p or
-                                                mode == MODE_PERSISTENT else cfg.num_stages)
+        stages = cfg.fused_stages if both else (cfg.prefill_stages if has_p or ahead
+                                                else cfg.num_stages)
         _hybrid_kernel[(programs or n_pre + n_dec,)](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
             cache.page_indptr, cache.page_indices, tasks, launch.counter,
@@ -596,7 +602,7 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             MODE=mode, HAS_PREFILL=has_p,
             HAS_DECODE=has_d, USE_SMID=not INTERPRETED, NUM_SMS=plan.sm_count,
             CTR_PAD=triton.next_power_of_2(plan.sm_count + 3),
-            DOT_PRECISION=precision, UPCAST_DOT=upcast, num_warps=warps,
+            DOT_PRECISION=precision, UPCAST_DOT=upcast, DECODE_AHEAD=ahead, num_warps=warps,
             num_stages=stages,
         )
 
@@ -605,24 +611,38 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         side = launch.side_stream
         # partitioned: the decodes as a persistent grid of plan.decode_programs (a share of the
         # SMs), launched first on the side stream so the prefill launch fills the SMs it leaves.
-        dmode, dprog = (MODE_PERSISTENT, min(D, plan.decode_programs)) \
-            if plan.schedule == "partitioned" and P and D else (MODE_GRID, None)
+        if plan.schedule == "partitioned" and P and D:
+            dmode, dprog, ahead = MODE_PERSISTENT, min(D, plan.decode_programs), True
+        elif cfg.persistent_decode_programs and P and D:
+            dmode, dprog, ahead = MODE_PERSISTENT, min(D, cfg.persistent_decode_programs), False
+        else:
+            dmode, dprog, ahead = MODE_GRID, None, False
+        pmode, pprog = (MODE_PERSISTENT, min(P, cfg.persistent_prefill_programs)) \
+            if cfg.persistent_prefill_programs and P and D else (MODE_GRID, None)
+
+        def prefill_launch():
+            launch_kernel(launch.prefill_tasks, P, 0, pmode, cfg.prefill_warps, True, False,
+                          pprog)
+
+        def decode_launch():
+            launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog,
+                          ahead)
+
+        # The persistent launch goes first: it must be resident before the other one fills SMs.
+        prefill_first = cfg.prefill_first or (pmode == MODE_PERSISTENT and dmode == MODE_GRID)
         if side is not None and P and D:
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)
-            if cfg.prefill_first:
-                launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
-                              False)
+            if prefill_first:
+                prefill_launch()
             with torch.cuda.stream(side):
-                launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True,
-                              dprog)
-            if not cfg.prefill_first:
-                launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
-                              False)
+                decode_launch()
+            if not prefill_first:
+                prefill_launch()
             main.wait_stream(side)
         else:
-            launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True, False)
-            launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog)
+            prefill_launch()
+            decode_launch()
     else:
         mode = MODE_SM_AWARE if plan.schedule == "sm-aware" else MODE_GRID
         warps = cfg.fused_warps if P and D else (cfg.prefill_warps if P else cfg.decode_warps)

@@ -228,3 +228,23 @@ def test_prefill_tile_unmasked_steps_and_tail():
     for q_lens, kv_lens in (([50], [50]), ([40], [237]), ([33, 1], [300, 77])):
         err, _ = _run(q_lens, kv_lens, shape, policies.get("hybrid-serial"), dtype=torch.bfloat16)
         assert err < 2e-2
+
+
+@pytest.mark.parametrize("pre, dec", [(2, 0), (0, 2), (1, 0), (0, 1)])
+def test_persistent_colocated_launches_match_reference(pre, dec):
+    # One kind runs as a persistent grid of a few programs striding over its tasks (the
+    # co-located two-stream launch); the other kind keeps one program per task.
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    q_lens, kv_lens = [1, 3, 70, 1, 2], [40, 23, 150, 9, 33]
+    pol = policies.get("hybrid-parametric", schedule="streams", prefill_block_m=64, **SPLITTY)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, dtype=torch.float16, seed=1)
+    cache.fill_unused_slots(float("nan"))
+    q = make_hybrid_queries(q_lens, shape, dtype=torch.float16, seed=1)
+    plan = pol.plan_hybrid(q_lens, kv_lens, shape, TOY)
+    launch = prepare_hybrid(plan, cache, q_lens)
+    launch = dataclasses.replace(launch, config=dataclasses.replace(
+        launch.config, persistent_prefill_programs=pre, persistent_decode_programs=dec))
+    assert launch.num_prefill > 2 * pre and launch.num_decode > 2 * dec  # programs stride
+    from kvtune.kernels.hybrid import run_hybrid
+    out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+    assert relative_error(out, attention_reference(q, cache, q_lens)) < 2e-3

@@ -62,6 +62,25 @@ VARIANTS = [
      {"persistent_prefill_per_sm": 1, "prefill_stages": 3}),
     ("coD2", ("hybrid-streams", {"prefill_block_m": 64}), {"persistent_decode_per_sm": 2}),
     ("coD1", ("hybrid-streams", {"prefill_block_m": 64}), {"persistent_decode_per_sm": 1}),
+    # ... with a tail: as many prefill programs again, launched after the decodes on their
+    # stream, share the prefill counter; and decodes through the page-ahead loop (aN sS: N keys
+    # per step, S stages; 32 keys 4 stages: 10.5 K registers, 53 KB, two beside a 3-stage
+    # prefill CTA; 64 keys 3 stages: 18 K, 70 KB, one beside it).
+    ("coP1-s3-T1", ("hybrid-streams", {"prefill_block_m": 64}),
+     {"persistent_prefill_per_sm": 1, "prefill_tail_per_sm": 1, "prefill_stages": 3}),
+    ("coP1-s3-T1-a32s4", ("hybrid-streams", {"prefill_block_m": 64}),
+     {"persistent_prefill_per_sm": 1, "prefill_tail_per_sm": 1, "prefill_stages": 3,
+      "decode_ahead": True, "ahead_block_n": 32, "ahead_stages": 4}),
+    ("coP1-s2-T1-a32s4", ("hybrid-streams", {"prefill_block_m": 64}),
+     {"persistent_prefill_per_sm": 1, "prefill_tail_per_sm": 1, "prefill_stages": 2,
+      "decode_ahead": True, "ahead_block_n": 32, "ahead_stages": 4}),
+    ("coP1-s3-T1-a64s3", ("hybrid-streams", {"prefill_block_m": 64}),
+     {"persistent_prefill_per_sm": 1, "prefill_tail_per_sm": 1, "prefill_stages": 3,
+      "decode_ahead": True, "ahead_block_n": 64, "ahead_stages": 3}),
+    ("streams-a32s4", ("hybrid-streams", {}),
+     {"decode_ahead": True, "ahead_block_n": 32, "ahead_stages": 4}),
+    ("streams-a64s4", ("hybrid-streams", {}),
+     {"decode_ahead": True, "ahead_block_n": 64, "ahead_stages": 4}),
 ]
 VARIANT_NAMES = [v[0] for v in VARIANTS]
 

@@ -55,7 +55,7 @@ from kvtune.kernels.paged import PagedKVCache
 LOG2_E = 1.4426950408889634
 FIELDS = 9  # kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, head
 PREFILL_BLOCK_N = 64
-MODE_GRID, MODE_SM_AWARE, MODE_PERSISTENT = 0, 1, 2
+MODE_GRID, MODE_SM_AWARE, MODE_PERSISTENT, MODE_DYNAMIC = 0, 1, 2, 3
 
 
 @triton.jit
@@ -296,11 +296,12 @@ def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indpt
                      HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
 
 
-@triton.jit(do_not_specialize=["num_prefill", "num_decode", "ratio_p", "ratio_d"])
+@triton.jit(do_not_specialize=["num_prefill", "num_decode", "ratio_p", "ratio_d",
+                               "dynamic_programs"])
 def _hybrid_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     page_indptr_ptr, page_indices_ptr, tasks_ptr, counter_ptr,
-    num_prefill, num_decode, ratio_p, ratio_d, qk_scale_log2,
+    num_prefill, num_decode, ratio_p, ratio_d, dynamic_programs, qk_scale_log2,
     stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
     NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE_SIZE: tl.constexpr, BLOCK_MP: tl.constexpr, BLOCK_NP: tl.constexpr,
@@ -327,7 +328,25 @@ def _hybrid_kernel(
                 t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
             else:
                 t = num_prefill + t
-    if MODE == 2:
+    if MODE == 3:
+        # Dynamic persistent grid: programs take the next task from one counter until none is
+        # left. Several launches may share the counter (a co-located launch and a tail launch
+        # that joins once the other kind's launch has finished); dynamic_programs counts the
+        # programs of all of them, and the last one to leave resets the counters.
+        t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
+        while t < num_prefill + num_decode:
+            _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+                      page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2,
+                      stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
+                      stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP,
+                      BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
+                      DECODE_AHEAD)
+            t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
+        done = tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
+        if done == dynamic_programs - 1:
+            offs = tl.arange(0, CTR_PAD)
+            tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 3)
+    elif MODE == 2:
         # Persistent grid: a few programs stride over the tasks so the launch holds only part of
         # the SMs (`partitioned`: the decodes, through the page-ahead loop) or only part of each
         # SM (a co-located two-stream launch), and a launch on the other stream takes the rest.
@@ -343,7 +362,7 @@ def _hybrid_kernel(
                   page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2,
                   stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
                   NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, BLOCK_MD, BLOCK_ND,
-                  HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT)
+                  HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT, DECODE_AHEAD)
     if MODE == 1:
         done = tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
         if done == num_prefill + num_decode - 1:
@@ -407,6 +426,15 @@ class HybridConfig:
     # SM and the other kind's launch fills the rest (one prefill CTA beside decode CTAs).
     persistent_prefill_programs: int = 0
     persistent_decode_programs: int = 0
+    # With a persistent prefill grid: this many more prefill programs, launched on the decode
+    # stream after the decode launch, take prefill tasks from the same counter (dynamic
+    # fetching) so the prefill regains whole SMs once the decodes are done.
+    prefill_tail_programs: int = 0
+    # Decode items through the page-ahead loop (K/V tiles in flight as kernels/decode.py's
+    # page-ahead configurations) with ahead_stages stages and ahead_block_n keys per step.
+    decode_ahead: bool = False
+    ahead_stages: int = 3
+    ahead_block_n: int = 64
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -438,7 +466,8 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         # 3 stages keep two 64-key K/V tiles in flight (page ids one step ahead;
                         # 96 KB + Q, 221-236 registers x 256 threads, no spills in a local sm_90
                         # compile); 128-key tiles spill at 8 warps (docs/KERNEL_NOTES.md).
-                        prefill_stages=3 if shape.head_dim <= 128 else 2)
+                        prefill_stages=3 if shape.head_dim <= 128 else 2,
+                        ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd)
 
 
 @dataclass(frozen=True, eq=False)
@@ -584,22 +613,22 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     ratio_p, ratio_d = plan.sm_ratio()
 
     def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None,
-                      ahead=False):
+                      ahead=False, dynamic_programs=0):
         both = has_p and has_d
         if n_pre + n_dec == 0:
             return
-        stages = cfg.fused_stages if both else (cfg.prefill_stages if has_p or ahead
-                                                else cfg.num_stages)
+        stages = cfg.fused_stages if both else (cfg.prefill_stages if has_p else
+                                                cfg.ahead_stages if ahead else cfg.num_stages)
+        block_nd = cfg.block_nd_fused if both else (cfg.ahead_block_n if ahead else cfg.block_nd)
         _hybrid_kernel[(programs or n_pre + n_dec,)](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
             cache.page_indptr, cache.page_indices, tasks, launch.counter,
-            n_pre, n_dec, ratio_p, ratio_d, scale * LOG2_E,
+            n_pre, n_dec, ratio_p, ratio_d, dynamic_programs, scale * LOG2_E,
             q.stride(0), q.stride(1), out.stride(0), out.stride(1),
             cache.k_pages.stride(0), cache.k_pages.stride(1),
             NUM_QO_HEADS=shape.num_qo_heads, G=shape.group_size, HEAD_DIM=shape.head_dim,
             PAGE_SIZE=shape.page_size, BLOCK_MP=plan.prefill_block_m, BLOCK_NP=cfg.block_np,
-            BLOCK_MD=cfg.block_md, BLOCK_ND=cfg.block_nd_fused if both else cfg.block_nd,
-            MODE=mode, HAS_PREFILL=has_p,
+            BLOCK_MD=cfg.block_md, BLOCK_ND=block_nd, MODE=mode, HAS_PREFILL=has_p,
             HAS_DECODE=has_d, USE_SMID=not INTERPRETED, NUM_SMS=plan.sm_count,
             CTR_PAD=triton.next_power_of_2(plan.sm_count + 3),
             DOT_PRECISION=precision, UPCAST_DOT=upcast, DECODE_AHEAD=ahead, num_warps=warps,
@@ -609,40 +638,53 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     P, D = launch.num_prefill, launch.num_decode
     if plan.schedule in ("serial", "streams", "partitioned"):
         side = launch.side_stream
+        both = P > 0 and D > 0
         # partitioned: the decodes as a persistent grid of plan.decode_programs (a share of the
         # SMs), launched first on the side stream so the prefill launch fills the SMs it leaves.
-        if plan.schedule == "partitioned" and P and D:
+        if plan.schedule == "partitioned" and both:
             dmode, dprog, ahead = MODE_PERSISTENT, min(D, plan.decode_programs), True
-        elif cfg.persistent_decode_programs and P and D:
-            dmode, dprog, ahead = MODE_PERSISTENT, min(D, cfg.persistent_decode_programs), False
+        elif cfg.persistent_decode_programs and both:
+            dmode, dprog, ahead = MODE_PERSISTENT, min(D, cfg.persistent_decode_programs), \
+                cfg.decode_ahead
         else:
-            dmode, dprog, ahead = MODE_GRID, None, False
-        pmode, pprog = (MODE_PERSISTENT, min(P, cfg.persistent_prefill_programs)) \
-            if cfg.persistent_prefill_programs and P and D else (MODE_GRID, None)
+            dmode, dprog, ahead = MODE_GRID, None, cfg.decode_ahead
+        # A persistent prefill grid takes tasks from a counter (MODE_DYNAMIC), shared with the
+        # tail launch that follows the decode launch on its stream.
+        pprog = min(P, cfg.persistent_prefill_programs) \
+            if cfg.persistent_prefill_programs and both else 0
+        tprog = min(P, cfg.prefill_tail_programs) if pprog else 0
 
-        def prefill_launch():
-            launch_kernel(launch.prefill_tasks, P, 0, pmode, cfg.prefill_warps, True, False,
-                          pprog)
+        def prefill_launch(programs):
+            if programs:
+                launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
+                              False, programs, dynamic_programs=pprog + tprog)
+            else:
+                launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
+                              False)
 
         def decode_launch():
             launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog,
                           ahead)
 
         # The persistent launch goes first: it must be resident before the other one fills SMs.
-        prefill_first = cfg.prefill_first or (pmode == MODE_PERSISTENT and dmode == MODE_GRID)
-        if side is not None and P and D:
+        prefill_first = cfg.prefill_first or (pprog > 0 and dmode == MODE_GRID)
+        if side is not None and both:
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)
             if prefill_first:
-                prefill_launch()
+                prefill_launch(pprog)
             with torch.cuda.stream(side):
                 decode_launch()
+                if tprog:
+                    prefill_launch(tprog)
             if not prefill_first:
-                prefill_launch()
+                prefill_launch(pprog)
             main.wait_stream(side)
         else:
-            prefill_launch()
+            prefill_launch(pprog)
             decode_launch()
+            if tprog:
+                prefill_launch(tprog)
     else:
         mode = MODE_SM_AWARE if plan.schedule == "sm-aware" else MODE_GRID
         warps = cfg.fused_warps if P and D else (cfg.prefill_warps if P else cfg.decode_warps)

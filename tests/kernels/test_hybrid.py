@@ -230,8 +230,10 @@ def test_prefill_tile_unmasked_steps_and_tail():
         assert err < 2e-2
 
 
-@pytest.mark.parametrize("pre, dec", [(2, 0), (0, 2), (1, 0), (0, 1)])
-def test_persistent_colocated_launches_match_reference(pre, dec):
+@pytest.mark.parametrize("pre, dec, tail, ahead", [(2, 0, 0, False), (0, 2, 0, False),
+                                                   (1, 0, 2, True), (0, 1, 0, True),
+                                                   (3, 0, 1, False)])
+def test_persistent_colocated_launches_match_reference(pre, dec, tail, ahead):
     # One kind runs as a persistent grid of a few programs striding over its tasks (the
     # co-located two-stream launch); the other kind keeps one program per task.
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
@@ -243,8 +245,12 @@ def test_persistent_colocated_launches_match_reference(pre, dec):
     plan = pol.plan_hybrid(q_lens, kv_lens, shape, TOY)
     launch = prepare_hybrid(plan, cache, q_lens)
     launch = dataclasses.replace(launch, config=dataclasses.replace(
-        launch.config, persistent_prefill_programs=pre, persistent_decode_programs=dec))
+        launch.config, persistent_prefill_programs=pre, persistent_decode_programs=dec,
+        prefill_tail_programs=tail, decode_ahead=ahead, ahead_block_n=32))
     assert launch.num_prefill > 2 * pre and launch.num_decode > 2 * dec  # programs stride
     from kvtune.kernels.hybrid import run_hybrid
-    out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
-    assert relative_error(out, attention_reference(q, cache, q_lens)) < 2e-3
+    ref = attention_reference(q, cache, q_lens)
+    for _ in range(2):  # the dynamic grid's counters reset for the next run
+        out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+        assert relative_error(out, ref) < 2e-3
+    assert not launch.counter.any()

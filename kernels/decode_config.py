@@ -331,7 +331,8 @@ def tasks_of_one_length(item_keys) -> bool:
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                    sm_count: int, equal_tasks: bool) -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
-    and computes the same bits. The deep entry stays only for tasks of one length (equal_tasks:
+    and computes the same bits. The deep entry stays where no SM gets a second program
+    (programs <= sm_count), and for tasks of one length (equal_tasks:
     tasks_of_one_length of the plan's items) that fill its waves (last wave at least
     DEEP_FILL_MIN full) better than the twin's by more than WAVE_FILL_MARGIN (`programs`
     programs, one per task, on `sm_count` SMs): equal tasks finish together, and where their
@@ -343,6 +344,11 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     key = (head_dim, kv_element_bytes, config)
     twin = SHALLOW_TWIN.get(key)
     if twin is None:
+        return config
+    if programs <= sm_count:
+        # Every program has an SM of its own under either entry, so the twin's extra resident
+        # program buys nothing and the deeper pipeline streams faster (llama3-70b-tp8 at 96-128
+        # programs, H200, eighth session: docs/PERFORMANCE.md).
         return config
     if not equal_tasks:
         return twin

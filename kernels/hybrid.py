@@ -435,6 +435,9 @@ class HybridConfig:
     decode_ahead: bool = False
     ahead_stages: int = 3
     ahead_block_n: int = 64
+    # A register cap (ptxas maxnreg) for the prefill launch, so that a 128-row tile at 8 warps
+    # leaves room for a decode CTA on its SM (None: the compiler's choice).
+    prefill_maxnreg: int | None = None
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -620,6 +623,8 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         stages = cfg.fused_stages if both else (cfg.prefill_stages if has_p else
                                                 cfg.ahead_stages if ahead else cfg.num_stages)
         block_nd = cfg.block_nd_fused if both else (cfg.ahead_block_n if ahead else cfg.block_nd)
+        extra = {"maxnreg": cfg.prefill_maxnreg} \
+            if has_p and not has_d and cfg.prefill_maxnreg and not INTERPRETED else {}
         _hybrid_kernel[(programs or n_pre + n_dec,)](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
             cache.page_indptr, cache.page_indices, tasks, launch.counter,
@@ -632,7 +637,7 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             HAS_DECODE=has_d, USE_SMID=not INTERPRETED, NUM_SMS=plan.sm_count,
             CTR_PAD=triton.next_power_of_2(plan.sm_count + 3),
             DOT_PRECISION=precision, UPCAST_DOT=upcast, DECODE_AHEAD=ahead, num_warps=warps,
-            num_stages=stages,
+            num_stages=stages, **extra,
         )
 
     P, D = launch.num_prefill, launch.num_decode

@@ -358,7 +358,12 @@ def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     # 265 equal tasks: a third wave of one program at 1 per SM (fill 0.67) against a second of
     # one at 2 per SM (0.50): the deep entry's own last wave is nearly empty, so the twin.
     assert occupancy_twin(one, 128, 2, 265, 132, True) == twin_one
-    assert occupancy_twin(one, 128, 2, 128, 132, False) == twin_one
+    # At most one program per SM (tasks of any lengths): the twin's extra slot buys nothing and
+    # the deep pipeline streams faster; one program more than the SMs gives way to the twin.
+    for programs in (1, 96, 128, 132):
+        assert occupancy_twin(one, 128, 2, programs, 132, False) == one
+        assert occupancy_twin(many, 128, 2, programs, 132, False) == many
+    assert occupancy_twin(one, 128, 2, 133, 132, False) == twin_one
     # Entries without a twin, and the CPU (no SM count), keep the table's choice.
     fp8 = CONFIG_TABLE[(128, 1, "many")]
     assert occupancy_twin(fp8, 128, 1, 320, 132, False) == fp8

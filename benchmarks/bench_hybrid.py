@@ -7,7 +7,8 @@ One invocation:
   hybrid   per case of a subset of the `hybrid` suite (the paper's sweep at context 4K/16K, chunk
            512/2048, decode batch 16/128, plus chunked-prefill simulator mixes, one speculative):
            Triton serial, streams, fused, sm-aware (the `pod` policy), partitioned (persistent
-           decode grid on the rule's share of SMs beside the prefill grid), a small
+           decode grid on the rule's share of SMs beside the prefill grid), colocated (a
+           persistent grid of one prefill program per SM beside the decode grid), a small
            hybrid-parametric search ("tuned": best of its variants, decode shares 0.25/0.5/0.75
            included), FlashInfer serial (BatchPrefill + BatchDecode) and FlashInfer POD
            (BatchPODWithPagedKVCacheWrapper) on FI_CASE_IDS only (3 representative cases, after
@@ -68,6 +69,8 @@ TRITON_VARIANTS = {
     "pod": ("pod", {}),
     # SM partition: persistent decode grid on the proportional share of SMs, prefill beside it.
     "partitioned": ("hybrid-parametric", {"schedule": "partitioned"}),
+    # Co-location: persistent prefill grid (one 64-row program per SM) beside the decode grid.
+    "colocated": ("hybrid-colocated", {}),
 }
 # The "tuned" column: best of these hybrid-parametric settings (a small grid over the paper's
 # knobs; `kvtune tune` searches the full space).
@@ -75,11 +78,13 @@ TUNED_VARIANTS = [
     dict(schedule="sm-aware", ctas_per_sm=2, sm_policy="proportional", prefill_block_m=128),
     # Decode shares of SMs around the first run's measured optima (decode time / (prefill +
     # decode) alone: 0.1 for B16 beside 2048 tokens .. 0.75 for B128 beside 512).
-    dict(schedule="partitioned", decode_sm_share=0.25, prefill_block_m=128),
     dict(schedule="partitioned", decode_sm_share=0.5, prefill_block_m=128),
-    dict(schedule="partitioned", decode_sm_share=0.75, prefill_block_m=128),
     dict(schedule="sm-aware", ctas_per_sm=4, sm_policy="proportional", prefill_block_m=64),
     dict(schedule="fused", ctas_per_sm=2, prefill_block_m=128),
+    # The two-launch schedules with the parametric decode split (2048 tokens per CTA), so that
+    # the tuned column can also pick a plain or co-located two-launch step.
+    dict(schedule="streams", ctas_per_sm=2, prefill_block_m=128),
+    dict(schedule="colocated", ctas_per_sm=4, prefill_block_m=64),
 ]
 # FlashInfer runs on these representative cases only (its JIT is built meanwhile in background
 # processes, --fi-warmup), after every Triton case: a small decode batch beside a short chunk, a
@@ -541,7 +546,7 @@ def summarize_case(entry: dict, ceiling: float) -> None:
         r = v.get(name)
         return r["median_us"] if r and r.get("ok") and "median_us" in r else float("nan")
 
-    triton_names = ["serial", "streams", "fused", "pod", "partitioned", "tuned"]
+    triton_names = ["serial", "streams", "fused", "pod", "partitioned", "colocated", "tuned"]
     best_name = min((n for n in triton_names if math.isfinite(us(n))), key=us, default=None)
     entry["best"] = best_name
     entry["best_us"] = us(best_name) if best_name else float("nan")
@@ -577,6 +582,10 @@ def summarize(results: dict) -> dict:
             [c["serial_us"] / c["variants"]["partitioned"]["median_us"] for c in cases
              if c.get("variants", {}).get("partitioned", {}).get("ok")
              and c["variants"]["partitioned"].get("median_us")]),
+        "geomean_colocated_speedup_vs_serial": geomean(
+            [c["serial_us"] / c["variants"]["colocated"]["median_us"] for c in cases
+             if c.get("variants", {}).get("colocated", {}).get("ok")
+             and c["variants"]["colocated"].get("median_us")]),
         "geomean_fi_pod_over_fi_serial": geomean([c.get("fi_pod_over_fi_serial") for c in cases]),
         "geomean_best_over_fi_pod": geomean([c.get("best_over_fi_pod") for c in cases]),
         "parity_hybrid_over_base": [p.get("hybrid_over_base") for p in results["parity"]],
@@ -595,7 +604,8 @@ def summarize(results: dict) -> dict:
 
 
 def markdown(results: dict) -> str:
-    cols = ["serial", "streams", "fused", "pod", "partitioned", "tuned", "flashinfer-serial",
+    cols = ["serial", "streams", "fused", "pod", "partitioned", "colocated", "tuned",
+            "flashinfer-serial",
             "flashinfer-pod",
             "prefill-alone", "decode-alone"]
     lines = [f"# bench_hybrid ({results['device']['name']}, timer: {results['timer']}, copy "

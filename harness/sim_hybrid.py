@@ -16,8 +16,12 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
 - Dispatch: serial runs the prefill launch to its end, then the decode launch (each adds
   launch_us); streams queues the prefill CTAs then the decode CTAs of a second kernel (the block
   scheduler serves the first kernel first); fused queues the plan's one work list; sm-aware gives
-  each CTA the kind its SM's ticket picks (plan.sm_ratio()), the other when its kind is used up.
-  Every CTA spends cta_start_us before it works. A split adds the merge launch.
+  each CTA the kind its SM's ticket picks (plan.sm_ratio()), the other when its kind is used up;
+  colocated gives each SM's first slot to the prefill tasks (the persistent prefill program) and
+  its other slots to the decode tasks, each kind's slots taking the other kind once their own
+  is used up (the decode grid filling a finished prefill program's place, the prefill tail
+  joining after the decodes). Every CTA spends cta_start_us before it works. A split adds the
+  merge launch.
 """
 
 from __future__ import annotations
@@ -144,7 +148,8 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     P = int((kind == 1).sum())
 
     def run(queue_fn, t0: float, decode_rate: float = 1.0) -> float:
-        """Event loop from time t0 until queue_fn() has nothing left and every slot is idle;
+        """Event loop from time t0 until queue_fn(sm, slot of that SM) has nothing left and every
+        slot is idle;
         decode tasks progress at decode_rate x the model's rate (one_launch_decode_efficiency)."""
         slot_task = np.full(sms * ctas, -1)
         left = np.zeros(n)  # remaining fraction of each task
@@ -152,7 +157,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         t = t0
         while True:
             for s in np.flatnonzero(slot_task < 0):
-                task = queue_fn(s % sms)
+                task = queue_fn(s % sms, s // sms)
                 if task is None:
                     break
                 slot_task[s] = task
@@ -190,7 +195,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
 
     def from_list(order):
         it = iter(order)
-        return lambda sm: next(it, None)
+        return lambda sm, slot: next(it, None)
 
     launch = constants.launch_us * 1e-6
     # One launch holding both kinds: its decode tasks run in CTAs sized for the prefill tile.
@@ -210,13 +215,25 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         launches = 1 if plan.schedule == "fused" else (P > 0) + (n > P)
         rate = one_launch_rate if plan.schedule == "fused" else 1.0
         t = run(from_list(order), 0.0, rate) + launches * launch
+    elif plan.schedule == "colocated":
+        nxt = {"p": 0, "d": P}
+
+        def take(kind_first: str):
+            for k in (kind_first, "d" if kind_first == "p" else "p"):
+                if nxt[k] < (P if k == "p" else n):
+                    nxt[k] += 1
+                    return nxt[k] - 1
+            return None
+
+        t = run(lambda sm, slot: take("p" if slot == 0 else "d"), 0.0) \
+            + ((P > 0) + (n > P)) * launch
     else:
         rp, rd = plan.sm_ratio()
         tickets = np.zeros(sms, dtype=np.int64)
         nxt = {"p": 0, "d": P}
         issued = [0]
 
-        def pick(sm):
+        def pick(sm, slot):
             if issued[0] >= n:
                 return None
             issued[0] += 1

@@ -21,6 +21,10 @@ How tasks reach programs (plan.schedule):
 - serial: a prefill launch, then a decode launch, each with its own block sizes and warps.
 - streams: the same two launches, the decode one on a second CUDA stream (serial on CPU).
 - fused: one launch over one work list (longest kv range first); a program branches on the kind.
+- colocated: as streams, but the prefill launch is a persistent grid of one program per SM that
+  takes tiles from a counter (MODE_DYNAMIC), launched first so that it holds part of every SM
+  and the decode grid fills the rest; a tail of one more prefill program per SM follows the
+  decode launch on its stream and joins the counter once the decodes are done.
 - partitioned: as streams, but the decode launch is a persistent grid of plan.decode_programs
   programs (MODE_PERSISTENT: program p runs tasks p, p + N, ... through the page-ahead loop) so
   it holds about that many SMs and the prefill launch takes the rest.
@@ -56,6 +60,8 @@ LOG2_E = 1.4426950408889634
 FIELDS = 9  # kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, head
 PREFILL_BLOCK_N = 64
 MODE_GRID, MODE_SM_AWARE, MODE_PERSISTENT, MODE_DYNAMIC = 0, 1, 2, 3
+# Schedules that launch prefill and decode separately (all but serial on two streams).
+TWO_LAUNCH = ("serial", "streams", "partitioned", "colocated")
 
 
 @triton.jit
@@ -459,6 +465,8 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
         block_nd = min(block_nd, 32)
     block_np = 32 if shape.head_dim == 256 else PREFILL_BLOCK_N
     few = plan.ctas_per_sm <= 2
+    # colocated: one persistent prefill program per SM, then a tail of one more per SM.
+    colocated = plan.sm_count if plan.schedule == "colocated" else 0
     return HybridConfig(block_np=block_np, block_md=block_md, block_nd=block_nd,
                         block_nd_fused=min(block_nd, 64),
                         prefill_warps=8 if plan.prefill_block_m == 128 else 4,
@@ -470,7 +478,8 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         # 96 KB + Q, 221-236 registers x 256 threads, no spills in a local sm_90
                         # compile); 128-key tiles spill at 8 warps (docs/KERNEL_NOTES.md).
                         prefill_stages=3 if shape.head_dim <= 128 else 2,
-                        ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd)
+                        ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd,
+                        persistent_prefill_programs=colocated, prefill_tail_programs=colocated)
 
 
 @dataclass(frozen=True, eq=False)
@@ -493,7 +502,7 @@ class HybridLaunch:
 
     @property
     def num_launches(self) -> int:
-        attend = 2 if self.plan.schedule in ("serial", "streams", "partitioned") \
+        attend = 2 if self.plan.schedule in TWO_LAUNCH \
             and self.num_prefill and self.num_decode else 1
         return attend + (self.merge.shape[0] > 0)
 
@@ -579,7 +588,7 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
         return torch.from_numpy(a).to(device)
 
     side = None
-    if plan.schedule in ("streams", "partitioned") and device.type == "cuda":
+    if plan.schedule in TWO_LAUNCH[1:] and device.type == "cuda":
         side = torch.cuda.Stream(device=device)
     return HybridLaunch(
         plan=plan, config=hybrid_config(plan, cache),
@@ -641,7 +650,7 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         )
 
     P, D = launch.num_prefill, launch.num_decode
-    if plan.schedule in ("serial", "streams", "partitioned"):
+    if plan.schedule in TWO_LAUNCH:
         side = launch.side_stream
         both = P > 0 and D > 0
         # partitioned: the decodes as a persistent grid of plan.decode_programs (a share of the

@@ -25,6 +25,13 @@ Schedules (how the two kinds reach the GPU):
   tiles as an ordinary grid on another; the prefill programs take the SMs the decode grid leaves
   (a 128-row prefill program needs an SM's whole register file, so it cannot co-reside with a
   decode program). The share comes from the policy (proportional to modelled decode time).
+- colocated: co-location by launch footprint: the prefill tiles as a persistent grid of one
+  program per SM, launched first, that takes tiles from a counter; the decodes as an ordinary
+  grid on a second stream, whose programs fill what the prefill program leaves of each SM (a
+  64-row prefill tile at 4 warps holds about half of the register file and 112 KB of shared
+  memory; a 128-row tile holds all of it, so use 64-row tiles); after the decode launch, a tail
+  of one more prefill program per SM joins the same counter so the prefill regains whole SMs
+  once the decodes are done.
 
 Planning is CPU numpy work; nothing here touches a GPU.
 """
@@ -41,7 +48,7 @@ from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, Plan, _check_int, as_kv_lens
 from kvtune.kernels.tuned_planner import MAX_DECODE_Q_LEN
 from kvtune.kernels.tuned_planner import prefill_kv_splits as vendored_prefill_kv_splits
 
-HYBRID_SCHEDULES = ("serial", "streams", "fused", "sm-aware", "partitioned")
+HYBRID_SCHEDULES = ("serial", "streams", "fused", "sm-aware", "partitioned", "colocated")
 SM_POLICIES = ("50:50", "proportional")
 PREFILL_BLOCK_M = (64, 128)
 

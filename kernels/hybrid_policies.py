@@ -9,6 +9,8 @@ Registered in kernels/policies.py:
   keys to fill one wave (FlashInfer's chunked-prefill split-KV). The baseline.
 - hybrid-streams: the same cut, the two launches on two CUDA streams.
 - hybrid-fused: the same cut in one launch over one work list, longest kv range first.
+- hybrid-colocated: the same cut with 64-row prefill tiles, as a persistent prefill grid of one
+  program per SM beside the decode grid (schedule colocated, kernels/hybrid_plan.py).
 - pod: POD-Attention's rule (Kamath et al. 2025, section 4): SM-aware CTA scheduling with the
   proportional policy; 2 CTAs per SM (128-row prefill tiles) when the batch is prefill-dominant
   (modelled prefill time, FLOPs at the tensor-core rate, above the decode's bytes at HBM rate),
@@ -214,6 +216,17 @@ class HybridFusedPolicy(HybridSerialPolicy):
 
 
 @dataclass(frozen=True)
+class HybridColocatedPolicy(HybridSerialPolicy):
+    """hybrid-serial's cut with 64-row prefill tiles, run co-located: a persistent prefill grid
+    of one program per SM beside the decode grid (the only tile that leaves room for decode
+    programs on its SM; eighth session, docs/PERFORMANCE.md)."""
+
+    prefill_block_m: int = 64
+    name: ClassVar[str] = "hybrid-colocated"
+    schedule: ClassVar[str] = "colocated"
+
+
+@dataclass(frozen=True)
 class PodPolicy(_HybridBase):
     """POD-Attention's rule (module docstring). sm_policy: "proportional" (the paper's choice
     for loaded batches) or "50:50"; prefill_split_cap_waves: 2 in the paper."""
@@ -311,7 +324,8 @@ class HybridParametricPolicy(_HybridBase):
 # tokens, inclusive ranges.
 DECODE_BUCKETS = ((0, 16), (17, 64), (65, 256), (257, 1 << 16))
 CHUNK_BUCKETS = ((0, 0), (1, 1024), (1025, 4096), (4097, 1 << 36))
-HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.0"
+# 1.1: a bucket's schedule may be "colocated" (kvtune before 1.1 refuses such a bucket).
+HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.1"
 
 
 def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, int]:
@@ -369,8 +383,8 @@ def _load_buckets(path: str) -> list:
     return out
 
 
-HYBRID_POLICIES = (HybridSerialPolicy, HybridStreamsPolicy, HybridFusedPolicy, PodPolicy,
-                   HybridParametricPolicy, HybridTunedPolicy)
+HYBRID_POLICIES = (HybridSerialPolicy, HybridStreamsPolicy, HybridFusedPolicy,
+                   HybridColocatedPolicy, PodPolicy, HybridParametricPolicy, HybridTunedPolicy)
 
 
 def is_hybrid_policy(policy) -> bool:
@@ -380,6 +394,7 @@ def is_hybrid_policy(policy) -> bool:
 __all__ = [
     "HYBRID_POLICIES",
     "TENSOR_FLOPS_PER_S",
+    "HybridColocatedPolicy",
     "HybridFusedPolicy",
     "HybridParametricPolicy",
     "HybridSerialPolicy",

@@ -35,7 +35,7 @@ from kvtune.workloads.selection import CaseSettings, resolve_shape, resolve_suit
 BASELINE = "hybrid-serial"
 # The search space: categorical knobs and their choices (min_tokens_per_cta as powers of two).
 SPACE = {
-    "schedule": ("serial", "streams", "fused", "sm-aware", "partitioned"),
+    "schedule": ("serial", "streams", "fused", "sm-aware", "partitioned", "colocated"),
     "ctas_per_sm": (2, 4),
     "sm_policy": ("50:50", "proportional"),
     "prefill_split_cap_waves": (1, 2, 4),

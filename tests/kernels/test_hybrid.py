@@ -31,7 +31,8 @@ def _run(q_lens, kv_lens, shape, policy, dtype=torch.float16, seed=0, nan_tail=T
     return relative_error(out, ref), plan
 
 
-@pytest.mark.parametrize("schedule", ["serial", "streams", "fused", "sm-aware", "partitioned"])
+@pytest.mark.parametrize("schedule", ["serial", "streams", "fused", "sm-aware", "partitioned",
+                                      "colocated"])
 def test_schedules_match_reference_with_splits(schedule):
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
     pol = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64, **SPLITTY)

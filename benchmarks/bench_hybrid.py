@@ -295,6 +295,13 @@ def main(argv=None) -> int:
                     help="wall-clock budget; what is left after it is skipped")
     ap.add_argument("--max-cases", type=int, default=0, help="only the first N hybrid cases")
     ap.add_argument("--no-flashinfer", action="store_true")
+    ap.add_argument("--variants", default=None,
+                    help="comma-separated Triton variants to time (default: all of "
+                         "TRITON_VARIANTS; serial always runs: the baseline)")
+    ap.add_argument("--no-tuned", action="store_true", help="skip the tuned grid")
+    ap.add_argument("--case-ids", default=None,
+                    help="';'-separated substrings (ids hold commas): only the hybrid cases "
+                         "whose id holds one")
     ap.add_argument("--fi-warmup", choices=tuple(FI_WARMUPS), default=None,
                     help="internal: build FlashInfer's JIT modules of one mode on a tiny batch "
                          "and exit (run in background by the main invocation)")
@@ -322,8 +329,22 @@ def main(argv=None) -> int:
         timer = EventTimer(args.reps)
         cases = gpu_cases(shape)
         tuned = TUNED_VARIANTS
+    if args.case_ids:
+        wanted_ids = args.case_ids.split(";")
+        cases = [c for c in cases if any(w in c.case_id for w in wanted_ids)]
     if args.max_cases:
         cases = cases[: args.max_cases]
+    if args.no_tuned:
+        tuned = []
+    variants = TRITON_VARIANTS
+    if args.variants:
+        names = ["serial", *(n for n in args.variants.split(",") if n != "serial")]
+        unknown = [n for n in names if n not in TRITON_VARIANTS]
+        if unknown:
+            print(f"bench_hybrid: error: --variants: {', '.join(unknown)} unknown; allowed: "
+                  f"{', '.join(TRITON_VARIANTS)}", file=sys.stderr)
+            return 2
+        variants = {n: TRITON_VARIANTS[n] for n in names}
     have_fi = False
     if not args.no_flashinfer and not dry:
         try:
@@ -368,7 +389,7 @@ def main(argv=None) -> int:
         results["cases"].append(entry)
         try:
             data = BatchData(batch, device, dtype)
-            for name, (pol, kw) in TRITON_VARIANTS.items():
+            for name, (pol, kw) in variants.items():
                 if over_budget():
                     results["skipped"].append(f"{case.case_id} {name}")
                     continue
@@ -483,11 +504,12 @@ def compiled_checks(device, spec, dry, log) -> list[dict]:
             q_lens, kv_lens = [1, 3, 20], [30, 17, 40]
         batch = AttentionBatch(q_lens, kv_lens, shape)
         data = BatchData(batch, device, torch.bfloat16 if dt == "bf16" else torch.float16)
-        for name in ("hybrid-serial", "pod", "hybrid-fused", "partitioned"):
+        for name in ("hybrid-serial", "pod", "hybrid-fused", "partitioned", "colocated"):
             pol = policies.get(name) if name in ("hybrid-serial", "pod") else policies.get(
                 "hybrid-parametric", schedule=name.replace("hybrid-", ""),
                 min_tokens_per_cta=512, max_waves=4, min_prefill_split_tokens=128,
-                prefill_split_cap_waves=8, decode_sm_share=0.1 if name == "partitioned" else 0)
+                prefill_split_cap_waves=8, decode_sm_share=0.1 if name == "partitioned" else 0,
+                prefill_block_m=64 if name == "colocated" else 128)
             plan = pol.plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
             launch = prepare_hybrid(plan, data.cache, batch.q_lens)
             ok, err, msg = checked(lambda: run_hybrid(

@@ -28,7 +28,7 @@ from kvtune.workloads.selection import CaseSettings, resolve_shape, resolve_suit
 # or the hybrid one when any case holds a request with q_len > 1 (decode policies cannot plan
 # those; the hybrid policies plan q_len-1 batches as well). default_policies() picks.
 DEFAULT_POLICIES = "flashinfer-tensor-core,fa3,trtllm-oversub,no-split"
-HYBRID_DEFAULT_POLICIES = "hybrid-serial,hybrid-streams,hybrid-fused,pod"
+HYBRID_DEFAULT_POLICIES = "hybrid-serial,hybrid-streams,hybrid-fused,hybrid-colocated,pod"
 DEFAULT_RESULTS_DIR = "results"
 # Rows are written to disk every this many rows (a crash loses at most these).
 FLUSH_EVERY_ROWS = 50

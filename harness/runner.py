@@ -43,7 +43,7 @@ def plan_case(policy: Policy, batch, device: DeviceSpec):
     if isinstance(batch, AttentionBatch) and batch.max_q_len > 1:
         raise ValueError(f"policy {policy.name} plans decode batches (q_len 1) only; this batch "
                          f"has q_len up to {batch.max_q_len}: use hybrid-serial, hybrid-streams, "
-                         "hybrid-fused, pod or hybrid-parametric")
+                         "hybrid-fused, hybrid-colocated, pod or hybrid-parametric")
     return policy.plan(batch.kv_lens, batch.shape, device), batch
 
 

@@ -18,8 +18,8 @@ rows = pd.concat(list(measured.values()), ignore_index=True)
 frame = hybrid_frame(rows)
 if frame.empty:
     st.info("No hybrid sweep case in the picked runs: run `kvtune bench --suite hybrid "
-            "--policies hybrid-serial,hybrid-streams,hybrid-fused,pod` (every sweep case needs "
-            "its prefill-alone and decode-alone halves, which the suite holds).")
+            "--policies hybrid-serial,hybrid-streams,hybrid-fused,hybrid-colocated,pod` (every "
+            "sweep case needs its prefill-alone and decode-alone halves, which the suite holds).")
     st.stop()
 policies = sorted(frame["policy"].unique())
 chosen = st.multiselect("policies", policies, default=policies, key="hybrid_policies")

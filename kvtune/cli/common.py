@@ -8,6 +8,7 @@ handler that turns the parsed flags into a plain settings object of a lower laye
 from __future__ import annotations
 
 import argparse
+import textwrap
 import shlex
 import sys
 
@@ -26,7 +27,12 @@ class Parser(argparse.ArgumentParser):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the examples of a description as written."""
+    """Keeps the examples of a description as written, and wraps argument help at spaces only:
+    policy and shape names hold hyphens, and a name cut at one could not be copied back."""
+
+    def _split_lines(self, text, width):
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
 
 
 def add_command(sub, name: str, summary: str, examples: list[str], description: str = ""):

@@ -35,7 +35,7 @@ def series(manifest) -> list[str]:
 def test_hybrid_defaults_are_registered_hybrid_policies():
     from kvtune.kernels.policies import get
 
-    assert HYBRID == ["hybrid-serial", "hybrid-streams", "hybrid-fused", "pod"]
+    assert HYBRID == ["hybrid-serial", "hybrid-streams", "hybrid-fused", "hybrid-colocated", "pod"]
     assert all(hasattr(get(name), "plan_hybrid") for name in HYBRID)
     assert not any(hasattr(get(name), "plan_hybrid") for name in DECODE)
 
@@ -71,7 +71,7 @@ def test_explicit_decode_policies_on_hybrid_cases_are_kept_and_fail_in_one_line(
     assert (rows["status"] == "failed").all()
     for msg in rows["message"]:
         assert "\n" not in msg and "q_len up to 512" in msg
-        assert "hybrid-serial, hybrid-streams, hybrid-fused, pod" in msg
+        assert "hybrid-serial, hybrid-streams, hybrid-fused, hybrid-colocated, pod" in msg
 
 
 def test_explicit_policies_on_decode_cases_are_kept(tmp_path):

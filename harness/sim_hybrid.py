@@ -18,9 +18,10 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
   scheduler serves the first kernel first); fused queues the plan's one work list; sm-aware gives
   each CTA the kind its SM's ticket picks (plan.sm_ratio()), the other when its kind is used up;
   colocated gives each SM's first slot to the prefill tasks (the persistent prefill program) and
-  its other slots to the decode tasks, each kind's slots taking the other kind once their own
-  is used up (the decode grid filling a finished prefill program's place, the prefill tail
-  joining after the decodes). Every CTA spends cta_start_us before it works. A split adds the
+  COLOCATED_DECODE_SLOTS (2) more to the decode tasks, the SM's further slots opening to
+  decodes once no prefill tile is left to start; each kind's slots take the other kind once
+  their own is used up (the decode grid filling a finished prefill program's place, the
+  prefill tail joining after the decodes). Every CTA spends cta_start_us before it works. A split adds the
   merge launch.
 """
 
@@ -34,6 +35,12 @@ from kvtune.harness.sim_model import DEFAULT_CONSTANTS, FLOAT32_BYTES, SimConsta
 from kvtune.kernels.hybrid_plan import HybridPlan
 from kvtune.kernels.hybrid_policies import tensor_flops_per_s
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
+
+
+# Decode programs that fit an SM beside the colocated schedule's prefill program: a 64-row tile at
+# 4 warps holds 28-32 K registers and 112 KB of shared memory, a decode item 14 K and 38 KB
+# (local sm_90 compile, docs/KERNEL_NOTES.md "Co-location by launch footprint").
+COLOCATED_DECODE_SLOTS = 2
 
 
 @dataclass(frozen=True)
@@ -57,9 +64,12 @@ class HybridSimConstants:
     held out there: pod -12.9% (worst -30.5%)). History: 0.53 on the 07:16 run's fused rows
     (median -28.4% -> -0.1%); tried and not kept then: slowing only the tasks that share an SM
     with the other kind at that moment, and one factor on every task of the launch.
-    Known limit: the colocated schedule is predicted 10% too fast at the median (worst -25%,
-    8 rows of that run), and the partitioned one 57% too fast: co-located CTAs of two launches
-    slow each other more than the model's sharing of an SM, so rank those on the GPU."""
+    Known limit: the colocated schedule is predicted 7.5% too fast at the median (worst -16%,
+    8 rows of that run; -10.4% and -25% before its decode slots beside a prefill program were
+    capped at COLOCATED_DECODE_SLOTS, a footprint fact, not a fit), and the partitioned one 57%
+    too fast: co-located CTAs of two launches slow each other more than the model's sharing of
+    an SM, so rank those on the GPU. The continuous-batching mixes of bench_hybrid are predicted
+    25-45% too fast under every schedule (serial included)."""
 
     prefill_efficiency: float = 0.42
     single_cta_compute_fraction: float = 0.6
@@ -228,8 +238,15 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                     return nxt[k] - 1
             return None
 
-        t = run(lambda sm, slot: take("p" if slot == 0 else "d"), 0.0) \
-            + ((P > 0) + (n > P)) * launch
+        def pick_colocated(sm, slot):
+            # Beside a prefill program only COLOCATED_DECODE_SLOTS decode programs fit (registers
+            # and shared memory of the two footprints); the SM's further slots open to the
+            # decodes once no prefill tile is left to start.
+            if slot > COLOCATED_DECODE_SLOTS and nxt["p"] < P:
+                return None
+            return take("p" if slot == 0 else "d")
+
+        t = run(pick_colocated, 0.0) + ((P > 0) + (n > P)) * launch
     else:
         rp, rd = plan.sm_ratio()
         tickets = np.zeros(sms, dtype=np.int64)

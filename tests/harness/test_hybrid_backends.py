@@ -126,6 +126,33 @@ def test_simulator_runs_partitioned_as_streams():
     assert t[0] == pytest.approx(t[1])  # documented: modelled as streams for now
 
 
+def test_simulator_colocated_slots():
+    # Each SM's first slot runs prefill tiles (the persistent prefill program); while tiles are
+    # left to start, only COLOCATED_DECODE_SLOTS decode programs sit beside it, and the SM's
+    # other slots open to decodes once the tiles are all started; the decodes fill slot 0 when
+    # the prefill is done.
+    from kvtune.harness.sim_hybrid import COLOCATED_DECODE_SLOTS
+
+    shape = AttentionShape()
+    b = AttentionBatch([1] * 128 + [2048], [16384] * 128 + [4096 + 2048], shape)
+    plan = policies.get("hybrid-colocated").plan_hybrid(b.q_lens, b.kv_lens, shape, H100)
+    assert plan.ctas_per_sm == 4 and plan.schedule == "colocated"
+    r = simulate_hybrid(plan, shape, H100)
+    pre, dec = r.kind == 1, r.kind == 0
+    assert set(r.slot[pre]) == {0}
+    last_prefill_start = r.start_us[pre].max()
+    wide = dec & (r.slot > COLOCATED_DECODE_SLOTS)
+    assert wide.any() and (r.start_us[wide] >= last_prefill_start - 1e-9).all()
+    assert (dec & (r.slot >= 1) & (r.slot <= COLOCATED_DECODE_SLOTS)
+            & (r.start_us < last_prefill_start)).any()
+    # Against streams on the same cut: the prefill finishes later (one program per SM), and
+    # the step as a whole is shorter (the two kinds overlap).
+    streams = policies.get("hybrid-streams", prefill_block_m=64).plan_hybrid(
+        b.q_lens, b.kv_lens, shape, H100)
+    s = simulate_hybrid(streams, shape, H100)
+    assert r.prefill_us > s.prefill_us and r.time_us < s.time_us
+
+
 def _mixed_batch():
     """More tasks than slots: with a fraction of a wave, a decode CTA kept longer beside a
     prefill tile lifts that tile's share of SM math (single_cta_compute_fraction), so a tiny
@@ -134,7 +161,7 @@ def _mixed_batch():
     return AttentionBatch([1] * 256 + [1024], [4096] * 257, shape)
 
 
-@pytest.mark.parametrize("schedule", ["serial", "streams", "partitioned"])
+@pytest.mark.parametrize("schedule", ["serial", "streams", "partitioned", "colocated"])
 def test_one_launch_decode_efficiency_leaves_two_launch_schedules_bit_identical(schedule):
     b = _mixed_batch()
     pol = policies.get("hybrid-parametric", schedule=schedule,

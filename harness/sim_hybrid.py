@@ -18,7 +18,8 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
   scheduler serves the first kernel first); fused queues the plan's one work list; sm-aware gives
   each CTA the kind its SM's ticket picks (plan.sm_ratio()), the other when its kind is used up;
   colocated gives each SM's first slot to the prefill tasks (the persistent prefill program) and
-  COLOCATED_DECODE_SLOTS (2) more to the decode tasks, the SM's further slots opening to
+  COLOCATED_DECODE_SLOTS (2 beside a 64-row tile, 0 beside a 128-row one) more to the decode
+  tasks, the SM's further slots opening to
   decodes once no prefill tile is left to start; each kind's slots take the other kind once
   their own is used up (the decode grid filling a finished prefill program's place, the
   prefill tail joining after the decodes). Every CTA spends cta_start_us before it works. A split adds the
@@ -37,10 +38,12 @@ from kvtune.kernels.hybrid_policies import tensor_flops_per_s
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
 
 
-# Decode programs that fit an SM beside the colocated schedule's prefill program: a 64-row tile at
-# 4 warps holds 28-32 K registers and 112 KB of shared memory, a decode item 14 K and 38 KB
-# (local sm_90 compile, docs/KERNEL_NOTES.md "Co-location by launch footprint").
-COLOCATED_DECODE_SLOTS = 2
+# Decode programs that fit an SM beside the colocated schedule's prefill program, by prefill tile
+# rows: a 64-row tile at 4 warps holds 28-32 K registers and 112 KB of shared memory, a decode
+# item 14 K and 38 KB, so two fit; a 128-row tile at 8 warps holds 59-64 K registers, the whole
+# register file, so none does (local sm_90 compile, docs/KERNEL_NOTES.md "Co-location by launch
+# footprint").
+COLOCATED_DECODE_SLOTS = {64: 2, 128: 0}
 
 
 @dataclass(frozen=True)
@@ -238,11 +241,13 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                     return nxt[k] - 1
             return None
 
+        beside = COLOCATED_DECODE_SLOTS[plan.prefill_block_m]
+
         def pick_colocated(sm, slot):
-            # Beside a prefill program only COLOCATED_DECODE_SLOTS decode programs fit (registers
-            # and shared memory of the two footprints); the SM's further slots open to the
-            # decodes once no prefill tile is left to start.
-            if slot > COLOCATED_DECODE_SLOTS and nxt["p"] < P:
+            # Beside a prefill program only `beside` decode programs fit (registers and shared
+            # memory of the two footprints); the SM's further slots open to the decodes once no
+            # prefill tile is left to start.
+            if slot > beside and nxt["p"] < P:
                 return None
             return take("p" if slot == 0 else "d")
 

@@ -141,10 +141,18 @@ def test_simulator_colocated_slots():
     pre, dec = r.kind == 1, r.kind == 0
     assert set(r.slot[pre]) == {0}
     last_prefill_start = r.start_us[pre].max()
-    wide = dec & (r.slot > COLOCATED_DECODE_SLOTS)
+    beside = COLOCATED_DECODE_SLOTS[64]
+    wide = dec & (r.slot > beside)
     assert wide.any() and (r.start_us[wide] >= last_prefill_start - 1e-9).all()
-    assert (dec & (r.slot >= 1) & (r.slot <= COLOCATED_DECODE_SLOTS)
-            & (r.start_us < last_prefill_start)).any()
+    assert (dec & (r.slot >= 1) & (r.slot <= beside) & (r.start_us < last_prefill_start)).any()
+    # A 128-row tile holds its SM's register file: no decode starts beside it.
+    plan128 = policies.get("hybrid-colocated", prefill_block_m=128).plan_hybrid(
+        b.q_lens, b.kv_lens, shape, H100)
+    r128 = simulate_hybrid(plan128, shape, H100)
+    first_dec = r128.start_us[r128.kind == 0].min()
+    assert COLOCATED_DECODE_SLOTS[128] == 0
+    assert first_dec >= r128.start_us[r128.kind == 1].max() - 1e-9
+    assert r128.time_us > r.time_us
     # Against streams on the same cut: the prefill finishes later (one program per SM), and
     # the step as a whole is shorter (the two kinds overlap).
     streams = policies.get("hybrid-streams", prefill_block_m=64).plan_hybrid(

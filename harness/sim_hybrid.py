@@ -19,11 +19,10 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
   each CTA the kind its SM's ticket picks (plan.sm_ratio()), the other when its kind is used up;
   colocated gives each SM's first slot to the prefill tasks (the persistent prefill program) and
   COLOCATED_DECODE_SLOTS (2 beside a 64-row tile, 0 beside a 128-row one) more to the decode
-  tasks, the SM's further slots opening to
-  decodes once no prefill tile is left to start; each kind's slots take the other kind once
-  their own is used up (the decode grid filling a finished prefill program's place, the
-  prefill tail joining after the decodes). Every CTA spends cta_start_us before it works. A split adds the
-  merge launch.
+  tasks, the SM's further slots opening to decodes once no prefill tile is left to start; each
+  kind's slots take the other kind once their own is used up (the decode grid filling a
+  finished prefill program's place, the prefill tail joining after the decodes).
+  Every CTA spends cta_start_us before it works. A split adds the merge launch.
 """
 
 from __future__ import annotations

@@ -10,13 +10,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _dry_run(script: str, out) -> subprocess.CompletedProcess:
-    """benchmarks/<script> --dry-run under the interpreter; fails the test on a non-zero exit."""
+def _dry_run(script: str, out, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
+    """benchmarks/<script> --dry-run under the interpreter; fails the test on another exit."""
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--dry-run",
-                           "--out", str(out)], env=env, capture_output=True, text=True,
+                           "--out", str(out), *args], env=env, capture_output=True, text=True,
                           timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == rc, proc.stderr[-2000:]
     return proc
 
 
@@ -26,8 +26,8 @@ def test_dry_run_writes_checked_table(tmp_path):
     assert res["dry_run"] and len(res["cases"]) == 2
     for case in res["cases"]:
         assert "error" not in case
-        for name in ("serial", "streams", "fused", "pod", "partitioned", "prefill-alone",
-                     "decode-alone"):
+        for name in ("serial", "streams", "fused", "pod", "partitioned", "colocated",
+                     "prefill-alone", "decode-alone"):
             assert case["variants"][name]["ok"], (name, case["variants"][name])
             assert case["variants"][name]["rel_error"] < 2e-2
         assert case["variants"]["tuned1"]["params"]["schedule"] == "partitioned"
@@ -36,6 +36,21 @@ def test_dry_run_writes_checked_table(tmp_path):
     assert "targets" in res["summary"]
     assert res["check"] and all(c["ok"] for c in res["check"])
     assert "| case |" in (tmp_path / "results.md").read_text()
+
+
+def test_variant_and_case_selection(tmp_path):
+    _dry_run("bench_hybrid.py", tmp_path, "--variants", "colocated", "--no-tuned",
+             "--case-ids", "decode_q_len;no-such-case", "--no-flashinfer")
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert [c["case_id"] for c in res["cases"]] == [
+        "hybrid:B2:seed0:chunk_tokens=20,context_tokens=48,decode_q_len=3"]
+    assert set(res["cases"][0]["variants"]) == {"serial", "colocated", "prefill-alone",
+                                                "decode-alone"}
+    assert all(r["ok"] for r in res["cases"][0]["variants"].values())
+    bad = _dry_run("bench_hybrid.py", tmp_path, "--variants", "colocated,pods", rc=2)
+    assert bad.stderr.strip().splitlines() == [
+        "bench_hybrid: error: --variants: pods unknown; allowed: serial, streams, fused, pod, "
+        "partitioned, colocated"]
 
 
 def test_fi_warmup_without_flashinfer_or_cuda_is_one_line():
@@ -69,4 +84,9 @@ def test_overlap_probe_dry_run_checks_every_variant(tmp_path):
         assert variants["pf64-d1"]["config"]["prefill_first"] is True
         assert variants["pf64-d1"]["config"]["num_stages"] == 1
         assert variants["serial"]["config"]["prefill_first"] is False
+        # k programs per SM of the dry run's 4-SM device, and the tail beside them
+        assert variants["coP1-s3-T1"]["config"]["persistent_prefill_programs"] == 4
+        assert variants["coP1-s3-T1"]["config"]["prefill_tail_programs"] == 4
+        assert variants["coD2"]["config"]["persistent_decode_programs"] == 8
+        assert variants["coP1-s3-T1-a32s4"]["config"]["decode_ahead"] is True
     assert "over serial" in proc.stdout

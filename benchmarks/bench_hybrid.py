@@ -586,6 +586,13 @@ def summarize_case(entry: dict, ceiling: float) -> None:
     entry["prefill_alone_tflops"] = v.get("prefill-alone", {}).get("tflops", float("nan"))
 
 
+def speedup_vs_serial(cases, name: str) -> float:
+    """Geomean of serial / `name` over the cases where that variant ran and was checked."""
+    return geomean([c["serial_us"] / c["variants"][name]["median_us"] for c in cases
+                    if c.get("variants", {}).get(name, {}).get("ok")
+                    and c["variants"][name].get("median_us")])
+
+
 def summarize(results: dict) -> dict:
     cases = results["cases"]
     s = {
@@ -600,14 +607,8 @@ def summarize(results: dict) -> dict:
         "geomean_pod_speedup_vs_serial": geomean([c.get("pod_speedup_vs_serial") for c in cases]),
         "geomean_best_over_bound": geomean([c.get("best_over_bound") for c in cases]),
         "prefill_alone_tflops": [c.get("prefill_alone_tflops") for c in cases],
-        "geomean_partitioned_speedup_vs_serial": geomean(
-            [c["serial_us"] / c["variants"]["partitioned"]["median_us"] for c in cases
-             if c.get("variants", {}).get("partitioned", {}).get("ok")
-             and c["variants"]["partitioned"].get("median_us")]),
-        "geomean_colocated_speedup_vs_serial": geomean(
-            [c["serial_us"] / c["variants"]["colocated"]["median_us"] for c in cases
-             if c.get("variants", {}).get("colocated", {}).get("ok")
-             and c["variants"]["colocated"].get("median_us")]),
+        "geomean_partitioned_speedup_vs_serial": speedup_vs_serial(cases, "partitioned"),
+        "geomean_colocated_speedup_vs_serial": speedup_vs_serial(cases, "colocated"),
         "geomean_fi_pod_over_fi_serial": geomean([c.get("fi_pod_over_fi_serial") for c in cases]),
         "geomean_best_over_fi_pod": geomean([c.get("best_over_fi_pod") for c in cases]),
         "parity_hybrid_over_base": [p.get("hybrid_over_base") for p in results["parity"]],

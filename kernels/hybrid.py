@@ -60,8 +60,9 @@ LOG2_E = 1.4426950408889634
 FIELDS = 9  # kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, head
 PREFILL_BLOCK_N = 64
 MODE_GRID, MODE_SM_AWARE, MODE_PERSISTENT, MODE_DYNAMIC = 0, 1, 2, 3
-# Schedules that launch prefill and decode separately (all but serial on two streams).
-TWO_LAUNCH = ("serial", "streams", "partitioned", "colocated")
+# Schedules that launch prefill and decode separately, and those of them on two streams.
+TWO_STREAMS = ("streams", "partitioned", "colocated")
+TWO_LAUNCH = ("serial", *TWO_STREAMS)
 
 
 @triton.jit
@@ -588,7 +589,7 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
         return torch.from_numpy(a).to(device)
 
     side = None
-    if plan.schedule in TWO_LAUNCH[1:] and device.type == "cuda":
+    if plan.schedule in TWO_STREAMS and device.type == "cuda":
         side = torch.cuda.Stream(device=device)
     return HybridLaunch(
         plan=plan, config=hybrid_config(plan, cache),

@@ -332,15 +332,15 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
                    sm_count: int, equal_tasks: bool) -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
     and computes the same bits. The deep entry stays where no SM gets a second program
-    (programs <= sm_count), and for tasks of one length (equal_tasks:
-    tasks_of_one_length of the plan's items) that fill its waves (last wave at least
-    DEEP_FILL_MIN full) better than the twin's by more than WAVE_FILL_MARGIN (`programs`
-    programs, one per task, on `sm_count` SMs): equal tasks finish together, and where their
-    waves are full the deeper pipeline streams faster per program; a part-empty last wave costs
-    the deep entry a whole task's time more than the twin's. Tasks of many lengths backfill each other's waves, and the twin's
-    extra program per SM hides the start of the short ones (measured on the H200, seventh
-    session: docs/PERFORMANCE.md). The choice never changes a request's arithmetic, so a result
-    stays independent of the rest of the batch."""
+    (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
+    the plan's items) that fill its waves (last wave at least DEEP_FILL_MIN full) better than
+    the twin's by more than WAVE_FILL_MARGIN (`programs` programs, one per task, on `sm_count`
+    SMs): equal tasks finish together, and where their waves are full the deeper pipeline
+    streams faster per program; a part-empty last wave costs the deep entry a whole task's time
+    more than the twin's. Tasks of many lengths backfill each other's waves, and the twin's
+    extra program per SM hides the start of the short ones (measured on the H200, seventh and
+    eighth sessions: docs/PERFORMANCE.md). The choice never changes a request's arithmetic, so
+    a result stays independent of the rest of the batch."""
     key = (head_dim, kv_element_bytes, config)
     twin = SHALLOW_TWIN.get(key)
     if twin is None:

@@ -325,7 +325,9 @@ class HybridParametricPolicy(_HybridBase):
 DECODE_BUCKETS = ((0, 16), (17, 64), (65, 256), (257, 1 << 16))
 CHUNK_BUCKETS = ((0, 0), (1, 1024), (1025, 4096), (4097, 1 << 36))
 # 1.1: a bucket's schedule may be "colocated" (kvtune before 1.1 refuses such a bucket).
-HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.1"
+# 1.2: `deferred_buckets` (buckets whose winner failed its held-out check; a reader of 1.1 sees
+# them as outside every bucket, which is what they mean) and `validation`.
+HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.2"
 
 
 def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, int]:
@@ -338,8 +340,9 @@ def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, in
 @dataclass(frozen=True)
 class HybridTunedPolicy(_HybridBase):
     """hybrid-parametric with knobs per (decodes, prefill tokens) bucket, as `kvtune tune --suite
-    hybrid` writes them (hybrid_heuristic.json). path: that file; a batch outside every bucket
-    of it is planned by the `pod` rule."""
+    hybrid` writes them (hybrid_heuristic.json). path: that file; a batch outside every shipped
+    bucket of it (in a deferred bucket, or in none) is planned as the engine plans it:
+    `hybrid-serial` (prefill launch, then the decodes under FlashInfer's rule)."""
 
     path: str = ""
     name: ClassVar[str] = "hybrid-tuned"
@@ -359,13 +362,14 @@ class HybridTunedPolicy(_HybridBase):
         for (dlo, dhi, clo, chi), pol in (self._buckets() if self.path else []):
             if dlo <= dec <= dhi and clo <= pre <= chi:
                 return pol.plan_hybrid(q, kv, shape, device)
-        return PodPolicy().plan_hybrid(q, kv, shape, device)
+        return HybridSerialPolicy().plan_hybrid(q, kv, shape, device)
 
 
 @functools.lru_cache(maxsize=16)
 def _load_buckets(path: str) -> list:
-    """[((min_decodes, max_decodes, min_prefill, max_prefill), HybridParametricPolicy)] of a
-    hybrid_heuristic.json; ValueError naming `path` for an unreadable or foreign file."""
+    """[((min_decodes, max_decodes, min_prefill, max_prefill), HybridParametricPolicy)] of the
+    shipped buckets of a hybrid_heuristic.json (`deferred_buckets` are not read: they plan as
+    the engine does); ValueError naming `path` for an unreadable or foreign file."""
     import json
 
     try:

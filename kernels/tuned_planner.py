@@ -693,8 +693,9 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
     splits follow the "parametric" rule of the module docstring with the bucket's
     min_tokens_per_cta, max_waves, max_splits and ctas_per_sm; a prefill tile's kv splits are
     max(1, min(64, cap_waves x slots // (tiles x H_kv))) with tiles = sum over prefill requests of
-    ceil(q_len / (block_m // G)). Outside every bucket: deferred (kvtune itself then plans the
-    `pod` rule, which an engine replaces by its own).
+    ceil(q_len / (block_m // G)). Outside every bucket of `buckets` (a bucket that failed its
+    held-out check is listed under `deferred_buckets` instead, schema 1.2): deferred, the engine
+    keeps its own planner (kvtune itself then plans `hybrid-serial`).
     """
     if isinstance(heuristic, dict) and isinstance(heuristic.get("hybrid"), dict):
         # An export of schema 1.3 carries the hybrid buckets as its `hybrid` section.

@@ -440,7 +440,9 @@ def hybrid_section(path, shape: dict) -> dict:
     if theirs != ours:
         raise ValueError(f"hybrid: {path} was tuned for shape {theirs}; this export's is {ours}")
     buckets = doc.get("buckets")
-    if not isinstance(buckets, list) or not buckets:
+    deferred = doc.get("deferred_buckets", [])
+    if not isinstance(buckets, list) or not isinstance(deferred, list) \
+            or not (buckets or deferred):
         raise ValueError(f"hybrid: {path} has no buckets")
     out = []
     for i, b in enumerate(buckets):
@@ -451,7 +453,15 @@ def hybrid_section(path, shape: dict) -> dict:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"hybrid: buckets[{i}]: {exc}") from None
         out.append({**edges, "params": dict(b["params"])})
-    return {"schema": doc["schema"], "buckets": out}
+    # Deferred buckets plan as the engine does; the section names them (edges and why) so a
+    # reader sees that the engine's own planner runs there by evidence, not by omission.
+    edge_keys = ("min_decodes", "max_decodes", "min_prefill_tokens", "max_prefill_tokens")
+    try:
+        held = [{**{k: int(b[k]) for k in edge_keys}, "reason": str(b.get("reason", ""))}
+                for b in deferred]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"hybrid: deferred_buckets: {exc}") from None
+    return {"schema": doc["schema"], "buckets": out, "deferred_buckets": held}
 
 
 def _family_targets(doc: dict, covered) -> None:

@@ -3,14 +3,22 @@
 The knobs are those of the `hybrid-parametric` policy (kernels/hybrid_policies.py): schedule,
 CTAs per SM, SM policy, prefill split cap, prefill tile, and the decode split knobs. Cases are
 grouped into buckets by their number of decodes (DECODE_BUCKETS) and prefill tokens
-(CHUNK_BUCKETS); each bucket gets its own Optuna study (TPE, seeded; the `pod` rule's settings
-are enqueued as the first trial) whose score is the geometric mean over the bucket's cases of
-latency / latency of `hybrid-serial` (the baseline, measured once per case), so < 1 is better
-than serial. Every configuration goes through the runner (verified before timed on a GPU).
+(CHUNK_BUCKETS); each bucket gets its own Optuna study (TPE, seeded; the `pod` rule's hybrid
+knobs, then the co-located and two-stream schedules, are enqueued as the first trials) whose
+score is the geometric mean over the bucket's training cases of latency / latency of
+`hybrid-serial` (the engine's own step, measured once per case), so < 1 is better than serial.
+Every configuration goes through the runner (verified before timed on a GPU).
 
-Output, under <out>/<run-id>/: measurements.parquet (every baseline and trial row) and
-`hybrid_heuristic.json` (HYBRID_SCHEMA): per bucket the best params and their score next to the
-`pod` rule's; `kvtune bench --policies hybrid-tuned:path=<file>` plans with it.
+The winner of a bucket then faces held-out cases (studies/hybrid_validation.py): it ships only
+where it beats serial there beyond the noise and is never more than 2% slower on a case;
+otherwise the bucket defers to the engine's own planner. A winner that is not faster than
+serial on its own training cases defers without that check.
+
+Output, under <out>/<run-id>/: measurements.parquet (every baseline, trial and validation row)
+and `hybrid_heuristic.json` (HYBRID_SCHEMA): `buckets` (shipped: params, training score, the
+pod knobs' score, validation), `deferred_buckets` (the same with `tuned_params` and the reason),
+and `validation` (the speed-up over serial of what the file plans, over the held-out cases);
+`kvtune bench --policies hybrid-tuned:path=<file>` plans with it.
 """
 
 from __future__ import annotations
@@ -51,8 +59,10 @@ SPACE = {
 
 @dataclass(frozen=True)
 class HybridTuneSettings:
-    """cases: which hybrid cases (the `hybrid` suite or `--distribution hybrid`). trials: per
-    bucket, 1..10,000. seed: sampler seed."""
+    """cases: which hybrid cases (a hybrid suite or `--distribution hybrid`). trials: per
+    bucket, 1..10,000 (at least the 3 start points run). seed: sampler seed. validate: the
+    `--validate` specs (studies/hybrid_validation.py; empty: the hybrid-holdout suite).
+    finalist_rounds: interleaved rounds of the validation, 1..20."""
 
     cases: CaseSettings = field(default_factory=lambda: CaseSettings(suite="hybrid"))
     measure: BackendSettings = field(default_factory=BackendSettings)
@@ -61,10 +71,13 @@ class HybridTuneSettings:
     out: str = DEFAULT_RESULTS_DIR
     progress: bool = True
     study: str = "hybrid"
+    validate: tuple = ()
+    finalist_rounds: int = 3
 
     def __post_init__(self) -> None:
         check_int("trials", self.trials, 1, 10_000)
         check_int("seed", self.seed, 0, 2**32 - 1)
+        check_int("finalist_rounds", self.finalist_rounds, 1, 20)
 
 
 def geomean(xs) -> float:
@@ -85,14 +98,45 @@ def pod_start_point(bucket_cases, device) -> dict:
             "prefill_block_m": plan.prefill_block_m}
 
 
+def start_points(bucket_cases, device) -> list[dict]:
+    """Trials enqueued before the sampler's own: the pod rule, then the co-located and
+    two-stream schedules (the fixed rules that measured fastest on some sweep case, eighth
+    session), each with the space's first choice for the knobs it does not set."""
+    return [pod_start_point(bucket_cases, device),
+            {"schedule": "colocated", "prefill_block_m": 64},
+            {"schedule": "streams", "prefill_block_m": 128}]
+
+
+class _Rows:
+    """RowRecorder-compatible sink for the search's rows (phase, bucket, trial columns)."""
+
+    def __init__(self, recorder, study: str) -> None:
+        self.recorder, self.study = recorder, study
+
+    def add(self, row, phase: str, bucket: str, trial: int = -1) -> None:
+        self.recorder.add(row, phase=phase, study=self.study, bucket=bucket, trial=trial)
+
+
+def bucket_name(key) -> str:
+    """"decodes 17-64, prefill 1025-4096" style label of a bucket key."""
+    return f"decodes {key[0]}-{key[1]}, prefill {key[2]}-{key[3]}"
+
+
 def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
-    """Run the search; returns the heuristic document (also written next to the rows)."""
+    """Run the search and the held-out check (studies/hybrid_validation.py); returns the
+    heuristic document (also written next to the rows)."""
     import optuna
 
     from kvtune.harness.backends.select import check_choices, open_backend
     from kvtune.harness.runner import CaseRun, Runner
     from kvtune.harness.store import RunWriter
     from kvtune.kernels import policies
+    from kvtune.studies.hybrid_validation import (
+        overall_summary,
+        validate_bucket,
+        validation_cases,
+    )
+    from kvtune.studies.records import RowRecorder, merge_parts
 
     m = settings.measure
     shape = resolve_shape(settings.cases)
@@ -102,87 +146,137 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     if any(not hasattr(c.batch, "q_lens") for c in cases):
         raise ValueError("suite: kvtune tune with hybrid knobs needs hybrid cases (--suite hybrid "
                          "or --distribution hybrid)")
+    held, how = validation_cases(settings.validate, shape, {c.case_id for c in cases})
+    held_runs = [CaseRun(c.case_id, c.batch()) for c in held]
     groups: dict[tuple, list] = {}
     for c in cases:
         groups.setdefault(bucket_key(c.batch.num_decodes, c.batch.prefill_tokens), []).append(c)
+    held_groups: dict[tuple, list] = {}
+    for c in held_runs:
+        held_groups.setdefault(bucket_key(c.batch.num_decodes, c.batch.prefill_tokens),
+                               []).append(c)
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
                           cold_l2=not m.warm_l2, stopping=m.stopping)
     print(f"kvtune tune (hybrid): {opened.notice}", file=sys.stderr)
+    print(f"kvtune tune (hybrid): validation: {how}", file=sys.stderr)
     manifest = {"kind": "tune-hybrid", "command": command, "study": settings.study,
                 "suite": suite.name, "cases": [c.to_dict() for c in suite.cases],
+                "validation_cases": [c.to_dict() for c in held], "validation_how": how,
                 "backend": opened.backend.name, "device": opened.device.to_dict(),
                 "simulated": not opened.device.live, "shape": shape.to_dict(),
-                "trials": settings.trials, "seed": settings.seed, "space": SPACE}
+                "trials": settings.trials, "seed": settings.seed,
+                "finalist_rounds": settings.finalist_rounds,
+                "space": SPACE}
     writer = RunWriter.create(settings.out, manifest, kind="tune")
-    rows: list[dict] = []
+    recorder = RowRecorder(writer.root)
+    rows = _Rows(recorder, settings.study)
     runner = Runner(opened.backend, opened.device, opened.ceiling_bytes_per_s,
-                    run_id=writer.run_id, on_row=rows.append)
+                    run_id=writer.run_id)
+    serial_policy = policies.get(BASELINE)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    buckets = []
+    shipped, deferred = [], []
     try:
         for key in sorted(groups):
-            bucket_cases = groups[key]
-            serial = {}
-            for c in bucket_cases:
-                row, _ = runner.measure_one(c, policies.get(BASELINE))
-                serial[c.case_id] = row["latency_us"] if row["status"] == "ok" else math.nan
-
-            def score(params) -> float:
-                pol = policies.get("hybrid-parametric", **params)
-                ratios = []
-                for c in bucket_cases:
-                    row, _ = runner.measure_one(c, pol)
-                    if row["status"] != "ok":
-                        return math.inf
-                    ratios.append(row["latency_us"] / serial[c.case_id])
-                return geomean(ratios)
-
-            start = pod_start_point(bucket_cases, opened.device)
-            pod_score = score(start)
-            sampler = optuna.samplers.TPESampler(seed=settings.seed, multivariate=True)
-            study = optuna.create_study(direction="minimize", sampler=sampler)
-            study.enqueue_trial(dict(start))
-
-            def objective(trial):
-                params = {k: trial.suggest_categorical(k, list(v)) for k, v in SPACE.items()}
-                return score(params)
-
-            study.optimize(objective, n_trials=settings.trials,
-                           show_progress_bar=False)
-            best = study.best_trial
-            defaults = {k: v[0] for k, v in SPACE.items()}
-            if best.value < pod_score:
-                best_params, best_value = {**defaults, **best.params}, best.value
-            else:  # keep the rule when the search found nothing better
-                best_params, best_value = {**defaults, **start}, pod_score
-            buckets.append({"min_decodes": key[0], "max_decodes": key[1],
-                            "min_prefill_tokens": key[2], "max_prefill_tokens": key[3],
-                            "params": best_params, "score_vs_serial": best_value,
-                            "pod_score_vs_serial": pod_score,
-                            "cases": [c.case_id for c in bucket_cases]})
-            print(f"bucket decodes {key[0]}-{key[1]} prefill {key[2]}-{key[3]}: tuned "
-                  f"{best_value:.3f} x serial, pod {pod_score:.3f} x serial "
-                  f"({len(bucket_cases)} cases)", file=sys.stderr)
-        writer.write_rows(rows)
+            name = bucket_name(key)
+            entry = _search_bucket(key, groups[key], runner, rows, serial_policy, opened.device,
+                                   settings, optuna)
+            tuned = policies.get("hybrid-parametric", **entry["params"])
+            check = held_groups.get(key) or groups[key]
+            source = "validation" if held_groups.get(key) else "training"
+            if entry["score_vs_serial"] >= 1.0:
+                entry["validation"] = None
+                entry["reason"] = (f"the best setting is x{1 / entry['score_vs_serial']:.3f} as "
+                                   "fast as serial on its training cases")
+            else:
+                entry["validation"] = validate_bucket(
+                    runner, check, tuned, serial_policy, recorder, study=settings.study,
+                    bucket=name, rounds=settings.finalist_rounds, source=source)
+                entry["reason"] = entry["validation"]["reason"]
+            recorder.flush()
+            if entry["validation"] is None or entry["validation"]["deferred"]:
+                entry["tuned_params"] = entry.pop("params")
+                deferred.append(entry)
+                verdict = f"defers to serial ({entry['reason']})"
+            else:
+                shipped.append(entry)
+                v = entry["validation"]["tuned_vs_serial"]
+                verdict = (f"ships: x{v['geomean']:.3f} over serial on {len(check)} {source} "
+                           f"cases, worst x{v['worst']:.3f}")
+            print(f"bucket {name}: tuned {entry['score_vs_serial']:.3f} x serial, pod "
+                  f"{entry['pod_score_vs_serial']:.3f} x serial ({len(groups[key])} training "
+                  f"cases); {verdict}", file=sys.stderr)
     except BaseException as exc:
-        if rows:
-            writer.write_rows(rows)
+        recorder.flush()
+        stored = merge_parts(writer.root)
         writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
-                      rows=len(rows))
+                      rows=len(stored))
         raise
     finally:
         opened.backend.close()
+    recorder.flush()
+    stored = merge_parts(writer.root)
+    unbucketed = sorted(c.case_id for k, cs in held_groups.items() if k not in groups
+                        for c in cs)
     doc = {"schema": HYBRID_SCHEMA, "study": settings.study, "run_id": writer.run_id,
            "backend": opened.backend.name, "device": opened.device.to_dict(),
-           "shape": shape.to_dict(), "buckets": buckets,
+           "shape": shape.to_dict(), "buckets": shipped, "deferred_buckets": deferred,
+           "validation": overall_summary(shipped, deferred, how, unbucketed),
            "decode_buckets": [list(b) for b in DECODE_BUCKETS],
            "chunk_buckets": [list(b) for b in CHUNK_BUCKETS]}
     path = writer.root / "hybrid_heuristic.json"
     path.write_text(json.dumps(doc, indent=1, default=float))
-    writer.finish("complete", rows=len(rows),
-                  failed_rows=sum(1 for r in rows if r["status"] != "ok"))
+    writer.finish("complete", rows=len(stored),
+                  failed_rows=sum(1 for r in stored if r["status"] != "ok"))
     doc["path"] = str(path)
     return doc
+
+
+def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, settings,
+                   optuna) -> dict:
+    """One bucket's search on its training cases: serial measured once per case, then the
+    start points and the sampler's trials scored as geomean(latency / serial latency)."""
+    from kvtune.kernels import policies
+
+    name = bucket_name(key)
+    serial = {}
+    for c in bucket_cases:
+        row, _ = runner.measure_one(c, serial_policy)
+        rows.add(row, "baseline", name)
+        serial[c.case_id] = row["latency_us"] if row["status"] == "ok" else math.nan
+    trial_no = [-1]
+
+    def score(params) -> float:
+        pol = policies.get("hybrid-parametric", **params)
+        ratios = []
+        for c in bucket_cases:
+            row, _ = runner.measure_one(c, pol)
+            rows.add(row, "trial", name, trial_no[0])
+            if row["status"] != "ok":
+                return math.inf
+            ratios.append(row["latency_us"] / serial[c.case_id])
+        return geomean(ratios)
+
+    starts = start_points(bucket_cases, device)
+    sampler = optuna.samplers.TPESampler(seed=settings.seed, multivariate=True)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    for start in starts:
+        study.enqueue_trial(dict(start))
+
+    def objective(trial):
+        trial_no[0] = trial.number
+        params = {k: trial.suggest_categorical(k, list(v)) for k, v in SPACE.items()}
+        return score(params)
+
+    # Rows reach the disk after every trial: a run killed mid-bucket keeps what it measured.
+    study.optimize(objective, n_trials=max(settings.trials, len(starts)),
+                   show_progress_bar=False, callbacks=[lambda *_: rows.recorder.flush()])
+    pod = study.trials[0]
+    best = study.best_trial
+    defaults = {k: v[0] for k, v in SPACE.items()}
+    return {"min_decodes": key[0], "max_decodes": key[1], "min_prefill_tokens": key[2],
+            "max_prefill_tokens": key[3], "params": {**defaults, **best.params},
+            "score_vs_serial": best.value, "pod_score_vs_serial": pod.value,
+            "cases": [c.case_id for c in bucket_cases]}
 
 
 __all__ = ["BASELINE", "SPACE", "HybridTuneSettings", "run_hybrid_tune"]

@@ -185,16 +185,19 @@ def validation_summary(cases, case_us: dict, baselines: list[str], chosen: str, 
 
 
 def measure_validation(runner, cases, tuned_policy, baselines, recorder, *, study_name: str,
-                       bucket: str, rounds: int) -> tuple[dict, float]:
+                       bucket: str, rounds: int, default_policy=None) -> tuple[dict, float]:
     """Measure the tuned rule, the engine default and every baseline on `cases`, interleaved
     over `rounds` rounds (round r starts at series r). Returns ({series: {case_id: median us}},
     noise); where the tuned rule and the default launched the same kernel, both medians are of
     their pooled samples (pool_identical_launches). A series that fails on a case is left out of
-    that case (the tuned rule or the default failing is a ValueError)."""
+    that case (the tuned rule or the default failing is a ValueError). default_policy: the
+    engine's own planner (None: kernels.parametric.engine_default_policy(), the decode one; a
+    hybrid tune passes hybrid-serial)."""
     from kvtune.harness.fidelity import launch_key
     from kvtune.kernels.parametric import engine_default_policy
 
-    series = [("tuned", tuned_policy), (DEFAULT_LABEL, engine_default_policy()), *baselines]
+    default = engine_default_policy() if default_policy is None else default_policy
+    series = [("tuned", tuned_policy), (DEFAULT_LABEL, default), *baselines]
     lat = {label: {c.case_id: [] for c in cases} for label, _ in series}
     keys = {label: {c.case_id: set() for c in cases} for label in ("tuned", DEFAULT_LABEL)}
     for r in range(rounds):

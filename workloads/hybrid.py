@@ -39,6 +39,21 @@ SWEEP_DECODE_BATCHES = (8, 16, 32, 64, 128, 256)
 MIX_SETTINGS = ((1024, 0, 0.0), (2048, 0, 0.0), (2048, 3, 0.7), (4096, 4, 0.8))
 MIX_MAX_BATCHES = (64, 256)
 MIX_SEEDS = (0, 1)
+# `hybrid-quick`: a fifth of the suite for a tuning run that fits a short GPU session: the sweep's
+# extreme contexts and chunks at three decode batches, and one seed of every mix.
+QUICK_CONTEXT_TOKENS = (4096, 16384)
+QUICK_CHUNK_TOKENS = (512, 2048)
+QUICK_DECODE_BATCHES = (16, 64, 256)
+# `hybrid-holdout`: traffic no hybrid suite tunes on (the default validation of `kvtune tune
+# --suite hybrid*`): contexts, chunks and decode batches between the sweep's grid points, the two
+# halves of some of those batches, and mixes of other token budgets, draft counts, accept rates
+# and prompt lengths at seeds no suite uses.
+HOLDOUT_CONTEXT_TOKENS = (6144, 12288)
+HOLDOUT_CHUNK_TOKENS = (768, 1536)
+HOLDOUT_DECODE_BATCHES = (12, 48, 96, 192)
+HOLDOUT_MIX_SETTINGS = ((1536, 0, 0.0, 4096), (3072, 2, 0.6, 8192))
+HOLDOUT_MIX_SEEDS = (100, 101)
+HYBRID_SUITES = ("hybrid", "hybrid-quick", "hybrid-holdout")
 
 HYBRID_PARAMS = (
     ParamSpec("source", "str", "sweep", "sweep (the paper's fixed batch) or continuous (a step of "
@@ -284,14 +299,51 @@ def hybrid_cases(shape: AttentionShape) -> tuple[HybridCase, ...]:
               for c in SWEEP_CONTEXT_TOKENS for k in SWEEP_CHUNK_TOKENS]
     cases += [HybridCase({"context_tokens": c, "chunk_tokens": 0}, b, shape)
               for c in SWEEP_CONTEXT_TOKENS for b in SWEEP_DECODE_BATCHES]
-    for budget, drafts, rate in MIX_SETTINGS:
+    return tuple(cases) + _mix_cases(shape, [(b, d, r, None) for b, d, r in MIX_SETTINGS],
+                                     MIX_SEEDS)
+
+
+def quick_hybrid_cases(shape: AttentionShape) -> tuple[HybridCase, ...]:
+    """The `hybrid-quick` suite (20 cases, all in the `hybrid` suite): sweep batches at contexts
+    QUICK_CONTEXT_TOKENS, chunks QUICK_CHUNK_TOKENS and QUICK_DECODE_BATCHES decodes, then every
+    mix of MIX_SETTINGS x MIX_MAX_BATCHES at seed 0."""
+    cases = [HybridCase({"context_tokens": c, "chunk_tokens": k}, b, shape)
+             for c in QUICK_CONTEXT_TOKENS for k in QUICK_CHUNK_TOKENS
+             for b in QUICK_DECODE_BATCHES]
+    return tuple(cases) + _mix_cases(shape, [(b, d, r, None) for b, d, r in MIX_SETTINGS],
+                                     MIX_SEEDS[:1])
+
+
+def holdout_hybrid_cases(shape: AttentionShape) -> tuple[HybridCase, ...]:
+    """The `hybrid-holdout` suite (30 cases, none in another suite): sweep batches off the
+    sweep's grid (HOLDOUT_CONTEXT_TOKENS x HOLDOUT_CHUNK_TOKENS x HOLDOUT_DECODE_BATCHES), the
+    decode-only halves at 48 and 192 decodes and the prefill-only ones of the longer context,
+    and the HOLDOUT_MIX_SETTINGS mixes (token budget, drafts, accept rate, median prompt) at
+    max batch 64 and 256 and HOLDOUT_MIX_SEEDS."""
+    cases = [HybridCase({"context_tokens": c, "chunk_tokens": k}, b, shape)
+             for c in HOLDOUT_CONTEXT_TOKENS for k in HOLDOUT_CHUNK_TOKENS
+             for b in HOLDOUT_DECODE_BATCHES]
+    cases += [HybridCase({"context_tokens": c, "chunk_tokens": 0}, b, shape)
+              for c in HOLDOUT_CONTEXT_TOKENS for b in (48, 192)]
+    cases += [HybridCase({"context_tokens": HOLDOUT_CONTEXT_TOKENS[-1], "chunk_tokens": k,
+                          "decodes": 0}, 1, shape) for k in HOLDOUT_CHUNK_TOKENS]
+    return tuple(cases) + _mix_cases(shape, HOLDOUT_MIX_SETTINGS, HOLDOUT_MIX_SEEDS)
+
+
+def _mix_cases(shape: AttentionShape, settings, seeds) -> tuple[HybridCase, ...]:
+    """Continuous-batching cases: (token budget, drafts, accept rate, median prompt or None for
+    the default) x MIX_MAX_BATCHES x seeds."""
+    out = []
+    for budget, drafts, rate, prompt in settings:
         for b in MIX_MAX_BATCHES:
-            for s in MIX_SEEDS:
+            for s in seeds:
                 p = {"source": "continuous", "step_token_budget": budget, "draft_tokens": drafts}
                 if drafts:
                     p["accept_rate"] = rate
-                cases.append(HybridCase(p, b, shape, s))
-    return tuple(cases)
+                if prompt is not None:
+                    p["prompt_median_tokens"] = prompt
+                out.append(HybridCase(p, b, shape, s))
+    return tuple(out)
 
 
 def halves(params: dict) -> tuple[dict, dict] | None:

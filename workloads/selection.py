@@ -77,9 +77,9 @@ def resolve_suite(settings: CaseSettings, shape: AttentionShape) -> Suite:
         suite = get_suite(settings.suite or "smoke", shape=shape)
     if settings.q_len is None:
         return suite
-    if settings.suite == "hybrid":
-        raise ValueError("q-len: the hybrid suite sets its own q_lens; use --distribution "
-                         "hybrid --q-len K")
+    if settings.suite in hybrid.HYBRID_SUITES:
+        raise ValueError(f"q-len: the {settings.suite} suite sets its own q_lens; use "
+                         "--distribution hybrid --q-len K")
     cases = tuple(hybrid.SpeculativeCase(c, settings.q_len) for c in suite.cases)
     return Suite(suite.name, cases, f"{suite.description}; every decode verifies "
                  f"{settings.q_len} tokens")

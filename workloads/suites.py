@@ -18,7 +18,7 @@ import numpy as np
 from kvtune.kernels.plan import AttentionShape
 from kvtune.workloads import distributions as dists
 from kvtune.workloads.batch import DecodeBatch
-from kvtune.workloads.hybrid import hybrid_cases
+from kvtune.workloads.hybrid import holdout_hybrid_cases, hybrid_cases, quick_hybrid_cases
 from kvtune.workloads.shapes import DEFAULT_SHAPE_NAME, get_shape
 from kvtune.workloads.traces import builtin_trace_names
 
@@ -213,6 +213,19 @@ def _hybrid(shape: AttentionShape) -> Suite:
                  "and steps of the chunked-prefill simulator with speculative decoding")
 
 
+def _hybrid_quick(shape: AttentionShape) -> Suite:
+    return Suite("hybrid-quick", quick_hybrid_cases(shape),
+                 "20 cases of the hybrid suite for a short tuning run: the sweep at 4K and 16K "
+                 "context, chunks 512 and 2048, 16/64/256 decodes, and one seed of every mix")
+
+
+def _hybrid_holdout(shape: AttentionShape) -> Suite:
+    return Suite("hybrid-holdout", holdout_hybrid_cases(shape),
+                 "30 hybrid batches no other suite holds (the default validation of a hybrid "
+                 "tune): contexts 6K/12K, chunks 768/1536, 12..192 decodes, their halves, and "
+                 "mixes of other budgets, drafts and prompts at seeds 100/101")
+
+
 def _calibrate(shape: AttentionShape) -> Suite:
     """Batches chosen to tell the simulator's constants apart (harness/calibration.py): the
     streaming rate (uniform, 262,144 tokens, 1..256 requests), the per-CTA cap (one long request:
@@ -232,7 +245,8 @@ def _calibrate(shape: AttentionShape) -> Suite:
 
 
 _SUITES = {"threshold": _threshold, "prod-mix": _prod_mix, "traces": _traces, "smoke": _smoke,
-           "hybrid": _hybrid, "calibrate": _calibrate}
+           "hybrid": _hybrid, "hybrid-quick": _hybrid_quick, "hybrid-holdout": _hybrid_holdout,
+           "calibrate": _calibrate}
 
 
 def suite_names() -> list[str]:

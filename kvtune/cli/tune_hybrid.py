@@ -12,11 +12,15 @@ import sys
 
 USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shape", "page_size",
         "dtype", "q_len", "num_qo_heads", "num_kv_heads", "head_dim", "backend", "device_model",
-        "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress"}
+        "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress", "validate",
+        "finalist_rounds"}
 
 
 def wants_hybrid(args: argparse.Namespace) -> bool:
-    return "hybrid" in (getattr(args, "suite", None), getattr(args, "distribution", None))
+    from kvtune.workloads.hybrid import DISTRIBUTION, HYBRID_SUITES
+
+    return (getattr(args, "suite", None) in HYBRID_SUITES
+            or getattr(args, "distribution", None) == DISTRIBUTION)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,14 +44,25 @@ def run(args: argparse.Namespace) -> int:
                               stopping=g("stopping"))
     settings = HybridTuneSettings(cases=cases, measure=measure, trials=g("trials", 24),
                                   seed=g("seed", 0), out=g("out", DEFAULT_RESULTS_DIR),
-                                  progress=not g("no_progress", False), study=args.study)
+                                  progress=not g("no_progress", False), study=args.study,
+                                  validate=tuple(g("validate", ()) or ()),
+                                  finalist_rounds=g("finalist_rounds", 3))
     doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
     print(f"hybrid heuristic: {doc['path']}")
     for b in doc["buckets"]:
+        v = b["validation"]["tuned_vs_serial"]
         print(f"  decodes {b['min_decodes']}-{b['max_decodes']}, prefill tokens "
-              f"{b['min_prefill_tokens']}-{b['max_prefill_tokens']}: "
-              f"{b['score_vs_serial']:.3f} x serial (pod {b['pod_score_vs_serial']:.3f})  "
-              f"{b['params']}")
+              f"{b['min_prefill_tokens']}-{b['max_prefill_tokens']}: ships, "
+              f"x{v['geomean']:.3f} over serial on {b['validation']['source']} cases (worst "
+              f"x{v['worst']:.3f}); training {b['score_vs_serial']:.3f} x serial  {b['params']}")
+    for b in doc["deferred_buckets"]:
+        print(f"  decodes {b['min_decodes']}-{b['max_decodes']}, prefill tokens "
+              f"{b['min_prefill_tokens']}-{b['max_prefill_tokens']}: defers to serial "
+              f"({b['reason']})")
+    s = doc["validation"]["speedup_vs_serial"]
+    if s["geomean"] is not None:
+        print(f"held out ({doc['validation']['cases']} cases): x{s['geomean']:.3f} over serial "
+              f"in geomean, worst x{s['worst']:.3f} ({s['worst_case']})")
     print(f"use: kvtune bench --suite hybrid --policies hybrid-tuned:path={doc['path']}",
           file=sys.stderr)
     return 0

@@ -60,7 +60,8 @@ def test_vendored_hybrid_plan_matches_the_tuned_policy(heuristic):
         got = tuned_planner.plan_hybrid(doc, q, kv, H200.sm_count)
         if got.deferred:
             seen.add("deferred")
-            assert plan.notes.get("policy") == "pod"  # kvtune plans its POD rule there
+            # kvtune plans the engine's own step there: serial, decodes under FlashInfer's rule
+            assert plan.notes.get("policy") == "hybrid-serial" and plan.schedule == "serial"
             continue
         seen.add(got.bucket_index)
         assert got.knobs == BUCKETS[got.bucket_index]["params"]
@@ -70,6 +71,38 @@ def test_vendored_hybrid_plan_matches_the_tuned_policy(heuristic):
         assert np.array_equal(got.decode_splits, want)
         assert got.prefill_kv_splits == plan.notes["prefill_kv_splits"]
     assert seen == {0, 1, "deferred"}
+
+
+def test_a_deferred_bucket_plans_as_the_engine(tmp_path, heuristic):
+    """A bucket whose winner failed its held-out check sits under deferred_buckets (schema
+    1.2): both planners treat its batches as outside every bucket, and the export names it."""
+    from kvtune.studies import export
+
+    from tests.studies.test_export import FIXED_NOW, sample_result
+
+    doc, _ = heuristic
+    moved = dict(BUCKETS[1], reason="tuned is 1.040x the default's latency on one case")
+    moved["tuned_params"] = moved.pop("params")
+    doc = dict(doc, buckets=BUCKETS[:1], deferred_buckets=[moved])
+    path = tmp_path / "deferred.json"
+    path.write_text(json.dumps(doc))
+    q, kv = _batch(np.random.default_rng(7), 100, 2048)  # bucket 1's batch
+    assert tuned_planner.plan_hybrid(doc, q, kv, 132).deferred
+    plan = HybridTunedPolicy(path=str(path)).plan_hybrid(q, kv, SHAPE, H200)
+    assert plan.notes.get("policy") == "hybrid-serial"
+    q, kv = _batch(np.random.default_rng(8), 5, 512)  # bucket 0 still ships
+    assert tuned_planner.plan_hybrid(doc, q, kv, 132).bucket_index == 0
+    section = export.build_heuristic(sample_result(shape=SHAPE), now=FIXED_NOW,
+                                     hybrid_path=str(path))["hybrid"]
+    assert len(section["buckets"]) == 1
+    assert section["deferred_buckets"] == [{"min_decodes": 65, "max_decodes": 256,
+                                            "min_prefill_tokens": 0, "max_prefill_tokens": 4096,
+                                            "reason": moved["reason"]}]
+    # Every bucket deferred: still a file the export takes (the engine plans everything).
+    path.write_text(json.dumps(dict(doc, buckets=[], deferred_buckets=[moved])))
+    section = export.build_heuristic(sample_result(shape=SHAPE), now=FIXED_NOW,
+                                     hybrid_path=str(path))["hybrid"]
+    assert section["buckets"] == [] and len(section["deferred_buckets"]) == 1
 
 
 def test_vendored_hybrid_plan_refuses_what_it_cannot_plan(heuristic):

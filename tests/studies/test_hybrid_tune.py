@@ -27,11 +27,30 @@ def _settings(tmp_path, **kw):
 def test_tune_writes_heuristic_never_worse_than_pod(tmp_path):
     doc = run_hybrid_tune(_settings(tmp_path))
     assert len(doc["buckets"]) == 2  # 8 and 128 decodes fall in different buckets
+    assert doc["deferred_buckets"] == []  # the simulator's winners beat serial held out
     for b in doc["buckets"]:
         assert b["score_vs_serial"] <= b["pod_score_vs_serial"]
         assert b["min_prefill_tokens"] <= 512 <= b["max_prefill_tokens"]
+        # Checked on hybrid-holdout cases of its bucket, never on its training cases.
+        v = b["validation"]
+        assert v["source"] == "validation" and not v["deferred"]
+        assert v["cases"] and not {r["case_id"] for r in v["cases"]} & set(b["cases"])
+        assert all(r["serial_us"] / r["tuned_us"] >= 1.0 for r in v["cases"])
+        assert v["tuned_vs_serial"]["worst"] == min(r["serial_us"] / r["tuned_us"]
+                                                    for r in v["cases"])
+    overall = doc["validation"]
+    assert overall["cases"] == sum(len(b["validation"]["cases"]) for b in doc["buckets"])
+    assert overall["speedup_vs_serial"]["geomean"] >= overall["speedup_vs_serial"]["worst"] >= 1
+    # hybrid-holdout cases in buckets this run did not tune (decode-only ones, among others).
+    assert any("chunk_tokens=0" in c for c in overall["outside_tuned_buckets"])
     stored = json.loads(open(doc["path"]).read())
     assert stored["buckets"] == json.loads(json.dumps(doc["buckets"]))
+    # Every validation row is stored with the run, interleaved with serial.
+    import pandas as pd
+    rows = pd.read_parquet(tmp_path / doc["run_id"] / "measurements.parquet")
+    val = rows[rows["phase"] == "validation"]
+    assert set(val["series"]) == {"tuned", "default"} and set(val["round"]) == {0, 1, 2}
+    assert set(rows["phase"]) == {"baseline", "trial", "validation"}
     # The tuned policy plans each bucket's batch with that bucket's params.
     tuned = policies.get("hybrid-tuned", path=doc["path"])
     h100 = device_model("h100")
@@ -41,9 +60,85 @@ def test_tune_writes_heuristic_never_worse_than_pod(tmp_path):
     b = next(b for b in doc["buckets"] if b["min_decodes"] <= 8 <= b["max_decodes"])
     assert plan.schedule == b["params"]["schedule"]
     assert plan.ctas_per_sm == b["params"]["ctas_per_sm"]
-    # Outside every bucket: the pod rule.
+    # Outside every bucket: the engine's own step (serial, FlashInfer's decode rule).
     far = tuned.plan_hybrid(np.array([1] * 300), np.array([100] * 300), shape, h100)
-    assert far.schedule == "sm-aware"
+    assert far.schedule == "serial" and far.notes["policy"] == "hybrid-serial"
+
+
+def test_a_winner_that_fails_held_out_defers_to_serial(tmp_path, monkeypatch):
+    """The search's winner is not shipped where the held-out check says it loses: the bucket
+    moves to deferred_buckets with the reason, and hybrid-tuned plans serial there."""
+    from kvtune.studies import hybrid_validation
+
+    real = hybrid_validation.validate_bucket
+
+    def slower_on_one_case(runner, cases, tuned, serial, recorder, **kw):
+        out = real(runner, cases, tuned, serial, recorder, **kw)
+        out["cases"][0]["tuned_us"] = out["cases"][0]["serial_us"] * 1.05
+        return {**out, "deferred": True, "reason": "tuned is 1.050x the default's latency"}
+
+    monkeypatch.setattr(hybrid_validation, "validate_bucket", slower_on_one_case)
+    doc = run_hybrid_tune(_settings(tmp_path, trials=3))
+    assert doc["buckets"] == [] and len(doc["deferred_buckets"]) == 2
+    for b in doc["deferred_buckets"]:
+        assert "params" not in b and b["tuned_params"]["schedule"]
+        assert b["reason"].startswith("tuned is 1.050x")
+    # What the file plans on the held-out cases is serial: x1.000 everywhere.
+    assert doc["validation"]["speedup_vs_serial"]["geomean"] == pytest.approx(1.0)
+    tuned = policies.get("hybrid-tuned", path=doc["path"])
+    plan = tuned.plan_hybrid(np.array([1] * 8 + [512]), np.array([4096] * 8 + [4608]),
+                             AttentionShape(), device_model("h100"))
+    assert plan.schedule == "serial"
+
+
+def test_validation_cases_and_the_defer_rule():
+    from kvtune.studies.hybrid_validation import validate_bucket, validation_cases
+    from kvtune.workloads.suites import get_suite
+
+    shape = AttentionShape()
+    quick = {c.case_id for c in get_suite("hybrid-quick").cases}
+    held, how = validation_cases((), shape, quick)
+    assert len(held) == 30 and "hybrid-holdout" in how and not {c.case_id for c in held} & quick
+    # Naming a training suite drops the training cases from it.
+    held, _ = validation_cases(("hybrid", "hybrid-holdout"), shape, quick)
+    assert len(held) == 124 - 20 + 30
+    assert validation_cases(("none",), shape, quick)[0] == []
+    for bad in (("prod-mix",), ("none", "hybrid"), ("trace:x",)):
+        with pytest.raises(ValueError, match="validate"):
+            validation_cases(bad, shape, quick)
+
+    class Row(dict):
+        pass
+
+    class FakeRunner:
+        """Serial 100 us; the tuned rule 90 us except on `slow`, where it takes `slow_us`."""
+
+        def __init__(self, slow, slow_us):
+            self.slow, self.slow_us = slow, slow_us
+
+        def measure_one(self, case, policy, series=None):
+            us = 100.0 if series == "default" else (
+                self.slow_us if case.case_id == self.slow else 90.0)
+            return Row(status="ok", latency_us=us, series=series), None
+
+    class Sink:
+        def add(self, row, **kw):
+            pass
+
+    class C:
+        def __init__(self, cid):
+            self.case_id = cid
+
+    cases = [C("a"), C("b"), C("c")]
+    ok = validate_bucket(FakeRunner("c", 90.0), cases, None, None, Sink(), study="s",
+                         bucket="b", rounds=2, source="validation")
+    assert not ok["deferred"] and ok["tuned_vs_serial"]["geomean"] == pytest.approx(100 / 90)
+    # 3% slower than serial on one case (allowed: 2% + noise 0): deferred, though the geomean
+    # gains.
+    bad = validate_bucket(FakeRunner("c", 103.0), cases, None, None, Sink(), study="s",
+                          bucket="b", rounds=2, source="validation")
+    assert bad["deferred"] and "1.030x" in bad["reason"]
+    assert bad["tuned_vs_serial"]["worst"] == pytest.approx(100 / 103)
 
 
 def test_bucket_key_and_bad_inputs(tmp_path):
@@ -62,3 +157,8 @@ def test_cli_refuses_split_study_options(tmp_path):
                            "hybrid", "--oracle", "--backend", "simulator"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--oracle" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "kvtune", "tune", "--study", "s", "--suite",
+                           "hybrid-quick", "--validate", "prod-mix", "--backend", "simulator",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "validate" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())

@@ -104,3 +104,27 @@ def test_selection_q_len_and_hybrid_distribution():
         resolve_suite(CaseSettings(suite="smoke", q_len=17), shape)
     with pytest.raises(ValueError, match="q-len"):
         resolve_suite(CaseSettings(suite="hybrid", q_len=2), shape)
+    with pytest.raises(ValueError, match="q-len: the hybrid-holdout suite"):
+        resolve_suite(CaseSettings(suite="hybrid-holdout", q_len=2), shape)
+
+
+def test_quick_and_holdout_suites():
+    """hybrid-quick is a subset of hybrid (same case ids); hybrid-holdout shares no case with
+    either, and every one of its batches differs from every tuning batch in lengths too."""
+    from kvtune.workloads.suites import get_suite
+
+    full = {c.case_id: c for c in get_suite("hybrid").cases}
+    quick = get_suite("hybrid-quick").cases
+    held = get_suite("hybrid-holdout").cases
+    assert len(quick) == 20 and {c.case_id for c in quick} <= set(full)
+    assert len(held) == 30 and not {c.case_id for c in held} & set(full)
+    tuned_lengths = {(tuple(b.q_lens), tuple(b.kv_lens))
+                     for b in (c.batch() for c in full.values())}
+    for c in held:
+        b = c.batch()
+        assert (tuple(b.q_lens), tuple(b.kv_lens)) not in tuned_lengths, c.case_id
+    kinds = {("chunk" if b.prefill_tokens else "none", "dec" if b.num_decodes else "none")
+             for b in (c.batch() for c in held)}
+    assert kinds == {("chunk", "dec"), ("none", "dec"), ("chunk", "none")}
+    mixes = [c for c in held if c.params["source"] == "continuous"]
+    assert {c.seed for c in mixes} == {100, 101} and len(mixes) == 8

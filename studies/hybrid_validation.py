@@ -1,0 +1,93 @@
+"""Held-out validation of a tuned hybrid bucket against the engine's serial step.
+
+A hybrid bucket's winner (studies/hybrid_tune.py) is chosen on its training cases. Before it
+ships it is measured on cases the search never saw, interleaved with `hybrid-serial` (the
+engine's own way: the prefill launch, then the decode launch planned by FlashInfer's rule) over
+`rounds` rounds, and it ships only where it is faster than serial by more than the measured
+noise in geometric mean and never more than REGRESSION_LIMIT (+ noise) slower on any case
+(studies/validation.py: defer_decision, the same rule as the split-knob study's). Otherwise the
+bucket defers: the heuristic file lists it under `deferred_buckets`, and every planner of the
+file (kvtune's `hybrid-tuned`, the vendored kernels/tuned_planner.plan_hybrid) plans such a
+batch as the engine would.
+
+Validation cases (`--validate`, chosen before anything is measured):
+- default: the `hybrid-holdout` suite (workloads/hybrid.py: contexts, chunks, decode batches and
+  mixes off every tuning suite's grid);
+- one or more hybrid suite names (hybrid, hybrid-quick, hybrid-holdout); cases that are also
+  training cases are dropped;
+- `none`: each bucket is checked on its own training cases, re-measured in rounds (the result
+  says so: source "training").
+A bucket that no validation case falls in is checked on its training cases the same way.
+"""
+
+from __future__ import annotations
+
+from kvtune.studies.objective import geomean
+from kvtune.studies.validation import DEFAULT_LABEL, defer_decision, measure_validation
+
+DEFAULT_VALIDATION = ("hybrid-holdout",)
+
+
+def validation_cases(validate: tuple, shape, train_ids) -> tuple[list, str]:
+    """(held-out Case objects, how they were chosen) for the specs of `--validate` (empty: the
+    default). ValueError naming `validate` for a spec that is not a hybrid suite or `none`."""
+    from kvtune.workloads.hybrid import HYBRID_SUITES
+    from kvtune.workloads.suites import get_suite
+
+    specs = [str(s).strip() for s in (validate or DEFAULT_VALIDATION) if str(s).strip()]
+    if specs == ["none"]:
+        return [], "none (--validate none): each bucket is re-checked on its training cases"
+    if "none" in specs:
+        raise ValueError("validate: 'none' cannot be combined with other specs")
+    cases, seen = [], set(train_ids)
+    for spec in specs:
+        if spec not in HYBRID_SUITES:
+            raise ValueError(f"validate: {spec!r} not allowed for a hybrid tune; allowed: "
+                             f"{', '.join(HYBRID_SUITES)} or none")
+        for c in get_suite(spec, shape=shape).cases:
+            if c.case_id not in seen:
+                seen.add(c.case_id)
+                cases.append(c)
+    return cases, f"--validate {' '.join(specs)} ({len(cases)} cases the search never measured)"
+
+
+def validate_bucket(runner, cases, tuned_policy, serial_policy, recorder, *, study: str,
+                    bucket: str, rounds: int, source: str) -> dict:
+    """Measure the tuned rule and serial on `cases` (CaseRun objects) over `rounds` interleaved
+    rounds and decide. Returns {"deferred", "reason", "source", "noise", "cases": [{"case_id",
+    "tuned_us", "serial_us"}], "tuned_vs_serial": {"geomean", "worst"}} where tuned_vs_serial is
+    serial us / tuned us (above 1: the tuned rule is faster; worst is the smallest)."""
+    case_us, noise = measure_validation(runner, cases, tuned_policy, [], recorder,
+                                        study_name=study, bucket=bucket, rounds=rounds,
+                                        default_policy=serial_policy)
+    deferred, reason = defer_decision(cases, case_us, noise)
+    rows = [{"case_id": c.case_id, "tuned_us": case_us["tuned"][c.case_id],
+             "serial_us": case_us[DEFAULT_LABEL][c.case_id]} for c in cases]
+    speedups = [r["serial_us"] / r["tuned_us"] for r in rows]
+    return {"deferred": bool(deferred), "reason": reason, "source": source, "noise": noise,
+            "cases": rows, "tuned_vs_serial": {"geomean": geomean(speedups),
+                                               "worst": min(speedups)}}
+
+
+def overall_summary(buckets: list, deferred: list, how: str, unbucketed: list) -> dict:
+    """Speed-up over serial of what the heuristic plans, over every validation case of every
+    bucket (a shipped bucket's case runs the tuned rule, a deferred one's runs serial: 1.0);
+    validation cases outside every tuned bucket are planned serial and only counted."""
+    ratios, worst_case = [], None
+    for b, shipped in [(b, True) for b in buckets] + [(b, False) for b in deferred]:
+        v = b.get("validation") or {}
+        if v.get("source") != "validation":
+            continue
+        for r in v["cases"]:
+            ratio = r["serial_us"] / r["tuned_us"] if shipped else 1.0
+            ratios.append(ratio)
+            if worst_case is None or ratio < worst_case[1]:
+                worst_case = (r["case_id"], ratio)
+    return {"how": how, "cases": len(ratios),
+            "speedup_vs_serial": {"geomean": geomean(ratios) if ratios else None,
+                                  "worst": worst_case[1] if worst_case else None,
+                                  "worst_case": worst_case[0] if worst_case else None},
+            "outside_tuned_buckets": list(unbucketed)}
+
+
+__all__ = ["DEFAULT_VALIDATION", "overall_summary", "validate_bucket", "validation_cases"]

@@ -480,6 +480,7 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         # compile); 128-key tiles spill at 8 warps (docs/KERNEL_NOTES.md).
                         prefill_stages=3 if shape.head_dim <= 128 else 2,
                         ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd,
+                        decode_ahead=bool(plan.decode_ahead),
                         persistent_prefill_programs=colocated, prefill_tail_programs=colocated)
 
 

@@ -69,7 +69,10 @@ class HybridPlan:
     of prefill tasks the kv splits may make (1..64). sm_count: SMs of the planned device.
     num_kv_heads, page_size, group_size: from the shape. decode_programs: the persistent decode
     grid of the `partitioned` schedule (1..sm_count x ctas_per_sm where the batch has decodes;
-    0 for other schedules).
+    0 for other schedules). decode_ahead: the decode launch of a two-launch schedule (serial,
+    streams, colocated) runs its items through the page-ahead loop (K/V tiles in flight, as
+    kernels/decode.py's page-ahead configurations; `partitioned` always does, one-launch
+    schedules never); other bits than the plain loop's (another key block), like any plan knob.
     """
 
     q_lens: np.ndarray
@@ -93,6 +96,7 @@ class HybridPlan:
     page_size: int
     group_size: int
     decode_programs: int = 0
+    decode_ahead: bool = False
     notes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -176,6 +180,7 @@ class HybridPlan:
             "prefill_tasks": self.num_prefill_tasks,
             "decode_tasks": self.num_decode_tasks,
             "decode_schedule": dp.schedule if dp else "",
+            "decode_ahead": bool(self.decode_ahead),
             "decode_programs": self.decode_programs,
         }
 
@@ -212,6 +217,8 @@ def validate_hybrid_plan(p: HybridPlan) -> None:
     _check_int("ctas_per_sm", p.ctas_per_sm, 1, 32)
     _check_int("prefill_split_cap_waves", p.prefill_split_cap_waves, 1, 64)
     _check_int("sm_count", p.sm_count, 1, 1024)
+    if not isinstance(p.decode_ahead, (bool, np.bool_)):
+        raise ValueError(f"decode_ahead: {p.decode_ahead!r} not allowed; allowed: true, false")
     if p.schedule == "partitioned" and q.size and (q <= MAX_DECODE_Q_LEN).any():
         _check_int("decode_programs", p.decode_programs, 1, p.sm_count * p.ctas_per_sm)
     elif p.decode_programs != 0 and p.schedule != "partitioned":

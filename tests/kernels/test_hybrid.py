@@ -255,3 +255,27 @@ def test_persistent_colocated_launches_match_reference(pre, dec, tail, ahead):
         out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
         assert relative_error(out, ref) < 2e-3
     assert not launch.counter.any()
+
+
+@pytest.mark.parametrize("schedule", ["serial", "colocated"])
+def test_decode_ahead_plan_knob_reaches_the_launch(schedule):
+    """hybrid-parametric's decode_ahead (a tuned knob) is the plan's, the launch config's, and
+    the page-ahead decode loop matches the reference; a non-bool is refused naming the field."""
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    q_lens, kv_lens = [1, 3, 70, 1, 2], [40, 23, 150, 9, 33]
+    pol = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64,
+                       decode_ahead=True, **SPLITTY)
+    plan = pol.plan_hybrid(q_lens, kv_lens, shape, TOY)
+    assert plan.decode_ahead and plan.summary()["decode_ahead"] is True
+    cache = PagedKVCache.from_lengths(kv_lens, shape, dtype=torch.float16, seed=2)
+    cache.fill_unused_slots(float("nan"))
+    launch = prepare_hybrid(plan, cache, q_lens)
+    assert launch.config.decode_ahead
+    assert not prepare_hybrid(dataclasses.replace(plan, decode_ahead=False), cache,
+                              q_lens).config.decode_ahead
+    q = make_hybrid_queries(q_lens, shape, dtype=torch.float16, seed=2)
+    from kvtune.kernels.hybrid import run_hybrid
+    out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+    assert relative_error(out, attention_reference(q, cache, q_lens)) < 2e-3
+    with pytest.raises(ValueError, match="decode_ahead"):
+        policies.get("hybrid-parametric", decode_ahead="yes")

@@ -1,19 +1,32 @@
 """Fit the hybrid simulator's constants to a GPU run of benchmarks/bench_hybrid.py.
 
     python benchmarks/fit_hybrid_sim.py RESULTS.json [--json OUT.json]
+        [--held-out OTHER.json ...] [--by-source]
 
 RESULTS.json is bench_hybrid.py's output (its cases, each variant's median_us, the device). The
 cases are rebuilt from their case ids (workloads.hybrid.HybridCase, deterministic), every variant
 is planned again with its policy and simulated (harness/sim_hybrid.py) on the run's device.
 
-Fit, two 1-D searches of the median log error, each on one variant's rows only:
+Fit, three 1-D searches of the median log error, each on the rows that constant sets:
 1. `prefill_efficiency` (the fraction of the tensor-core peak a prefill tile reaches) on the
    `prefill-alone` rows (a prefill batch alone is compute-bound: its time is the one number that
    constant sets);
-2. then `one_launch_decode_efficiency` (the rate a decode task keeps in a one-launch kernel that
-   also holds prefill tiles) on the `fused` rows (the only constant a fused launch adds); skipped,
-   with a line saying so, where the run has no fused rows.
-Held out: everything else (serial, streams, pod, partitioned, the tuned grid, decode-alone).
+2. then `decode_cta_rate_cap_bytes_per_s` (the most bytes/s one decode program of the hybrid
+   kernel streams) on the two-launch rows (serial, streams, decode-alone) of the
+   continuous-batching cases (case param source=continuous). Why those: only there does one
+   long unsplit decode outlast the rest of the step, so that one program's rate sets the time;
+   the sweep's many equal decodes get shares of the bandwidth below any cap from about 18 GB/s
+   up, so they cannot fix it (they are checked, held out). Two-launch only: a one-launch
+   kernel adds one_launch_decode_efficiency, colocated its co-location limit
+   (harness/sim_hybrid.py), so either would be fitted into the cap. Skipped, with a line saying
+   so, where the run has none;
+3. then `one_launch_decode_efficiency` (the share of the bandwidth a decode task keeps in a
+   one-launch kernel that also holds prefill tiles) on the `fused` rows (the only constant a
+   fused launch adds; after the cap, since a fused decode task keeps that cap); skipped, with a
+   line saying so, where the run has no fused rows.
+Held out: everything else (pod, partitioned, colocated, the tuned grid, the sweep's serial,
+streams and decode-alone rows) and every row of another run given to --held-out; --by-source
+splits each table by case source, so that the sweep's rows can be checked apart.
 Prints the median and worst relative error per variant before (the defaults) and after;
 nothing is written into the project (set the defaults in harness/sim_hybrid.py from what it
 prints, with the run named there).
@@ -64,12 +77,14 @@ def variant_batch(batch: AttentionBatch, name: str) -> AttentionBatch | None:
 
 
 def rows(results: dict) -> list[dict]:
-    """(case, variant, plan, shape, gpu us) of every ok variant with a time."""
+    """(case, variant, plan, shape, gpu us, continuous) of every ok variant with a time;
+    continuous: the case is a continuous-batching step (param source=continuous)."""
     shape = AttentionShape(**results["shape"])
     device = DeviceSpec(**results["device"])
     out = []
     for entry in results["cases"]:
-        batch = case_from_id(entry["case_id"], shape).batch()
+        case = case_from_id(entry["case_id"], shape)
+        batch = case.batch()
         for name, r in entry["variants"].items():
             if not r.get("ok") or not r.get("median_us") or name.startswith("flashinfer"):
                 continue
@@ -85,41 +100,64 @@ def rows(results: dict) -> list[dict]:
             plan = policies.get(pol, **kw).plan_hybrid(sub.q_lens, sub.kv_lens, shape, device)
             out.append({"case": entry["case_id"], "variant": name.rstrip("0123456789"),
                         "plan": plan, "shape": shape, "device": device,
-                        "gpu_us": float(r["median_us"])})
+                        "gpu_us": float(r["median_us"]),
+                        "continuous": case.params["source"] == "continuous"})
     return out
 
 
-def errors(data: list[dict], hybrid: HybridSimConstants) -> dict:
+def errors(data: list[dict], hybrid: HybridSimConstants, by_source: bool = False) -> dict:
+    """{variant: [sim / gpu - 1 per row]}; by_source: keyed "variant (sweep|continuous)"."""
     by = {}
     for d in data:
         sim = simulate_hybrid(d["plan"], d["shape"], d["device"], hybrid=hybrid).time_us
-        by.setdefault(d["variant"], []).append(sim / d["gpu_us"] - 1.0)
+        key = d["variant"]
+        if by_source:
+            key += " (continuous)" if d["continuous"] else " (sweep)"
+        by.setdefault(key, []).append(sim / d["gpu_us"] - 1.0)
     return by
 
 
-def _fit_one(train: list[dict], variant: str, start: HybridSimConstants,
-             field: str) -> HybridSimConstants:
-    """`field` on the grid 0.10 .. 1.00 (step 0.01) minimising |median log(sim / gpu)| over
-    `train` (the rows of `variant`); ties go to the smallest value."""
+# Search grids: the efficiencies 0.10 .. 1.00 (step 0.01); the decode program's cap 5 .. 60 GB/s
+# (step 0.5 GB/s), around the 14-17 GB/s the H200's longest decode task averaged over its step.
+FRACTION_GRID = np.round(np.arange(0.10, 1.0001, 0.01), 2)
+CAP_GRID_BYTES_PER_S = np.arange(5, 60.001, 0.5) * 1e9
+# The variants whose decode launch is a plain grid of the hybrid kernel's decode items and
+# nothing else: the rows that fit the decode program's cap (on continuous-batching cases).
+CAP_VARIANTS = ("serial", "streams", "decode-alone")
+
+
+def _fit_one(train: list[dict], start: HybridSimConstants, field: str,
+             grid: np.ndarray) -> HybridSimConstants:
+    """`field` on `grid` minimising |median log(sim / gpu)| over all rows of `train`; ties go to
+    the smallest value."""
 
     def loss(value: float) -> float:
-        e = errors(train, replace(start, **{field: float(value)}))[variant]
+        by = errors(train, replace(start, **{field: float(value)}))
+        e = np.concatenate([np.asarray(v) for v in by.values()])
         return abs(float(np.median(np.log1p(e))))
 
-    grid = np.round(np.arange(0.10, 1.0001, 0.01), 2)
     return replace(start, **{field: float(min(grid, key=loss))})
 
 
+def cap_rows(data: list[dict]) -> list[dict]:
+    """The rows that fit decode_cta_rate_cap_bytes_per_s (module docstring, step 2)."""
+    return [d for d in data if d["continuous"] and d["variant"] in CAP_VARIANTS]
+
+
 def fit(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
-    """prefill_efficiency on the prefill-alone rows, then one_launch_decode_efficiency on the
-    fused rows (kept at start's value where there are none)."""
+    """prefill_efficiency on the prefill-alone rows, then decode_cta_rate_cap_bytes_per_s on
+    cap_rows, then one_launch_decode_efficiency on the fused rows (each of the last two kept at
+    start's value where its rows are missing)."""
     train = [d for d in data if d["variant"] == "prefill-alone"]
     if not train:
         raise ValueError("results: no prefill-alone rows to fit prefill_efficiency on")
-    out = _fit_one(train, "prefill-alone", start, "prefill_efficiency")
+    out = _fit_one(train, start, "prefill_efficiency", FRACTION_GRID)
+    if cap_rows(data):
+        out = _fit_one(cap_rows(data), out, "decode_cta_rate_cap_bytes_per_s",
+                       CAP_GRID_BYTES_PER_S)
     fused = [d for d in data if d["variant"] == "fused"]
     if fused:
-        out = _fit_one(fused, "fused", out, "one_launch_decode_efficiency")
+        out = _fit_one(fused, out, "one_launch_decode_efficiency", FRACTION_GRID)
     return out
 
 
@@ -147,10 +185,50 @@ def start_constants(items: list[str]) -> HybridSimConstants:
     return HybridSimConstants(**kw)
 
 
+# The fitted constants, in the order fit() searches them.
+FITTED = ("prefill_efficiency", "decode_cta_rate_cap_bytes_per_s",
+          "one_launch_decode_efficiency")
+
+
+def load_rows(path: str) -> list[dict]:
+    with open(path) as f:
+        return rows(json.load(f))
+
+
+def _plain(by: dict) -> dict:
+    return {k: list(map(float, v)) for k, v in by.items()}
+
+
+def fit_lines(data: list[dict], before: HybridSimConstants,
+              after: HybridSimConstants) -> list[str]:
+    """One line per fitted constant: before -> after, and the rows it was fitted on (or why
+    not)."""
+    n_pre = sum(d["variant"] == "prefill-alone" for d in data)
+    n_cap = len(cap_rows(data))
+    n_fused = sum(d["variant"] == "fused" for d in data)
+    how = {"prefill_efficiency": f"(fitted on {n_pre} prefill-alone rows)",
+           "decode_cta_rate_cap_bytes_per_s":
+               f"(fitted on {n_cap} continuous-batching {'/'.join(CAP_VARIANTS)} rows)" if n_cap
+               else "(not fitted: no continuous-batching two-launch rows)",
+           "one_launch_decode_efficiency": f"(fitted on {n_fused} fused rows)" if n_fused
+               else "(not fitted: no fused rows)"}
+    return [f"{name}: {_show(name, getattr(before, name))} -> "
+            f"{_show(name, getattr(after, name))} {how[name]}" for name in FITTED]
+
+
+def _show(name: str, value: float) -> str:
+    return f"{value / 1e9:g} GB/s" if name.endswith("_bytes_per_s") else f"{value:g}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results")
     ap.add_argument("--json", help="write the fitted constants and both tables here")
+    ap.add_argument("--held-out", action="append", default=[], metavar="RESULTS.json",
+                    help="another run of bench_hybrid.py (same device): print its errors before "
+                         "and after too, never fitted on")
+    ap.add_argument("--by-source", action="store_true",
+                    help="also print each run's errors split by case source (sweep, continuous)")
     ap.add_argument("--start", action="append", default=[], metavar="FIELD=VALUE",
                     help="a HybridSimConstants field for the 'before' model (default: the "
                          "defaults), e.g. one_launch_decode_efficiency=1 for the model without it")
@@ -159,24 +237,28 @@ def main(argv=None) -> int:
         before = start_constants(args.start)
     except ValueError as e:
         ap.error(str(e))  # one line, exit 2
-    with open(args.results) as f:
-        results = json.load(f)
-    data = rows(results)
+    data = load_rows(args.results)
     after = fit(data, before)
     b, a = errors(data, before), errors(data, after)
-    n_fused = len(b.get("fused", []))
-    print(f"prefill_efficiency: {before.prefill_efficiency} -> {after.prefill_efficiency} "
-          f"(fitted on {len(b.get('prefill-alone', []))} prefill-alone rows)")
-    print(f"one_launch_decode_efficiency: {before.one_launch_decode_efficiency} -> "
-          f"{after.one_launch_decode_efficiency} "
-          + (f"(fitted on {n_fused} fused rows)" if n_fused else "(not fitted: no fused rows)"))
+    for line in fit_lines(data, before, after):
+        print(line)
     print("\nbefore\n" + "\n".join(table(b)) + "\n\nafter\n" + "\n".join(table(a)))
+    held = {}
+    for path in args.held_out:
+        other = load_rows(path)
+        held[path] = {"before": errors(other, before), "after": errors(other, after)}
+        print(f"\nheld out: {path}\nbefore\n" + "\n".join(table(held[path]["before"]))
+              + "\n\nafter\n" + "\n".join(table(held[path]["after"])))
+    if args.by_source:
+        for path, d in ((args.results, data), *((p, load_rows(p)) for p in args.held_out)):
+            print(f"\nby source: {path}\nbefore\n" + "\n".join(table(errors(d, before, True)))
+                  + "\n\nafter\n" + "\n".join(table(errors(d, after, True))))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"prefill_efficiency": after.prefill_efficiency,
-                       "one_launch_decode_efficiency": after.one_launch_decode_efficiency,
-                       "before": {k: list(map(float, v)) for k, v in b.items()},
-                       "after": {k: list(map(float, v)) for k, v in a.items()}}, f, indent=1)
+            json.dump({**{name: getattr(after, name) for name in FITTED},
+                       "before": _plain(b), "after": _plain(a),
+                       "held_out": {p: {k: _plain(v) for k, v in h.items()}
+                                    for p, h in held.items()}}, f, indent=1)
     return 0 if all(math.isfinite(x) for v in a.values() for x in v) else 1
 
 

@@ -9,10 +9,15 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
 - Rates, recomputed at every event: the SM's tensor-core rate (tensor_flops_per_s / sm_count x
   `prefill_efficiency`) is split among the tasks on that SM in proportion to their tile rows (a
   lone CTA reaches at most `single_cta_compute_fraction` of it); the achievable HBM bandwidth
-  (hbm_efficiency x datasheet) is split equally among all tasks still streaming, each capped at
-  `cta_rate_cap_bytes_per_s`. A task progresses at 1 / max(FLOPs / compute, bytes / bandwidth),
-  a decode task in a one-launch kernel (fused, sm-aware) that also holds prefill tiles at
-  `one_launch_decode_efficiency` x that.
+  (hbm_efficiency x datasheet) is split equally among all tasks still streaming, each capped
+  (a capped task's unused share goes to the others: stream_rates): a decode item that runs the
+  hybrid kernel's `_attend_task` loop (attend_task_decodes: all but the page-ahead ones of
+  partitioned beside prefill tiles and of plan.decode_ahead) at
+  `decode_cta_rate_cap_bytes_per_s`, any other task at `cta_rate_cap_bytes_per_s` (decode.py's,
+  whose page-ahead configurations the page-ahead loop copies). A task progresses at 1 / max(FLOPs /
+  compute, bytes / bandwidth); a decode task in a one-launch kernel (fused, sm-aware) that also
+  holds prefill tiles gets `one_launch_decode_efficiency` x its share of the bandwidth, its cap
+  kept (decode_scaled_rates).
 - Dispatch: serial runs the prefill launch to its end, then the decode launch (each adds
   launch_us); streams queues the prefill CTAs then the decode CTAs of a second kernel (the block
   scheduler serves the first kernel first); fused queues the plan's one work list; sm-aware gives
@@ -43,6 +48,9 @@ from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
 # register file, so none does (local sm_90 compile, docs/KERNEL_NOTES.md "Co-location by launch
 # footprint").
 COLOCATED_DECODE_SLOTS = {64: 2, 128: 0}
+# Schedules that run both kinds in one launch (kernels/hybrid.py runs every other as a prefill
+# launch and a decode launch).
+ONE_LAUNCH = ("fused", "sm-aware")
 
 
 @dataclass(frozen=True)
@@ -55,27 +63,56 @@ class HybridSimConstants:
     serial rows went from +25.7% to -0.2% median error (worst -24.7%), streams from +13.7% to
     -5.7%.
     single_cta_compute_fraction: most of an SM's math one CTA uses (0..1], 0.6.
-    one_launch_decode_efficiency: fraction of its two-launch rate a decode task reaches in a
-    one-launch hybrid kernel (schedule fused or sm-aware) that also holds prefill tiles (0..1];
-    1 is the model without it. Why: the one kernel carries both code paths, so its CTAs are
-    sized (registers, shared memory) for the prefill tile and a decode item in it keeps fewer
-    loads in flight than the dedicated decode kernel; the prefill tiles are compute-bound and
-    keep their rate. Two-launch schedules (serial, streams, partitioned and colocated as
-    modelled) and a launch of one kind only are untouched. 0.46, fitted by the same tool on the
-    9 `fused` rows of the same run after prefill_efficiency (median error +0.7%, worst +34.5%;
-    held out there: pod -12.9% (worst -30.5%)). History: 0.53 on the 07:16 run's fused rows
-    (median -28.4% -> -0.1%); tried and not kept then: slowing only the tasks that share an SM
-    with the other kind at that moment, and one factor on every task of the launch.
-    Known limit: the colocated schedule is predicted 7.5% too fast at the median (worst -16%,
+    one_launch_decode_efficiency: fraction of its two-launch share of the bandwidth a decode task
+    gets in a one-launch hybrid kernel (schedule fused or sm-aware) that also holds prefill tiles
+    (0..1]; its per-program cap (decode_cta_rate_cap_bytes_per_s) is kept; 1 is the model without
+    it. Why: the one kernel carries both code paths, so its CTAs are sized (registers, shared
+    memory) for the prefill tile and fewer decode items stream at once than in the dedicated decode
+    launch; a lone one runs the same loop at the same rate (the fused launch of the B256 continuous
+    mix ended its 16.9 MB decode task, started first, within 1,258 us in call 4: at least 13.4 GB/s,
+    where 0.46 x the cap would say 9.2). The prefill tiles are compute-bound and keep their rate.
+    Two-launch schedules (serial, streams, partitioned and colocated as modelled) and a launch of
+    one kind only are untouched. 0.46, fitted by the same tool on the 9 `fused` rows of the same run
+    after the other two (median error +0.7%, worst +31.9%; held out there: pod -15.5% (worst
+    -30.5%)); refitted when it became a share of the bandwidth rather than of the rate (it stayed
+    0.46). History: 0.53 on the 07:16 run's fused rows (median -28.4% -> -0.1%); tried and not kept
+    then: slowing only the tasks that share an SM with the other kind at that moment, and one factor
+    on every task of the launch.
+    decode_cta_rate_cap_bytes_per_s: most bytes/s one decode program of the hybrid kernel streams
+    (`_attend_task`: one K/V tile in flight, as the gathered page id in the same step defeats
+    Triton's pipeliner), 1e9 .. 4e12. Used for the decode items of every schedule (serial's and
+    streams' decode launch, colocated's decode grid, fused and sm-aware, a decode-only launch)
+    except those that run the page-ahead loop (partitioned's decode grid beside prefill tiles, a
+    two-launch plan with decode_ahead), which keep decode.py's cap
+    (SimConstants.cta_rate_cap_bytes_per_s, not fitted on this kernel: attend_task_decodes). 20 GB/s
+    (decode.py's: 40), fitted by the same tool, after prefill_efficiency, on the 2 two-launch rows
+    of that run's continuous-batching mix (B256, source=continuous: serial -24.7% -> +1.6%, streams
+    -28.9% -> -2.0%): only where one long unsplit decode (33 K tokens, 16.9 MB per KV head) outlasts
+    the rest of the step does one program's rate set the time. Held out (calls 5 and 7 of the same
+    session, 2026-11-26; never fitted): the continuous mixes' (B256, B64 speculative) decode-alone
+    -37.3% -> -3.0% median (worst -44.6% -> -6.7%), serial -33.2% -> -3.7% (-40.7% -> -7.5%),
+    streams -35.9% -> -6.1%, colocated -41.6% -> -13.0%; no row of the sweep (many equal decodes,
+    whose share of the bandwidth is below any cap from 18 GB/s up: 264 slots x 20 GB/s > 4.2 TB/s)
+    more than 0.7 points further off than before, in any variant of calls 4, 5 and 7. Not the 14-17
+    GB/s of bytes / step of the longest task: its request's 8 KV-head tasks do not all start at 0
+    (head-major order, more tasks than slots), so the last of them streams for less than the step. A
+    cap below ~16 GB/s would also slow the sweep's B128 rows (+9% at 15 GB/s), because the model
+    gives the decode launch the plan's 2 slots per SM where the GPU holds about 4 of these programs
+    (14 K registers, 38 KB each).
+    Known limit: the colocated schedule is predicted 6.3% too fast at the median (worst -16%,
     8 rows of that run; -10.4% and -25% before its decode slots beside a prefill program were
     capped at COLOCATED_DECODE_SLOTS, a footprint fact, not a fit), and the partitioned one 57%
     too fast: co-located CTAs of two launches slow each other more than the model's sharing of
-    an SM, so rank those on the GPU. The continuous-batching mixes of bench_hybrid are predicted
-    25-45% too fast under every schedule (serial included)."""
+    an SM, so rank those on the GPU. On the continuous-batching mixes (held out, call 5) the
+    two-launch schedules are within 10% and colocated 11-15% too fast, but fused is 23-32% too
+    slow and pod (sm-aware) 15-30% too fast (medians before the decode cap: fused +31.7%, pod
+    -19.5%; pod is 3 points further off with it): rank one-launch schedules on those mixes on
+    the GPU."""
 
     prefill_efficiency: float = 0.42
     single_cta_compute_fraction: float = 0.6
     one_launch_decode_efficiency: float = 0.46
+    decode_cta_rate_cap_bytes_per_s: float = 20e9
 
     def __post_init__(self) -> None:
         for name in ("prefill_efficiency", "single_cta_compute_fraction",
@@ -84,6 +121,10 @@ class HybridSimConstants:
             # NaN fails both comparisons, so it is refused too.
             if not (isinstance(v, (int, float)) and 0 < v <= 1):
                 raise ValueError(f"{name}: {v!r} out of range; allowed: (0, 1]")
+        v = self.decode_cta_rate_cap_bytes_per_s
+        if not (isinstance(v, (int, float)) and 1e9 <= v <= 4e12):
+            raise ValueError(f"decode_cta_rate_cap_bytes_per_s: {v!r} out of range; "
+                             "allowed: 1e9 .. 4e12 bytes/s")
 
 
 @dataclass(frozen=True)
@@ -161,11 +202,16 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     where = np.zeros(n, dtype=np.int64)
     slot_of = np.zeros(n, dtype=np.int64)
     P = int((kind == 1).sum())
+    # Per-task streaming cap: the decode items that run `_attend_task` stream at the hybrid
+    # kernel's own per-program rate; prefill tiles and page-ahead decode items at decode.py's.
+    cap = np.full(n, float(constants.cta_rate_cap_bytes_per_s))
+    if attend_task_decodes(plan):
+        cap[P:] = hybrid.decode_cta_rate_cap_bytes_per_s
 
     def run(queue_fn, t0: float, decode_rate: float = 1.0) -> float:
         """Event loop from time t0 until queue_fn(sm, slot of that SM) has nothing left and every
-        slot is idle;
-        decode tasks progress at decode_rate x the model's rate (one_launch_decode_efficiency)."""
+        slot is idle; decode tasks get decode_rate x their share of the bandwidth, their cap kept
+        (one_launch_decode_efficiency: decode_scaled_rates)."""
         slot_task = np.full(sms * ctas, -1)
         left = np.zeros(n)  # remaining fraction of each task
         ready_at = np.zeros(n)
@@ -191,11 +237,13 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
             count_on_sm = np.bincount(sm_of, minlength=sms)
             usable = np.minimum(1.0, count_on_sm * hybrid.single_cta_compute_fraction)
             compute = sm_flops * usable[sm_of] * rows[active] / rows_on_sm[sm_of]
-            streaming = active[nbytes[active] > 0]
-            per_task_bw = min(bw / max(1, streaming.size), constants.cta_rate_cap_bytes_per_s)
+            per_task_bw = np.full(active.size, np.inf)  # a task with no bytes needs no rate
+            streams = nbytes[active] > 0
+            if streams.any():
+                per_task_bw[streams] = decode_scaled_rates(bw, cap[active[streams]],
+                                                           kind[active[streams]] == 0,
+                                                           decode_rate)
             dur = np.maximum(flops[active] / compute, nbytes[active] / per_task_bw)
-            if decode_rate != 1.0:  # skipped at 1: the two-launch paths stay bit-identical
-                dur = np.where(kind[active] == 0, dur / decode_rate, dur)
             finish = t + left[active] * dur
             waiting = running[ready_at[running] > t + 1e-15]
             t_next = float(finish.min())
@@ -286,6 +334,51 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         slot=slot_of)
 
 
+def attend_task_decodes(plan: HybridPlan) -> bool:
+    """Whether the plan's decode items run kernels/hybrid.py's `_attend_task` loop (one K/V tile
+    in flight) rather than its page-ahead loop (run_hybrid): a one-launch kernel (fused,
+    sm-aware) always does; `partitioned` beside prefill tiles never (its persistent decode grid
+    is page-ahead); any other decode launch unless the plan asks for page-ahead
+    (HybridPlan.decode_ahead)."""
+    if plan.schedule in ONE_LAUNCH:
+        return True
+    if plan.schedule == "partitioned" and plan.num_prefill_tasks and plan.num_decode_tasks:
+        return False
+    return not plan.decode_ahead
+
+
+def stream_rates(bw_bytes_per_s: float, caps_bytes_per_s: np.ndarray) -> np.ndarray:
+    """Bytes/s of each of the tasks streaming together: equal shares of bw_bytes_per_s, each at
+    most its cap, the share a capped task leaves going to the others (water-filling). With one
+    cap for all this is min(bw / n, cap), bit for bit. caps: [n >= 1] bytes/s, > 0."""
+    n = caps_bytes_per_s.size
+    fair = bw_bytes_per_s / n
+    if caps_bytes_per_s.min() >= fair:  # nobody capped: the common, saturated case
+        return np.full(n, fair)
+    c = np.sort(caps_bytes_per_s)
+    # Level if the k smallest caps bind: what they leave, shared by the other n - k tasks.
+    spent = np.concatenate(([0.0], np.cumsum(c)[:-1]))
+    level = (bw_bytes_per_s - spent) / (n - np.arange(n))
+    unbound = np.flatnonzero(c >= level)
+    if unbound.size == 0:  # every task at its cap, bandwidth to spare
+        return caps_bytes_per_s.astype(np.float64)
+    return np.minimum(caps_bytes_per_s, level[unbound[0]])
+
+
+def decode_scaled_rates(bw_bytes_per_s: float, caps_bytes_per_s: np.ndarray,
+                        is_decode: np.ndarray, decode_rate: float) -> np.ndarray:
+    """stream_rates with the decode tasks' bandwidth share scaled by decode_rate (0..1], their
+    cap kept: min(cap, decode_rate x share). Why the share and not the cap: in a one-launch
+    kernel a decode item runs the same `_attend_task` loop, but in CTAs sized for the prefill
+    tile, so fewer decode programs stream at once (less of the bandwidth) while a lone one keeps
+    its per-program rate (HybridSimConstants.one_launch_decode_efficiency gives the evidence).
+    decode_rate 1: stream_rates, bit for bit."""
+    if decode_rate == 1.0:
+        return stream_rates(bw_bytes_per_s, caps_bytes_per_s)
+    f = np.where(is_decode, decode_rate, 1.0)
+    return stream_rates(bw_bytes_per_s, caps_bytes_per_s / f) * f
+
+
 def _merged_rows(plan: HybridPlan) -> tuple[int, int] | None:
     """(output rows merged, partial rows read) or None when nothing is split."""
     out_rows = partial = 0
@@ -303,4 +396,5 @@ def _merged_rows(plan: HybridPlan) -> tuple[int, int] | None:
     return (out_rows, partial) if out_rows else None
 
 
-__all__ = ["HybridSimConstants", "HybridSimResult", "hybrid_tasks", "simulate_hybrid"]
+__all__ = ["HybridSimConstants", "HybridSimResult", "attend_task_decodes",
+           "decode_scaled_rates", "hybrid_tasks", "simulate_hybrid", "stream_rates"]

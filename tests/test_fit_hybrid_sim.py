@@ -1,5 +1,6 @@
-"""benchmarks/fit_hybrid_sim.py recovers known constants (prefill efficiency, one-launch decode
-efficiency) from bench_hybrid-shaped results whose "GPU" times the simulator made with them."""
+"""benchmarks/fit_hybrid_sim.py recovers known constants (prefill efficiency, the hybrid decode
+program's cap, one-launch decode efficiency) from bench_hybrid-shaped results whose "GPU" times
+the simulator made with them."""
 
 from __future__ import annotations
 
@@ -19,10 +20,14 @@ DEVICE = DeviceSpec(name="h200", sm_count=132, l2_bytes=60 << 20, hbm_bytes_per_
                     max_ctas_per_sm=8)
 
 
-def _results(tmp_path, mod, truth, names):
+SWEEP = (({"context_tokens": 2048, "chunk_tokens": 512}, 8),
+         ({"context_tokens": 2048, "chunk_tokens": 1024}, 32))
+
+
+def _results(tmp_path, mod, truth, names, hybrid_cases=SWEEP):
     cases = []
-    for chunk, b in ((512, 8), (1024, 32)):
-        case = HybridCase({"context_tokens": 2048, "chunk_tokens": chunk}, b, SHAPE)
+    for params, b in hybrid_cases:
+        case = HybridCase(params, b, SHAPE)
         batch = case.batch()
         variants = {}
         for name in names:
@@ -47,9 +52,32 @@ def test_fit_recovers_the_prefill_efficiency(tmp_path, capsys):
     fitted = json.loads(out.read_text())
     assert fitted["prefill_efficiency"] == pytest.approx(0.31, abs=0.011)
     assert max(abs(e) for e in fitted["after"]["serial"]) < 0.02
-    # No fused rows: the one-launch constant keeps its default, and says so.
-    assert fitted["one_launch_decode_efficiency"] == HybridSimConstants().one_launch_decode_efficiency
-    assert "not fitted: no fused rows" in capsys.readouterr().out
+    # No fused rows: the one-launch constant keeps its default, and says so; no
+    # continuous-batching rows: nor does the decode cap.
+    defaults = HybridSimConstants()
+    assert fitted["one_launch_decode_efficiency"] == defaults.one_launch_decode_efficiency
+    assert fitted["decode_cta_rate_cap_bytes_per_s"] == defaults.decode_cta_rate_cap_bytes_per_s
+    out = capsys.readouterr().out
+    assert "not fitted: no fused rows" in out
+    assert "not fitted: no continuous-batching two-launch rows" in out
+
+
+def test_fit_recovers_the_decode_cap_on_continuous_two_launch_rows(tmp_path, capsys):
+    # A continuous-batching step (its longest decodes bind the step) beside a sweep case; the
+    # cap is fitted on the continuous case's serial and decode-alone rows only.
+    mod = load_benchmark("fit_hybrid_sim")
+    truth = HybridSimConstants(decode_cta_rate_cap_bytes_per_s=10e9)
+    cases = (SWEEP[0], ({"source": "continuous"}, 64))
+    path = _results(tmp_path, mod, truth, ("serial", "prefill-alone", "decode-alone"), cases)
+    out = tmp_path / "fit.json"
+    assert mod.main([str(path), "--json", str(out), "--held-out", str(path)]) == 0
+    fitted = json.loads(out.read_text())
+    assert fitted["decode_cta_rate_cap_bytes_per_s"] == pytest.approx(10e9, abs=0.51e9)
+    assert max(abs(e) for e in fitted["after"]["decode-alone"]) < 0.02
+    assert max(abs(e) for e in fitted["before"]["decode-alone"]) > 0.05
+    assert fitted["held_out"][str(path)]["after"] == fitted["after"]
+    assert "fitted on 2 continuous-batching serial/streams/decode-alone rows" \
+        in capsys.readouterr().out
 
 
 def test_fit_recovers_the_one_launch_decode_efficiency_on_fused_rows_only(tmp_path):

@@ -8,7 +8,9 @@ import pytest
 from kvtune.harness.backends.simulator import SimulatorBackend
 from kvtune.harness.device import device_model
 from kvtune.harness.runner import CaseRun, Runner
-from kvtune.harness.sim_hybrid import HybridSimConstants, simulate_hybrid
+from kvtune.harness.sim_hybrid import (HybridSimConstants, attend_task_decodes, simulate_hybrid,
+                                       stream_rates)
+from kvtune.harness.sim_model import DEFAULT_CONSTANTS, simulate
 from kvtune.kernels import policies
 from kvtune.kernels.plan import AttentionShape, DeviceSpec
 from kvtune.workloads.batch import AttentionBatch, DecodeBatch
@@ -121,9 +123,15 @@ def test_simulator_runs_partitioned_as_streams():
     pars = [policies.get("hybrid-parametric", schedule=s, decode_sm_share=0.5 if s ==
                          "partitioned" else 0).plan_hybrid(both.q_lens, both.kv_lens, shape, H100)
             for s in ("partitioned", "streams")]
-    t = [simulate_hybrid(p, shape, H100).time_us for p in pars]
+    # Documented: modelled as streams for now, except that its decode items run the page-ahead
+    # loop beside the prefill tiles and so keep decode.py's per-program cap.
+    decode_py_cap = HybridSimConstants(
+        decode_cta_rate_cap_bytes_per_s=DEFAULT_CONSTANTS.cta_rate_cap_bytes_per_s)
+    t = [simulate_hybrid(p, shape, H100, hybrid=h).time_us
+         for p, h in zip(pars, (HybridSimConstants(), decode_py_cap))]
     assert pars[0].decode_programs == 66
-    assert t[0] == pytest.approx(t[1])  # documented: modelled as streams for now
+    assert t[0] == pytest.approx(t[1])
+    assert not attend_task_decodes(pars[0]) and attend_task_decodes(pars[1])
 
 
 def test_simulator_colocated_slots():
@@ -159,6 +167,94 @@ def test_simulator_colocated_slots():
         b.q_lens, b.kv_lens, shape, H100)
     s = simulate_hybrid(streams, shape, H100)
     assert r.prefill_us > s.prefill_us and r.time_us < s.time_us
+
+
+# One long unsplit decode beside 15 short ones: its one program binds the step. A task is one
+# KV head's keys: tokens x 512 bytes (head_dim 128, K and V, 2 bytes).
+LONG_TOKENS = 32768
+LONG_BYTES = LONG_TOKENS * 512
+
+
+def _long_decode_batch(prefill_tokens: int = 0) -> AttentionBatch:
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=1)
+    q = [1] * 16 + ([prefill_tokens] if prefill_tokens else [])
+    kv = [LONG_TOKENS] + [512] * 15 + ([1024] if prefill_tokens else [])
+    return AttentionBatch(q, kv, shape)
+
+
+def test_long_unsplit_decode_streams_at_the_hybrid_decode_cap():
+    b = _long_decode_batch()
+    plan = policies.get("hybrid-serial", decode_policy="no-split").plan_hybrid(
+        b.q_lens, b.kv_lens, b.shape, H100)
+    assert (plan.decode_plan.splits == 1).all() and plan.num_prefill_tasks == 0
+    c = DEFAULT_CONSTANTS
+    assert HybridSimConstants().decode_cta_rate_cap_bytes_per_s == 20e9
+    # By hand: 16 tasks share 0.87 x 3.35 TB/s, 182 GB/s each, far above the cap, so the long
+    # task streams 16.8 MB at 20 GB/s from its start: 3 us launch + 1.5 us CTA start + 838.86 us
+    # (nothing split: no merge).
+    want_us = c.launch_us + c.cta_start_us + LONG_BYTES / 20e9 * 1e6
+    assert want_us == pytest.approx(843.36, abs=0.01)
+    assert simulate_hybrid(plan, b.shape, H100).time_us == pytest.approx(want_us, rel=1e-9)
+    # The decode-only simulator keeps decode.py's 40 GB/s: 3 + 1.5 + 419.48 us (its task bytes
+    # add the query and output rows, 2 x 4 heads x 128 x 2 bytes).
+    assert c.cta_rate_cap_bytes_per_s == 40e9
+    decode_only = simulate(plan.decode_plan, b.shape, H100).time_us
+    assert decode_only == pytest.approx(
+        c.launch_us + c.cta_start_us + (LONG_BYTES + 2 * 4 * 128 * 2) / 40e9 * 1e6, rel=1e-9)
+    assert decode_only == pytest.approx(423.98, abs=0.01)
+
+
+@pytest.mark.parametrize("schedule", ["fused", "sm-aware", "streams", "colocated"])
+def test_long_decode_beside_prefill_keeps_the_hybrid_decode_cap(schedule):
+    # A one-launch kernel scales a decode task's share of the bandwidth, not a lone program's
+    # cap, so the long task ends at its start + 1.5 us + bytes / cap under every schedule.
+    b = _long_decode_batch(prefill_tokens=256)
+    plan = policies.get("hybrid-parametric", schedule=schedule, max_splits=1).plan_hybrid(
+        b.q_lens, b.kv_lens, b.shape, H100)
+    assert attend_task_decodes(plan) and (plan.decode_plan.splits == 1).all()
+    r = simulate_hybrid(plan, b.shape, H100)
+    assert r.decode_us == pytest.approx(1.5 + LONG_BYTES / 20e9 * 1e6, rel=1e-9)  # 840.36
+
+
+def test_page_ahead_decodes_keep_decode_py_cap():
+    # partitioned beside prefill tiles runs its decode grid through the page-ahead loop.
+    b = _long_decode_batch(prefill_tokens=256)
+    plan = policies.get("hybrid-parametric", schedule="partitioned", max_splits=1,
+                        decode_sm_share=0.5).plan_hybrid(b.q_lens, b.kv_lens, b.shape, H100)
+    assert not attend_task_decodes(plan)
+    r = simulate_hybrid(plan, b.shape, H100)
+    assert r.decode_us == pytest.approx(1.5 + LONG_BYTES / 40e9 * 1e6, rel=1e-9)  # 420.93
+
+
+def test_plan_decode_ahead_keeps_decode_py_cap():
+    from dataclasses import replace
+
+    b = _long_decode_batch()
+    plan = policies.get("hybrid-serial", decode_policy="no-split").plan_hybrid(
+        b.q_lens, b.kv_lens, b.shape, H100)
+    ahead = replace(plan, decode_ahead=True)
+    assert attend_task_decodes(plan) and not attend_task_decodes(ahead)
+    c = DEFAULT_CONSTANTS
+    assert simulate_hybrid(ahead, b.shape, H100).time_us == pytest.approx(
+        c.launch_us + c.cta_start_us + LONG_BYTES / 40e9 * 1e6, rel=1e-9)
+    # One-launch schedules have no page-ahead decode loop.
+    assert attend_task_decodes(replace(ahead, schedule="fused"))
+
+
+def test_stream_rates_water_filling():
+    # 100 B/s over three tasks: the one capped at 10 leaves 90 for the other two.
+    assert stream_rates(100.0, np.array([10.0, 50.0, 50.0])).tolist() == [10.0, 45.0, 45.0]
+    # One cap for all: min(bw / n, cap), bit for bit.
+    assert stream_rates(100.0, np.array([40.0] * 3)).tolist() == [100.0 / 3] * 3
+    assert stream_rates(100.0, np.array([20.0] * 3)).tolist() == [20.0] * 3
+    # Every task at its cap, bandwidth to spare.
+    assert stream_rates(100.0, np.array([5.0, 30.0])).tolist() == [5.0, 30.0]
+
+
+@pytest.mark.parametrize("bad", [0.0, 5e8, 5e12, float("nan"), float("inf"), "2e10"])
+def test_decode_cap_out_of_range_names_field(bad):
+    with pytest.raises(ValueError, match=r"decode_cta_rate_cap_bytes_per_s: .* allowed: 1e9"):
+        HybridSimConstants(decode_cta_rate_cap_bytes_per_s=bad)
 
 
 def _mixed_batch():

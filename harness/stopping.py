@@ -41,6 +41,10 @@ class StoppingRule:
     timeout_s: wall-clock seconds after which timing stops even if the target was not met,
         0 < x <= 3600 (default 5).
     max_samples: hard cap on samples, min_samples..10,000,000 (default 100,000).
+    quiet_retries: the interference guard's retries (harness/interference.py): a measurement
+        whose latency probe reads disturbed is taken again at most this often, 1 s apart,
+        0..20 (default 5); 0 measures once and still records the quiet ratio. Fewer retries
+        make a long tuning run on a noisy machine affordable; its rows say how quiet they were.
     """
 
     min_samples: int = 10
@@ -48,6 +52,7 @@ class StoppingRule:
     max_noise: float = 0.005
     timeout_s: float = 5.0
     max_samples: int = 100_000
+    quiet_retries: int = 5
 
     def __post_init__(self) -> None:
         check_number("min_samples", self.min_samples, 1, 1_000_000, integer=True)
@@ -57,6 +62,7 @@ class StoppingRule:
         if not (isinstance(self.timeout_s, (int, float)) and 0.0 < self.timeout_s <= 3600.0):
             raise ValueError(f"timeout_s: {self.timeout_s!r} out of range; allowed: 0 < timeout_s <= 3600")
         check_number("max_samples", self.max_samples, self.min_samples, 10_000_000, integer=True)
+        check_number("quiet_retries", self.quiet_retries, 0, 20, integer=True)
 
     def to_dict(self) -> dict:
         return asdict(self)

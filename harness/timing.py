@@ -197,6 +197,18 @@ class TimingResult:
         }
 
 
+# The guard a caller gets by default: its retries follow the stopping rule's quiet_retries.
+DEFAULT_QUIET = QuietCheck()
+
+
+def guard_settings(quiet: QuietCheck | None, stopping: StoppingRule) -> QuietCheck | None:
+    """The guard measure_callable runs: None (off) and a caller's own QuietCheck as given; the
+    default one with stopping.quiet_retries retries."""
+    if quiet is DEFAULT_QUIET:
+        return replace(quiet, max_retries=stopping.quiet_retries)
+    return quiet
+
+
 def measure_callable(
     fn: Callable,
     *,
@@ -209,7 +221,7 @@ def measure_callable(
     device=None,
     telemetry: bool = True,
     min_replay_us: float = 200.0,
-    quiet: QuietCheck | None = QuietCheck(),
+    quiet: QuietCheck | None = DEFAULT_QUIET,
 ) -> TimingResult:
     """Time `fn` on the GPU and return the statistics of its per-iteration time.
 
@@ -224,7 +236,8 @@ def measure_callable(
     device: CUDA device (index, "cuda:N" or torch.device); default the current one.
     telemetry: read NVML around the measurement.
     min_replay_us: under graph, launches per replay are chosen so a replay lasts at least this.
-    quiet: the interference guard's settings (harness/interference.py); None: no guard.
+    quiet: the interference guard's settings (harness/interference.py); None: no guard; the
+        default takes its retries from stopping.quiet_retries.
     Raises ValueError for bad arguments, TimerUnavailable when the timer cannot run here.
     """
     import torch
@@ -233,6 +246,7 @@ def measure_callable(
     warmup = warmup if warmup is not None else WarmupRule()
     if not isinstance(stopping, StoppingRule):
         raise ValueError(f"stopping: {stopping!r} is not a StoppingRule")
+    quiet = guard_settings(quiet, stopping)
     if not isinstance(warmup, WarmupRule):
         raise ValueError(f"warmup: {warmup!r} is not a WarmupRule")
     if inputs is not None and len(inputs) == 0:

@@ -99,7 +99,8 @@ def add_backend_arguments(p) -> None:
                         "split-KV always on), as serving engines decode")
     p.add_argument("--stopping", metavar="KEY=VALUE,...",
                    help="GPU stopping rule (default nvbench's: min_samples=10,min_time_ms=50,"
-                        "max_noise=0.005,timeout_s=5)")
+                        "max_noise=0.005,timeout_s=5; and quiet_retries=5: measurements taken "
+                        "again while the interference guard reads the GPU disturbed)")
 
 
 def case_settings(args):

@@ -33,7 +33,8 @@ def test_record_on_cpu_has_empty_gpu_fields_and_real_versions():
     assert record["triton_version"] == package_version("triton")
     assert record["timer"] == "events" and record["cold_l2"] is True
     assert record["stopping"] == {"min_samples": 10, "min_time_ms": 50.0, "max_noise": 0.005,
-                                  "timeout_s": 5.0, "max_samples": 100_000}
+                                  "timeout_s": 5.0, "max_samples": 100_000,
+                                  "quiet_retries": 5}
     assert record["copy_bandwidth_bytes_per_s"] is None
     assert record["python_version"].count(".") == 2 and record["platform"]
     json.dumps(record)  # a manifest is JSON

@@ -176,3 +176,22 @@ def test_wait_until_quiet_needs_a_streak_and_gives_up_at_the_timeout():
     assert not quiet and waited == 5.0
     with pytest.raises(ValueError, match="consecutive"):
         wait_until_quiet(slow, consecutive=0)
+
+
+def test_the_stopping_rule_sets_the_default_guards_retries():
+    """`--stopping quiet_retries=N` reaches the guard measure_callable runs; a caller's own
+    QuietCheck or None (no guard) is kept as given."""
+    from kvtune.harness.backends.select import parse_stopping
+    from kvtune.harness.stopping import StoppingRule
+    from kvtune.harness.timing import DEFAULT_QUIET, guard_settings
+
+    rule = parse_stopping("quiet_retries=1")
+    assert rule.quiet_retries == 1
+    assert guard_settings(DEFAULT_QUIET, rule).max_retries == 1
+    assert guard_settings(DEFAULT_QUIET, StoppingRule()).max_retries == 5
+    own = QuietCheck(max_retries=7)
+    assert guard_settings(own, rule) is own and guard_settings(None, rule) is None
+    with pytest.raises(ValueError, match="quiet_retries"):
+        StoppingRule(quiet_retries=21)
+    with pytest.raises(ValueError, match="quiet_retries"):
+        parse_stopping("quiet_retries=-1")

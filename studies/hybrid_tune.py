@@ -3,10 +3,11 @@
 The knobs are those of the `hybrid-parametric` policy (kernels/hybrid_policies.py): schedule,
 CTAs per SM, SM policy, prefill split cap, prefill tile, and the decode split knobs. Cases are
 grouped into buckets by their number of decodes (DECODE_BUCKETS) and prefill tokens
-(CHUNK_BUCKETS); each bucket gets its own Optuna study (TPE, seeded; the `pod` rule's hybrid
-knobs, then the co-located and two-stream schedules, are enqueued as the first trials) whose
-score is the geometric mean over the bucket's training cases of latency / latency of
-`hybrid-serial` (the engine's own step, measured once per case), so < 1 is better than serial.
+(CHUNK_BUCKETS); each bucket gets its own Optuna study (TPE, seeded; the co-located schedule
+with either decode loop, the two-stream one and the `pod` rule's hybrid knobs are enqueued as
+the first trials: start_points) whose score is the geometric mean over the bucket's training
+cases of latency / latency of `hybrid-serial` (the engine's own step, measured once per case),
+so < 1 is better than serial.
 Every configuration goes through the runner (verified before timed on a GPU).
 
 The winner of a bucket then faces held-out cases (studies/hybrid_validation.py): it ships only
@@ -101,13 +102,23 @@ def pod_start_point(bucket_cases, device) -> dict:
             "prefill_block_m": plan.prefill_block_m}
 
 
+# The co-located schedule with the knobs that won it on the H200 (ninth session, call 1: 4 CTAs
+# per SM for the decode split, heavy decodes first), once with each decode loop, so that the
+# two differ in nothing else.
+COLOCATED_START = {"schedule": "colocated", "prefill_block_m": 64, "ctas_per_sm": 4,
+                   "sm_policy": "50:50", "prefill_split_cap_waves": 2, "min_tokens_per_cta": 2048,
+                   "max_waves": 2, "max_splits": 32, "decode_schedule": "static-heavy-first",
+                   "decode_sm_share": 0.0}
+
+
 def start_points(bucket_cases, device) -> list[dict]:
-    """Trials enqueued before the sampler's own: the pod rule, then the co-located and
-    two-stream schedules (the fixed rules that measured fastest on some sweep case, eighth
-    session), each with the space's first choice for the knobs it does not set."""
-    return [pod_start_point(bucket_cases, device),
-            {"schedule": "colocated", "prefill_block_m": 64},
-            {"schedule": "streams", "prefill_block_m": 128}]
+    """Trials enqueued before the sampler's own, in this order: the co-located schedule with the
+    plain and the page-ahead decode loop, the two-stream schedule (the fixed rules that measured
+    fastest on some sweep case, eighth session), and last the pod rule's knobs (its score is
+    reported as pod_score_vs_serial). Knobs a start does not set are the sampler's."""
+    return [{**COLOCATED_START, "decode_ahead": False}, {**COLOCATED_START, "decode_ahead": True},
+            {"schedule": "streams", "prefill_block_m": 128},
+            pod_start_point(bucket_cases, device)]
 
 
 class _Rows:
@@ -273,7 +284,7 @@ def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, setti
     # Rows reach the disk after every trial: a run killed mid-bucket keeps what it measured.
     study.optimize(objective, n_trials=max(settings.trials, len(starts)),
                    show_progress_bar=False, callbacks=[lambda *_: rows.recorder.flush()])
-    pod = study.trials[0]
+    pod = study.trials[len(starts) - 1]
     best = study.best_trial
     defaults = {k: v[0] for k, v in SPACE.items()}
     return {"min_decodes": key[0], "max_decodes": key[1], "min_prefill_tokens": key[2],

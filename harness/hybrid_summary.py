@@ -1,7 +1,8 @@
 """Hybrid-batch results against serial and against the overlap bound (issue 15's targets).
 
 `hybrid_frame(rows)` takes result rows (a list of dicts or a DataFrame, as the runner writes
-them) and returns one row per (two-kind sweep case, policy) with:
+them) and returns one row per (two-kind sweep case, series: the policy spec as given, so two
+specs of one policy stay apart) with:
   context_tokens, chunk_tokens, num_decodes, latency_us,
   serial_us: the same case under `hybrid-serial` (NaN when not measured),
   prefill_alone_us / decode_alone_us: the best latency over every policy of the case's prefill
@@ -36,13 +37,17 @@ def hybrid_frame(rows) -> pd.DataFrame:
             "speedup_vs_serial", "over_bound"]
     if df.empty or "distribution" not in df:
         return pd.DataFrame(columns=cols)
-    df = df[(df["distribution"] == DISTRIBUTION) & (df["status"] == "ok")]
+    df = df[(df["distribution"] == DISTRIBUTION) & (df["status"] == "ok")].copy()
     if df.empty:
         return pd.DataFrame(columns=cols)
+    # One entry per series as the user named it (two hybrid-parametric specs are two series);
+    # rows without a series column (older runs) by policy name.
+    label = df["series"].fillna(df["policy"]) if "series" in df else df["policy"]
+    df["label"] = label
     best = df.groupby("case_id")["latency_us"].min()
-    serial = df[df["policy"] == SERIAL_POLICY].groupby("case_id")["latency_us"].min()
+    serial = df[df["label"] == SERIAL_POLICY].groupby("case_id")["latency_us"].min()
     out = []
-    for (case_id, policy), part in df.groupby(["case_id", "policy"], sort=False):
+    for (case_id, policy), part in df.groupby(["case_id", "label"], sort=False):
         row = part.iloc[0]
         p = _params(row["dist_params"])
         pair = halves(p)

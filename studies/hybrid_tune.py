@@ -234,7 +234,8 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     doc = {"schema": HYBRID_SCHEMA, "study": settings.study, "run_id": writer.run_id,
            "backend": opened.backend.name, "device": opened.device.to_dict(),
            "shape": shape.to_dict(), "buckets": shipped, "deferred_buckets": deferred,
-           "validation": overall_summary(shipped, deferred, how, unbucketed),
+           "validation": overall_summary(shipped, deferred, how,
+                                         [c.case_id for c in held_runs], unbucketed),
            "decode_buckets": [list(b) for b in DECODE_BUCKETS],
            "chunk_buckets": [list(b) for b in CHUNK_BUCKETS]}
     path = writer.root / "hybrid_heuristic.json"

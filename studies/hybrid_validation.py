@@ -69,25 +69,31 @@ def validate_bucket(runner, cases, tuned_policy, serial_policy, recorder, *, stu
                                                "worst": min(speedups)}}
 
 
-def overall_summary(buckets: list, deferred: list, how: str, unbucketed: list) -> dict:
-    """Speed-up over serial of what the heuristic plans, over every validation case of every
-    bucket (a shipped bucket's case runs the tuned rule, a deferred one's runs serial: 1.0);
-    validation cases outside every tuned bucket are planned serial and only counted."""
-    ratios, worst_case = [], None
-    for b, shipped in [(b, True) for b in buckets] + [(b, False) for b in deferred]:
+def overall_summary(buckets: list, deferred: list, how: str, held_ids: list,
+                    unbucketed: list) -> dict:
+    """Speed-up over serial of what the heuristic plans on the validation cases (held_ids:
+    every one of them). A shipped bucket's case runs the tuned rule (its measured ratio); a case
+    of a deferred bucket, or of no tuned bucket (unbucketed), is planned as hybrid-serial, the
+    same launch, so its ratio is 1.0 by construction (not measured). `measured` is the same over
+    the shipped buckets' cases alone. Nothing is counted when validation was on training
+    cases (--validate none)."""
+    measured = {}
+    for b in buckets:
         v = b.get("validation") or {}
-        if v.get("source") != "validation":
-            continue
-        for r in v["cases"]:
-            ratio = r["serial_us"] / r["tuned_us"] if shipped else 1.0
-            ratios.append(ratio)
-            if worst_case is None or ratio < worst_case[1]:
-                worst_case = (r["case_id"], ratio)
-    return {"how": how, "cases": len(ratios),
-            "speedup_vs_serial": {"geomean": geomean(ratios) if ratios else None,
-                                  "worst": worst_case[1] if worst_case else None,
-                                  "worst_case": worst_case[0] if worst_case else None},
+        if v.get("source") == "validation":
+            measured.update({r["case_id"]: r["serial_us"] / r["tuned_us"] for r in v["cases"]})
+    ratios = {cid: measured.get(cid, 1.0) for cid in held_ids}
+    return {"how": how, "cases": len(ratios), "speedup_vs_serial": _spread(ratios),
+            "shipped_cases": len(measured), "shipped_speedup_vs_serial": _spread(measured),
             "outside_tuned_buckets": list(unbucketed)}
+
+
+def _spread(ratios: dict) -> dict:
+    """{geomean, worst, worst_case} of {case_id: serial / planned} (None when empty)."""
+    if not ratios:
+        return {"geomean": None, "worst": None, "worst_case": None}
+    worst = min(ratios, key=ratios.get)
+    return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
 __all__ = ["DEFAULT_VALIDATION", "overall_summary", "validate_bucket", "validation_cases"]

@@ -115,6 +115,19 @@ def test_hybrid_summary_bound_and_speedups():
     assert t.loc["hybrid-serial", "geomean_speedup_vs_serial"] == pytest.approx(1.0)
     assert bool(t.loc["hybrid-serial", "never_2pct_slower"])
     assert hybrid_frame([]).empty
+    # Two specs of one policy are two series, each with its own speed-up.
+    specs = ["hybrid-parametric:schedule=serial", "hybrid-parametric:schedule=colocated"]
+    more = []
+    for spec in specs:
+        pol = policies.from_spec(spec)
+        more += [runner.measure_one(CaseRun(c.case_id, c.batch()), pol, series=spec)[0]
+                 for c in cases]
+    frame = hybrid_frame(rows + more)
+    assert sorted(frame["policy"]) == sorted(["hybrid-serial", "pod", *specs])
+    got = frame.set_index("policy")["latency_us"]
+    for spec in specs:
+        mine = next(r for r in more if r["series"] == spec and r["case_id"] == sweep.case_id)
+        assert got[spec] == mine["latency_us"]
 
 
 def test_simulator_runs_partitioned_as_streams():

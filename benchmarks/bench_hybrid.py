@@ -302,12 +302,30 @@ def main(argv=None) -> int:
     ap.add_argument("--case-ids", default=None,
                     help="';'-separated substrings (ids hold commas): only the hybrid cases "
                          "whose id holds one")
+    ap.add_argument("--suite", default=None,
+                    help="GPU: the cases of this kvtune hybrid suite (hybrid, hybrid-quick, "
+                         "hybrid-holdout) instead of the built-in subset")
+    ap.add_argument("--heuristic", metavar="FILE", default=None,
+                    help="also time the `heuristic` variant: hybrid-tuned planning with this "
+                         "hybrid_heuristic.json (kvtune tune --suite hybrid)")
+    ap.add_argument("--fi-case-ids", default=None,
+                    help="';'-separated substrings: FlashInfer runs on the cases whose id holds "
+                         "one (default: the 3 representative cases, FI_CASE_IDS)")
+    ap.add_argument("--no-checks", action="store_true",
+                    help="skip the compiled-kernel checks on other shapes (every timed variant "
+                         "is still checked before it is timed)")
     ap.add_argument("--fi-warmup", choices=tuple(FI_WARMUPS), default=None,
                     help="internal: build FlashInfer's JIT modules of one mode on a tiny batch "
                          "and exit (run in background by the main invocation)")
     args = ap.parse_args(argv)
     if args.fi_warmup:
         return fi_warmup(args.fi_warmup)
+    from kvtune.workloads.hybrid import HYBRID_SUITES
+
+    if args.suite is not None and args.suite not in HYBRID_SUITES:
+        print(f"bench_hybrid: error: --suite: {args.suite!r} not allowed; allowed: "
+              f"{', '.join(HYBRID_SUITES)} (the dry run keeps its tiny cases)", file=sys.stderr)
+        return 2
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
     dry = args.dry_run or not torch.cuda.is_available()
@@ -329,6 +347,10 @@ def main(argv=None) -> int:
         timer = EventTimer(args.reps)
         cases = gpu_cases(shape)
         tuned = TUNED_VARIANTS
+        if args.suite:
+            from kvtune.workloads.suites import get_suite
+
+            cases = list(get_suite(args.suite, shape=shape).cases)
     if args.case_ids:
         wanted_ids = args.case_ids.split(";")
         cases = [c for c in cases if any(w in c.case_id for w in wanted_ids)]
@@ -345,6 +367,18 @@ def main(argv=None) -> int:
                   f"{', '.join(TRITON_VARIANTS)}", file=sys.stderr)
             return 2
         variants = {n: TRITON_VARIANTS[n] for n in names}
+    if args.heuristic:
+        try:  # refused now (one line, exit 2), not after minutes of timing
+            policies.get("hybrid-tuned", path=args.heuristic)
+        except ValueError as exc:
+            print(f"bench_hybrid: error: --heuristic: {exc}", file=sys.stderr)
+            return 2
+        variants = {**variants, "heuristic": ("hybrid-tuned", {"path": args.heuristic})}
+    fi_wanted = (args.fi_case_ids.split(";") if args.fi_case_ids else None)
+
+    def fi_case(case_id: str) -> bool:
+        return (case_id in FI_CASE_IDS if fi_wanted is None
+                else any(w in case_id for w in fi_wanted))
     have_fi = False
     if not args.no_flashinfer and not dry:
         try:
@@ -379,7 +413,7 @@ def main(argv=None) -> int:
 
     log(f"copy bandwidth {ceiling / 1e12:.3f} TB/s; {len(cases)} hybrid cases on {spec.name}")
     warmers = start_fi_warmup(args.out) if have_fi else {}
-    results["check"] = compiled_checks(device, spec, dry, log)
+    results["check"] = [] if args.no_checks else compiled_checks(device, spec, dry, log)
     save()
     for case in cases:
         batch = case.batch()
@@ -452,7 +486,7 @@ def main(argv=None) -> int:
             warmers, args.budget_s - FI_RESERVE_S - (time.time() - t_start))
         log(f"flashinfer warmup: {results['fi_warmup']}")
         for case, entry in zip(cases, results["cases"]):
-            if case.case_id not in FI_CASE_IDS:
+            if not fi_case(case.case_id):
                 continue
             if time.time() - t_start > args.budget_s + FI_RESERVE_S \
                     or "timeout" in results["fi_warmup"].values():
@@ -581,6 +615,9 @@ def summarize_case(entry: dict, ceiling: float) -> None:
     entry["best_over_bound"] = entry["best_us"] / entry["bound_us"]
     entry["fi_pod_over_fi_serial"] = us("flashinfer-pod") / us("flashinfer-serial")
     entry["best_over_fi_pod"] = entry["best_us"] / us("flashinfer-pod")
+    # The tuned heuristic (--heuristic) against serial and FlashInfer's POD on this case.
+    entry["heuristic_speedup_vs_serial"] = entry["serial_us"] / us("heuristic")
+    entry["heuristic_over_fi_pod"] = us("heuristic") / us("flashinfer-pod")
     entry["best_bw_fraction"] = entry["min_bytes"] / (entry["best_us"] * 1e-6) / ceiling
     entry["best_tflops"] = entry["flops"] / (entry["best_us"] * 1e-6) / 1e12
     entry["prefill_alone_tflops"] = v.get("prefill-alone", {}).get("tflops", float("nan"))
@@ -611,6 +648,8 @@ def summarize(results: dict) -> dict:
         "geomean_colocated_speedup_vs_serial": speedup_vs_serial(cases, "colocated"),
         "geomean_fi_pod_over_fi_serial": geomean([c.get("fi_pod_over_fi_serial") for c in cases]),
         "geomean_best_over_fi_pod": geomean([c.get("best_over_fi_pod") for c in cases]),
+        "geomean_heuristic_speedup_vs_serial": speedup_vs_serial(cases, "heuristic"),
+        "geomean_heuristic_over_fi_pod": geomean([c.get("heuristic_over_fi_pod") for c in cases]),
         "parity_hybrid_over_base": [p.get("hybrid_over_base") for p in results["parity"]],
         "checks_ok": sum(bool(c["ok"]) for c in results.get("check", [])),
         "checks_failed": sum(not c["ok"] for c in results.get("check", [])),
@@ -628,7 +667,7 @@ def summarize(results: dict) -> dict:
 
 def markdown(results: dict) -> str:
     cols = ["serial", "streams", "fused", "pod", "partitioned", "colocated", "tuned",
-            "flashinfer-serial",
+            "heuristic", "flashinfer-serial",
             "flashinfer-pod",
             "prefill-alone", "decode-alone"]
     lines = [f"# bench_hybrid ({results['device']['name']}, timer: {results['timer']}, copy "

@@ -90,3 +90,27 @@ def test_overlap_probe_dry_run_checks_every_variant(tmp_path):
         assert variants["coD2"]["config"]["persistent_decode_programs"] == 8
         assert variants["coP1-s3-T1-a32s4"]["config"]["decode_ahead"] is True
     assert "over serial" in proc.stdout
+
+
+def test_heuristic_variant_checks_and_suite_options(tmp_path):
+    """--heuristic times hybrid-tuned with that file (planned by its bucket), --no-checks skips
+    the other shapes, and a bad --heuristic or --suite is one line, exit 2."""
+    from kvtune.kernels.hybrid_policies import HYBRID_SCHEMA
+
+    doc = {"schema": HYBRID_SCHEMA, "buckets": [
+        {"min_decodes": 0, "max_decodes": 16, "min_prefill_tokens": 1, "max_prefill_tokens": 1024,
+         "params": {"schedule": "colocated", "prefill_block_m": 64, "ctas_per_sm": 4}}]}
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "run"
+    _dry_run("bench_hybrid.py", out, "--variants", "colocated", "--no-tuned", "--no-checks",
+             "--heuristic", str(path), "--case-ids", "decode_q_len", "--no-flashinfer")
+    res = json.loads((out / "results.json").read_text())
+    v = res["cases"][0]["variants"]
+    assert v["heuristic"]["ok"] and v["heuristic"]["schedule"] == "colocated"
+    assert res["check"] == [] and "heuristic" in (out / "results.md").read_text()
+    assert res["summary"]["geomean_heuristic_speedup_vs_serial"] > 0
+    bad = _dry_run("bench_hybrid.py", out, "--heuristic", str(tmp_path / "none.json"), rc=2)
+    assert len(bad.stderr.strip().splitlines()) == 1 and "--heuristic" in bad.stderr
+    bad = _dry_run("bench_hybrid.py", out, "--suite", "prod-mix", rc=2)
+    assert len(bad.stderr.strip().splitlines()) == 1 and "--suite" in bad.stderr

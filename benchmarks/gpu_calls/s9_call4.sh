@@ -18,7 +18,7 @@ for i in 1 2 3; do
     --param chunk_tokens=512 --param context_tokens=4096 \
     --policies hybrid-serial,hybrid-tuned:path=benchmarks/gpu_calls/s9_hybrid_heuristic.json \
     --backend triton --timer events --stopping quiet_retries=1 --no-progress --out $OUT/res \
-    2>&1 | grep -E "^ +hybrid|rows" | tail -3
+    2>&1 | grep -E "^ *hybrid-(serial|tuned)|rows" | tail -3
 done
 CASES="chunk_tokens=1536,context_tokens=12288;B48:seed0:chunk_tokens=768,context_tokens=12288"
 CASES="$CASES;B64:seed100:source=continuous,step_token_budget=1536"

@@ -65,7 +65,8 @@ SPACE = {
 class HybridTuneSettings:
     """cases: which hybrid cases (a hybrid suite or `--distribution hybrid`). trials: per
     bucket, 1..10,000 (at least the 3 start points run). seed: sampler seed. validate: the
-    `--validate` specs (studies/hybrid_validation.py; empty: the hybrid-holdout suite).
+    `--validate` specs (studies/hybrid_validation.py; empty: the hybrid-holdout suite and the
+    hybrid suite's cases that are not training cases).
     finalist_rounds: interleaved rounds of the validation, 1..20."""
 
     cases: CaseSettings = field(default_factory=lambda: CaseSettings(suite="hybrid"))

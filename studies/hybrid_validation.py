@@ -12,7 +12,11 @@ batch as the engine would.
 
 Validation cases (`--validate`, chosen before anything is measured):
 - default: the `hybrid-holdout` suite (workloads/hybrid.py: contexts, chunks, decode batches and
-  mixes off every tuning suite's grid);
+  mixes off every tuning suite's grid) and every case of the `hybrid` suite that is not a
+  training case (all 104 of them after a `hybrid-quick` tune). Why both: on the H200 (ninth
+  session, docs/PERFORMANCE.md) a winner that passed hybrid-holdout alone (contexts 6K/12K) lost
+  up to 16% to serial on sweep cases of the hybrid suite it had not seen (4K and 20K contexts,
+  32 decodes); `--validate hybrid-holdout` keeps the quick check;
 - one or more hybrid suite names (hybrid, hybrid-quick, hybrid-holdout); cases that are also
   training cases are dropped;
 - `none`: each bucket is checked on its own training cases, re-measured in rounds (the result
@@ -25,7 +29,7 @@ from __future__ import annotations
 from kvtune.studies.objective import geomean
 from kvtune.studies.validation import DEFAULT_LABEL, defer_decision, measure_validation
 
-DEFAULT_VALIDATION = ("hybrid-holdout",)
+DEFAULT_VALIDATION = ("hybrid-holdout", "hybrid")
 
 
 def validation_cases(validate: tuple, shape, train_ids) -> tuple[list, str]:

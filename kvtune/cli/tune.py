@@ -38,7 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--validate", action="append", metavar="SPEC",
                    help="held-out cases the search never sees (repeatable): a suite name, "
                         "distribution:NAME, trace:FILE, or none (default: a held-out share of the "
-                        "training suite's seeds)")
+                        "training suite's seeds; for hybrid knobs: hybrid-holdout and the hybrid "
+                        "suite's cases not trained on)")
     p.add_argument("--families", metavar="LIST",
                    help="per-batch rule families measured as finalists, comma-separated: makespan "
                         "(one chunk per batch from a model of the launch), adaptive (a chunk from "

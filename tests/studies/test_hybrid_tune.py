@@ -25,13 +25,13 @@ def _settings(tmp_path, **kw):
 
 
 def test_tune_writes_heuristic_never_worse_than_pod(tmp_path):
-    doc = run_hybrid_tune(_settings(tmp_path))
+    doc = run_hybrid_tune(_settings(tmp_path, validate=("hybrid-holdout",)))
     assert len(doc["buckets"]) == 2  # 8 and 128 decodes fall in different buckets
     assert doc["deferred_buckets"] == []  # the simulator's winners beat serial held out
     for b in doc["buckets"]:
         assert b["score_vs_serial"] <= b["pod_score_vs_serial"]
         assert b["min_prefill_tokens"] <= 512 <= b["max_prefill_tokens"]
-        # Checked on hybrid-holdout cases of its bucket, never on its training cases.
+        # Checked on held-out cases of its bucket, never on its training cases.
         v = b["validation"]
         assert v["source"] == "validation" and not v["deferred"]
         assert v["cases"] and not {r["case_id"] for r in v["cases"]} & set(b["cases"])
@@ -67,6 +67,19 @@ def test_tune_writes_heuristic_never_worse_than_pod(tmp_path):
     assert far.schedule == "serial" and far.notes["policy"] == "hybrid-serial"
 
 
+def test_default_validation_holds_the_hybrid_cases_not_trained_on(tmp_path):
+    """By default a winner also faces the hybrid suite's cases it was not tuned on; on the
+    simulator the 0-16 decode bucket's winner loses > 2% on one of them and defers, while on
+    hybrid-holdout alone it ships (the test above): the wider check is what keeps it out."""
+    doc = run_hybrid_tune(_settings(tmp_path))
+    assert doc["validation"]["cases"] == 30 + 124 - 2
+    deferred = {b["min_decodes"]: b for b in doc["deferred_buckets"]}
+    assert 0 in deferred and deferred[0]["reason"].startswith("tuned is ")
+    held = {r["case_id"] for r in deferred[0]["validation"]["cases"]}
+    assert any(":B8:" not in c and "context_tokens=20480" in c for c in held)
+    assert all(b["validation"]["tuned_vs_serial"]["worst"] >= 1 / 1.02 for b in doc["buckets"])
+
+
 def test_a_winner_that_fails_held_out_defers_to_serial(tmp_path, monkeypatch):
     """The search's winner is not shipped where the held-out check says it loses: the bucket
     moves to deferred_buckets with the reason, and hybrid-tuned plans serial there."""
@@ -80,7 +93,7 @@ def test_a_winner_that_fails_held_out_defers_to_serial(tmp_path, monkeypatch):
         return {**out, "deferred": True, "reason": "tuned is 1.050x the default's latency"}
 
     monkeypatch.setattr(hybrid_validation, "validate_bucket", slower_on_one_case)
-    doc = run_hybrid_tune(_settings(tmp_path, trials=3))
+    doc = run_hybrid_tune(_settings(tmp_path, trials=3, validate=("hybrid-holdout",)))
     assert doc["buckets"] == [] and len(doc["deferred_buckets"]) == 2
     for b in doc["deferred_buckets"]:
         assert "params" not in b and b["tuned_params"]["schedule"]
@@ -101,7 +114,8 @@ def test_validation_cases_and_the_defer_rule():
     shape = AttentionShape()
     quick = {c.case_id for c in get_suite("hybrid-quick").cases}
     held, how = validation_cases((), shape, quick)
-    assert len(held) == 30 and "hybrid-holdout" in how and not {c.case_id for c in held} & quick
+    assert len(held) == 30 + 124 - 20 and "hybrid-holdout hybrid" in how
+    assert not {c.case_id for c in held} & quick
     # Naming a training suite drops the training cases from it.
     held, _ = validation_cases(("hybrid", "hybrid-holdout"), shape, quick)
     assert len(held) == 124 - 20 + 30

@@ -114,3 +114,16 @@ def test_heuristic_variant_checks_and_suite_options(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1 and "--heuristic" in bad.stderr
     bad = _dry_run("bench_hybrid.py", out, "--suite", "prod-mix", rc=2)
     assert len(bad.stderr.strip().splitlines()) == 1 and "--suite" in bad.stderr
+
+
+def test_prefill_tile_probe_dry_run_checks_every_tile(tmp_path):
+    """benchmarks/prefill_tile_probe.py: every tile configuration is checked against the float64
+    reference before it is timed; an unknown --tiles label is one line, exit 2."""
+    _dry_run("prefill_tile_probe.py", tmp_path)
+    res = json.loads((tmp_path / "prefill_tile_probe.json").read_text())
+    tiles = res["cases"][0]["tiles"]
+    assert len(tiles) == 9 and all(t["ok"] and t["rel_error"] < 2e-2 for t in tiles.values())
+    assert tiles["m128-n128-w8-s2"]["block_np"] == 128
+    assert tiles["m64-default"]["prefill_block_m"] == 64
+    bad = _dry_run("prefill_tile_probe.py", tmp_path, "--tiles", "nope", rc=2)
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -9,7 +9,8 @@ kernel's prefill tile (kernels/hybrid.py `_prefill_task`) is set by the plan's
 `prefill_warps` and `prefill_stages` (hybrid_config: 64 keys, 8 warps for 128 rows and 4 for 64,
 3 stages at head_dim <= 128). This probe times prefill-only batches under other values of those
 four (TILES), against the default of the same call and, with --flashinfer, FlashInfer's
-BatchPrefill on the same pages (its JIT is built first, in this process). Every variant's output
+BatchPrefill on the same pages (after every tile of every batch: its JIT is built then, in this
+process). Every variant's output
 is checked against the float64 causal reference (NaN-poisoned output) before it is timed; a
 variant that fails to compile or check is recorded and never timed. Timer: bench_hybrid's
 (CUDA events around one call, L2 flushed outside them, median of --reps). The copy bandwidth of
@@ -127,10 +128,6 @@ def main(argv=None) -> int:
         for label, block_m, overrides in TILES:
             if label in wanted or label == "default":
                 entry["tiles"][label] = run_tile(data, spec, timer, block_m, overrides)
-        if args.flashinfer and not dry:
-            entry["tiles"]["flashinfer-prefill"] = r = time_flashinfer(data, "serial", timer)
-            if r.get("ok"):
-                r["tflops"] = batch.causal_flops / (r["median_us"] * 1e-6) / 1e12
         results["cases"].append(entry)
         base = entry["tiles"]["default"].get("median_us")
         line = " ".join(
@@ -144,6 +141,24 @@ def main(argv=None) -> int:
         del data
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+    # FlashInfer after every Triton tile (its JIT, minutes on a fresh machine, must not cost the
+    # tiles their time), on the same batches rebuilt from the same seed.
+    if args.flashinfer and not dry:
+        for entry in results["cases"]:
+            chunk, prefix = entry["chunk_tokens"], entry["prefix_tokens"]
+            batch = AttentionBatch([chunk], [prefix + chunk], shape)
+            r = time_flashinfer(BatchData(batch, device, dtype), "serial", timer)
+            if r.get("ok"):
+                r["tflops"] = batch.causal_flops / (r["median_us"] * 1e-6) / 1e12
+                r["default_over_flashinfer"] = (entry["tiles"]["default"].get("median_us",
+                                                                              float("nan"))
+                                                / r["median_us"])
+            entry["tiles"]["flashinfer-prefill"] = r
+            print(f"prefill {chunk} after {prefix}: flashinfer-prefill="
+                  f"{r.get('median_us', float('nan')):.1f}{'' if r.get('ok') else '(FAIL)'}",
+                  flush=True)
+            with open(os.path.join(args.out, "prefill_tile_probe.json"), "w") as fh:
+                json.dump(results, fh, indent=1, default=str)
     return 0
 
 

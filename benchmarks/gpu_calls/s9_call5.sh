@@ -9,7 +9,7 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 MAX_JOBS=16
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-timeout 560 python3 benchmarks/prefill_tile_probe.py --flashinfer --out $OUT/p 2>&1 \
+timeout 480 python3 benchmarks/prefill_tile_probe.py --flashinfer --out $OUT/p 2>&1 \
   | grep -v Warning | tail -12
 echo "probe rc ${PIPESTATUS[0]}"
 python3 -c "import json; print(json.load(open('$OUT/p/prefill_tile_probe.json'))['copy'])"

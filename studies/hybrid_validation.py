@@ -14,9 +14,10 @@ Validation cases (`--validate`, chosen before anything is measured):
 - default: the `hybrid-holdout` suite (workloads/hybrid.py: contexts, chunks, decode batches and
   mixes off every tuning suite's grid) and every case of the `hybrid` suite that is not a
   training case (all 104 of them after a `hybrid-quick` tune). Why both: on the H200 (ninth
-  session, docs/PERFORMANCE.md) a winner that passed hybrid-holdout alone (contexts 6K/12K) lost
-  up to 16% to serial on sweep cases of the hybrid suite it had not seen (4K and 20K contexts,
-  32 decodes); `--validate hybrid-holdout` keeps the quick check;
+  session, docs/PERFORMANCE.md, calls 3 and 4) a winner that passed hybrid-holdout alone
+  (contexts 6K/12K) was 2-3% slower than serial on sweep cases of the hybrid suite it had not
+  seen (64 decodes beside 16K and 20K contexts); `--validate hybrid-holdout` keeps the quick
+  check;
 - one or more hybrid suite names (hybrid, hybrid-quick, hybrid-holdout); cases that are also
   training cases are dropped;
 - `none`: each bucket is checked on its own training cases, re-measured in rounds (the result

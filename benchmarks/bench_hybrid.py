@@ -245,10 +245,14 @@ def start_fi_warmup(out_dir: str) -> dict:
     """Start one background process per FlashInfer mode that builds its JIT modules while the
     Triton cases run (the JIT took ~190 s serially on a fresh machine)."""
     procs = {}
-    # At most 4 compile jobs each (FlashInfer's ninja honours MAX_JOBS): 3 builds x 4 leave cores
-    # to the process that launches and times the Triton kernels.
-    env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", "4"))
+    # Compile jobs per build (FlashInfer's ninja honours MAX_JOBS; the builds run niced below the
+    # timing process): 4 for the prefill and decode modules; the POD module, the long pole, gets
+    # all but 4 cores (with 4 jobs it was not built after 360 s on a 16-core H200 machine, ninth
+    # session call 4; the eighth built it in about 3 minutes with 16). MAX_JOBS overrides both.
+    cores = os.cpu_count() or 8
     for name in FI_WARMUPS:
+        jobs = os.environ.get("MAX_JOBS") or str(max(4, cores - 4) if name == "pod" else 4)
+        env = dict(os.environ, MAX_JOBS=jobs)
         log_f = open(os.path.join(out_dir, f"fi_warmup_{name}.log"), "w")
         procs[name] = (subprocess.Popen([sys.executable, os.path.abspath(__file__),
                                          "--fi-warmup", name], stdout=log_f, stderr=log_f,

@@ -6,11 +6,30 @@ Input is harness.hybrid_summary.hybrid_frame of the picked runs' rows.
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 BOUND_NAME = "max(prefill alone, decode alone)"
+LEGEND_MAX_CHARS = 44
+
+
+def legend_name(label: str) -> str:
+    """A series label short enough for the legend (the hover keeps it whole): a `path=` value
+    becomes its file name, and what is still longer than LEGEND_MAX_CHARS loses its middle.
+    Why: a tuned file's label (`hybrid-tuned:path=<dir>/<file>`) otherwise takes half the
+    figure's width."""
+    parts = []
+    for part in str(label).split(":"):
+        key, sep, value = part.partition("=")
+        parts.append(f"{key}={PurePath(value).name}" if sep and key == "path" else part)
+    text = ":".join(parts)
+    if len(text) <= LEGEND_MAX_CHARS:
+        return text
+    keep = (LEGEND_MAX_CHARS - 1) // 2
+    return text[:keep] + "…" + text[-(LEGEND_MAX_CHARS - 1 - keep):]
 
 
 def hybrid_figure(frame: pd.DataFrame, policies=None) -> go.Figure:
@@ -33,7 +52,7 @@ def hybrid_figure(frame: pd.DataFrame, policies=None) -> go.Figure:
                 part = part.sort_values("num_decodes")
                 fig.add_trace(go.Scatter(
                     x=part["num_decodes"], y=part["latency_us"], mode="lines+markers",
-                    name=policy, legendgroup=policy, showlegend=first,
+                    name=legend_name(policy), legendgroup=policy, showlegend=first,
                     line={"color": colors[policy]},
                     customdata=part[["speedup_vs_serial", "over_bound"]].to_numpy(),
                     hovertemplate=(f"{policy}<br>decodes %{{x}}<br>%{{y:.1f}} us<br>"

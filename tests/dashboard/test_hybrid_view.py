@@ -42,6 +42,20 @@ def test_figure_has_policies_and_bound(hybrid_results):
     assert len(hybrid_figure(pd.DataFrame(frame.iloc[:0])).data) == 0
 
 
+def test_legend_names_stay_short():
+    """A tuned file's series label keeps its file name in the legend, not its folders, and any
+    label longer than the legend's budget loses its middle (the hover keeps it whole)."""
+    from kvtune.dashboard.hybrid_charts import LEGEND_MAX_CHARS, legend_name
+
+    assert legend_name("pod") == "pod"
+    assert legend_name("hybrid-tuned:path=benchmarks/gpu_calls/s9_hybrid_heuristic.json") \
+        == "hybrid-tuned:path=s9_hybrid_heuristic.json"
+    long = "hybrid-parametric:schedule=colocated:prefill_block_m=64:ctas_per_sm=4:max_waves=2"
+    short = legend_name(long)
+    assert len(short) == LEGEND_MAX_CHARS and short.startswith("hybrid-parametric:sch")
+    assert short.endswith("max_waves=2") and "…" in short
+
+
 def test_page_draws_the_hybrid_runs(monkeypatch, hybrid_results):
     root, _ = hybrid_results
     monkeypatch.setenv(ENV_RESULTS, str(root))

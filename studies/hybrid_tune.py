@@ -4,8 +4,8 @@ The knobs are those of the `hybrid-parametric` policy (kernels/hybrid_policies.p
 CTAs per SM, SM policy, prefill split cap, prefill tile, and the decode split knobs. Cases are
 grouped into buckets by their number of decodes (DECODE_BUCKETS) and prefill tokens
 (CHUNK_BUCKETS); each bucket gets its own Optuna study (TPE, seeded; the co-located schedule
-with either decode loop, the two-stream one and the `pod` rule's hybrid knobs are enqueued as
-the first trials: start_points) whose score is the geometric mean over the bucket's training
+with either decode loop, the serial one with the same decode split, the two-stream one and the
+`pod` rule's hybrid knobs are enqueued as the first trials: start_points) whose score is the geometric mean over the bucket's training
 cases of latency / latency of `hybrid-serial` (the engine's own step, measured once per case),
 so < 1 is better than serial.
 Every configuration goes through the runner (verified before timed on a GPU).
@@ -114,10 +114,14 @@ COLOCATED_START = {"schedule": "colocated", "prefill_block_m": 64, "ctas_per_sm"
 
 def start_points(bucket_cases, device) -> list[dict]:
     """Trials enqueued before the sampler's own, in this order: the co-located schedule with the
-    plain and the page-ahead decode loop, the two-stream schedule (the fixed rules that measured
-    fastest on some sweep case, eighth session), and last the pod rule's knobs (its score is
-    reported as pod_score_vs_serial). Knobs a start does not set are the sampler's."""
+    plain and the page-ahead decode loop, the serial schedule with the same decode knobs and the
+    128-row prefill tile (the decode split alone: on the H200 it gave the continuous mixes 1.67x
+    of their 1.79x, ninth session call 3, without co-location's losses on the sweep), the
+    two-stream schedule, and last the pod rule's knobs (its score is reported as
+    pod_score_vs_serial). Knobs a start does not set are the sampler's."""
     return [{**COLOCATED_START, "decode_ahead": False}, {**COLOCATED_START, "decode_ahead": True},
+            {**COLOCATED_START, "schedule": "serial", "prefill_block_m": 128,
+             "decode_ahead": False},
             {"schedule": "streams", "prefill_block_m": 128},
             pod_start_point(bucket_cases, device)]
 

@@ -3,7 +3,10 @@
 Rows of GPU bench runs (results/<run>/measurements.parquet plus the manifest) are turned back into
 what ran: the batch (the stored kv_lens, or the case rebuilt from its recipe), the attention shape,
 the policy with its parameters. Each is planned for the run's GPU (its SM count; the occupancy of
-the simulator model, which matters for FlashInfer's CUDA-core planner) and simulated. Then, per
+the simulator model, which matters for FlashInfer's CUDA-core planner) and simulated: a hybrid
+row (prefill chunks, speculative decodes, or any row of a hybrid policy) by plan_hybrid and
+harness/sim_hybrid.py with its q_lens (stored, else rebuilt from the hybrid case), a decode row
+by plan and harness/sim_model.py. Then, per
 batch (case), the simulator's ranking of the policies is compared with the GPU's:
 
 - Spearman rank correlation (scipy.stats.spearmanr) of simulated vs measured latency, over the
@@ -159,6 +162,35 @@ def row_kv_lens(row, shape: AttentionShape) -> np.ndarray:
     return case.kv_lens()
 
 
+def row_q_lens(row, shape: AttentionShape, kv_lens: np.ndarray) -> np.ndarray | None:
+    """The batch's q_lens for a hybrid row (the stored list, else the hybrid case rebuilt from
+    its recipe); None for a decode row (q_len 1 everywhere, planned by plan())."""
+    stored = row.get("q_lens")
+    if stored is not None and not (isinstance(stored, float) and math.isnan(stored)):
+        return np.asarray(stored, dtype=np.int64)
+    from kvtune.workloads.hybrid import DISTRIBUTION, HybridCase
+
+    if str(row.get("distribution")) != DISTRIBUTION:
+        return None
+    params = json.loads(row["dist_params"]) if isinstance(row.get("dist_params"), str) else {}
+    q, kv = HybridCase(params, int(row["batch_size"]), shape, int(row["seed"])).lengths()
+    if not np.array_equal(kv, kv_lens):
+        raise ValueError(f"case {row['case_id']}: its recipe no longer gives the run's kv_lens")
+    return q
+
+
+def row_plan(row, shape: AttentionShape, device: DeviceSpec):
+    """The row's plan on `device`: a HybridPlan for a hybrid row (the hybrid policies plan
+    AttentionBatches; kernels/hybrid_policies.py), else the decode Plan."""
+    policy = row_policy(row)
+    kv = row_kv_lens(row, shape)
+    q = row_q_lens(row, shape, kv)
+    if q is not None or hasattr(policy, "plan_hybrid"):
+        # A hybrid policy on a decode batch planned it with q_len 1 everywhere (runner.plan_case).
+        return policy.plan_hybrid(np.ones_like(kv) if q is None else q, kv, shape, device)
+    return policy.plan(kv, shape, device)
+
+
 def row_policy(row):
     from kvtune.kernels.policies import get
 
@@ -192,7 +224,7 @@ def replay(frame: pd.DataFrame, devices: dict, max_ctas_per_sm: int | None = Non
         if key not in cache:
             shape = row_shape(row)
             try:
-                plan = row_policy(row).plan(row_kv_lens(row, shape), shape, dev)
+                plan = row_plan(row, shape, dev)
             except ValueError:
                 plan = None
             cache[key] = (plan, shape)
@@ -204,12 +236,17 @@ def replay(frame: pd.DataFrame, devices: dict, max_ctas_per_sm: int | None = Non
 
 def simulate_replay(rep: Replay, device: DeviceSpec, constants) -> np.ndarray:
     """Predicted latency (us) of every replayed row on `device` with `constants`; NaN where the
-    row has no plan."""
+    row has no plan. A HybridPlan goes through the hybrid simulator (harness/sim_hybrid.py), a
+    decode Plan through harness/sim_model.py."""
+    from kvtune.harness.sim_hybrid import simulate_hybrid
     from kvtune.harness.sim_model import simulate
+    from kvtune.kernels.hybrid_plan import HybridPlan
 
     out = np.full(len(rep.plans), np.nan)
     for i, (plan, shape) in enumerate(zip(rep.plans, rep.shapes)):
-        if plan is not None:
+        if isinstance(plan, HybridPlan):
+            out[i] = simulate_hybrid(plan, shape, device, constants).time_us
+        elif plan is not None:
             out[i] = simulate(plan, shape, device, constants).time_us
     return out
 

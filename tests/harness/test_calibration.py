@@ -215,3 +215,25 @@ def test_cuda_graph_is_a_flashinfer_setting(tmp_path, capsys):
                  "--out", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("kvtune: error: cuda-graph:") and err.count("\n") == 1
+
+
+def test_fidelity_replays_hybrid_rows_through_the_hybrid_simulator(runs, tmp_path):
+    """Rows of hybrid batches (prefill chunks beside decodes, a prefill-only batch, a decode-only
+    one, speculative decodes) are planned with plan_hybrid and simulated by harness/sim_hybrid.py:
+    a simulated run replays to itself, error 0. Before, they went through the decode model with
+    q_len 1 (prefill-only rows read 94% too fast on the H200 rows of the ninth session)."""
+    truth = runs["truth"]
+    assert main(["bench", "--backend", "simulator", "--device-model", str(truth),
+                 "--distribution", "hybrid", "--batch-sizes", "4,16", "--param",
+                 "chunk_tokens=256", "--param", "context_tokens=2048", "--q-len", "2",
+                 "--policies", "hybrid-serial,hybrid-colocated,pod", "--out", str(tmp_path / "h"),
+                 "--no-progress"]) == 0
+    assert main(["bench", "--backend", "simulator", "--device-model", str(truth),
+                 "--distribution", "hybrid", "--batch-sizes", "1", "--param", "decodes=0",
+                 "--param", "chunk_tokens=512", "--policies", "hybrid-serial",
+                 "--out", str(tmp_path / "h"), "--no-progress"]) == 0
+    rows = load_rows(sorted((tmp_path / "h").iterdir()))
+    report, frame = fidelity(rows, "triton", load_calibration(truth))
+    assert len(frame) == 7 and frame["sim_us"].notna().all()
+    assert report.summary["median_abs_error"] == pytest.approx(0.0, abs=1e-9)
+    assert (frame["latency_us"] - frame["sim_us"]).abs().max() < 1e-6

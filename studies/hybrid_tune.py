@@ -5,10 +5,10 @@ CTAs per SM, SM policy, prefill split cap, prefill tile, and the decode split kn
 grouped into buckets by their number of decodes (DECODE_BUCKETS) and prefill tokens
 (CHUNK_BUCKETS); each bucket gets its own Optuna study (TPE, seeded; the co-located schedule
 with either decode loop, the serial one with the same decode split, the two-stream one and the
-`pod` rule's hybrid knobs are enqueued as the first trials: start_points) whose score is the geometric mean over the bucket's training
-cases of latency / latency of `hybrid-serial` (the engine's own step, measured once per case),
-so < 1 is better than serial.
-Every configuration goes through the runner (verified before timed on a GPU).
+`pod` rule's hybrid knobs are enqueued as the first trials: start_points) whose score is the
+geometric mean over the bucket's training cases of latency / latency of `hybrid-serial` (the
+engine's own step, measured once per case), so < 1 is better than serial. Every configuration
+goes through the runner (verified before timed on a GPU).
 
 The winner of a bucket then faces held-out cases (studies/hybrid_validation.py): it ships only
 where it beats serial there beyond the noise and is never more than 2% slower on a case;
@@ -64,7 +64,7 @@ SPACE = {
 @dataclass(frozen=True)
 class HybridTuneSettings:
     """cases: which hybrid cases (a hybrid suite or `--distribution hybrid`). trials: per
-    bucket, 1..10,000 (at least the 3 start points run). seed: sampler seed. validate: the
+    bucket, 1..10,000 (the 5 start points always run). seed: sampler seed. validate: the
     `--validate` specs (studies/hybrid_validation.py; empty: the hybrid-holdout suite and the
     hybrid suite's cases that are not training cases).
     finalist_rounds: interleaved rounds of the validation, 1..20."""
@@ -150,11 +150,7 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     from kvtune.harness.runner import CaseRun, Runner
     from kvtune.harness.store import RunWriter
     from kvtune.kernels import policies
-    from kvtune.studies.hybrid_validation import (
-        overall_summary,
-        validate_bucket,
-        validation_cases,
-    )
+    from kvtune.studies.hybrid_validation import overall_summary, validation_cases
     from kvtune.studies.records import RowRecorder, merge_parts
 
     m = settings.measure
@@ -196,34 +192,15 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     shipped, deferred = [], []
     try:
         for key in sorted(groups):
-            name = bucket_name(key)
             entry = _search_bucket(key, groups[key], runner, rows, serial_policy, opened.device,
                                    settings, optuna)
-            tuned = policies.get("hybrid-parametric", **entry["params"])
-            check = held_groups.get(key) or groups[key]
-            source = "validation" if held_groups.get(key) else "training"
-            if entry["score_vs_serial"] >= 1.0:
-                entry["validation"] = None
-                entry["reason"] = (f"the best setting is x{1 / entry['score_vs_serial']:.3f} as "
-                                   "fast as serial on its training cases")
-            else:
-                entry["validation"] = validate_bucket(
-                    runner, check, tuned, serial_policy, recorder, study=settings.study,
-                    bucket=name, rounds=settings.finalist_rounds, source=source)
-                entry["reason"] = entry["validation"]["reason"]
+            verdict = _check_bucket(entry, held_groups.get(key), groups[key], runner,
+                                    serial_policy, recorder, settings)
             recorder.flush()
-            if entry["validation"] is None or entry["validation"]["deferred"]:
-                entry["tuned_params"] = entry.pop("params")
-                deferred.append(entry)
-                verdict = f"defers to serial ({entry['reason']})"
-            else:
-                shipped.append(entry)
-                v = entry["validation"]["tuned_vs_serial"]
-                verdict = (f"ships: x{v['geomean']:.3f} over serial on {len(check)} {source} "
-                           f"cases, worst x{v['worst']:.3f}")
-            print(f"bucket {name}: tuned {entry['score_vs_serial']:.3f} x serial, pod "
-                  f"{entry['pod_score_vs_serial']:.3f} x serial ({len(groups[key])} training "
-                  f"cases); {verdict}", file=sys.stderr)
+            (deferred if "tuned_params" in entry else shipped).append(entry)
+            print(f"bucket {bucket_name(key)}: tuned {entry['score_vs_serial']:.3f} x serial, "
+                  f"pod {entry['pod_score_vs_serial']:.3f} x serial ({len(groups[key])} "
+                  f"training cases); {verdict}", file=sys.stderr)
     except BaseException as exc:
         recorder.flush()
         stored = merge_parts(writer.root)
@@ -249,6 +226,36 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
                   failed_rows=sum(1 for r in stored if r["status"] != "ok"))
     doc["path"] = str(path)
     return doc
+
+
+def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, recorder,
+                  settings) -> str:
+    """Ship or defer one searched bucket (studies/hybrid_validation.py), in place: adds
+    `validation` and `reason`; a deferred bucket's params move to `tuned_params`. A winner not
+    faster than serial on its training cases defers unchecked; a bucket no held-out case falls
+    in is checked on its training cases. Returns the verdict line."""
+    from kvtune.kernels import policies
+    from kvtune.studies.hybrid_validation import validate_bucket
+
+    key = (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
+           entry["max_prefill_tokens"])
+    check, source = (held_cases, "validation") if held_cases else (train_cases, "training")
+    if entry["score_vs_serial"] >= 1.0:
+        entry["validation"] = None
+        entry["reason"] = (f"the best setting is x{1 / entry['score_vs_serial']:.3f} as fast as "
+                           "serial on its training cases")
+    else:
+        tuned = policies.get("hybrid-parametric", **entry["params"])
+        entry["validation"] = validate_bucket(
+            runner, check, tuned, serial_policy, recorder, study=settings.study,
+            bucket=bucket_name(key), rounds=settings.finalist_rounds, source=source)
+        entry["reason"] = entry["validation"]["reason"]
+    if entry["validation"] is None or entry["validation"]["deferred"]:
+        entry["tuned_params"] = entry.pop("params")
+        return f"defers to serial ({entry['reason']})"
+    v = entry["validation"]["tuned_vs_serial"]
+    return (f"ships: x{v['geomean']:.3f} over serial on {len(check)} {source} cases, worst "
+            f"x{v['worst']:.3f}")
 
 
 def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, settings,

@@ -11,9 +11,11 @@ engine's own step, measured once per case), so < 1 is better than serial. Every 
 goes through the runner (verified before timed on a GPU).
 
 The winner of a bucket then faces held-out cases (studies/hybrid_validation.py): it ships only
-where it beats serial there beyond the noise and is never more than 2% slower on a case;
-otherwise the bucket defers to the engine's own planner. A winner that is not faster than
-serial on its own training cases defers without that check.
+where it beats serial there beyond the noise and is never more than 2% slower on a case; if it
+fails, the next-best distinct setting of the training (up to `finalists`, each faster than
+serial in training) is checked the same way; when none passes the bucket defers to the
+engine's own planner. A bucket with no setting faster than serial in training defers without
+that check.
 
 Output, under <out>/<run-id>/: measurements.parquet (every baseline, trial and validation row)
 and `hybrid_heuristic.json` (HYBRID_SCHEMA): `buckets` (shipped: params, training score, the
@@ -67,7 +69,8 @@ class HybridTuneSettings:
     bucket, 1..10,000 (the 5 start points always run). seed: sampler seed. validate: the
     `--validate` specs (studies/hybrid_validation.py; empty: the hybrid-holdout suite and the
     hybrid suite's cases that are not training cases).
-    finalist_rounds: interleaved rounds of the validation, 1..20."""
+    finalist_rounds: interleaved rounds of the validation, 1..20. finalists: the bucket's best
+    training settings (faster than serial) that may face the held-out check in turn, 1..20."""
 
     cases: CaseSettings = field(default_factory=lambda: CaseSettings(suite="hybrid"))
     measure: BackendSettings = field(default_factory=BackendSettings)
@@ -78,11 +81,13 @@ class HybridTuneSettings:
     study: str = "hybrid"
     validate: tuple = ()
     finalist_rounds: int = 3
+    finalists: int = 2
 
     def __post_init__(self) -> None:
         check_int("trials", self.trials, 1, 10_000)
         check_int("seed", self.seed, 0, 2**32 - 1)
         check_int("finalist_rounds", self.finalist_rounds, 1, 20)
+        check_int("finalists", self.finalists, 1, 20)
 
 
 def geomean(xs) -> float:
@@ -180,7 +185,7 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
                 "backend": opened.backend.name, "device": opened.device.to_dict(),
                 "simulated": not opened.device.live, "shape": shape.to_dict(),
                 "trials": settings.trials, "seed": settings.seed,
-                "finalist_rounds": settings.finalist_rounds,
+                "finalist_rounds": settings.finalist_rounds, "finalists": settings.finalists,
                 "space": SPACE}
     writer = RunWriter.create(settings.out, manifest, kind="tune")
     recorder = RowRecorder(writer.root)
@@ -230,32 +235,38 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
 
 def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, recorder,
                   settings) -> str:
-    """Ship or defer one searched bucket (studies/hybrid_validation.py), in place: adds
-    `validation` and `reason`; a deferred bucket's params move to `tuned_params`. A winner not
-    faster than serial on its training cases defers unchecked; a bucket no held-out case falls
-    in is checked on its training cases. Returns the verdict line."""
+    """Ship or defer one searched bucket (studies/hybrid_validation.py), in place. The bucket's
+    candidates faster than serial in training face the held-out check in order of their
+    training score, at most `settings.finalists` of them; the first that passes ships (its
+    params, training score, `finalist_rank` and `validation`); when none does, or none was
+    faster in training, the bucket defers: the winner's params move to `tuned_params`, with the
+    `reason` and the last `validation`. `checked` lists every candidate tried. A bucket no
+    held-out case falls in is checked on its training cases. Returns the verdict line."""
     from kvtune.kernels import policies
     from kvtune.studies.hybrid_validation import validate_bucket
 
     key = (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
            entry["max_prefill_tokens"])
     check, source = (held_cases, "validation") if held_cases else (train_cases, "training")
-    if entry["score_vs_serial"] >= 1.0:
-        entry["validation"] = None
-        entry["reason"] = (f"the best setting is x{1 / entry['score_vs_serial']:.3f} as fast as "
-                           "serial on its training cases")
-    else:
-        tuned = policies.get("hybrid-parametric", **entry["params"])
-        entry["validation"] = validate_bucket(
-            runner, check, tuned, serial_policy, recorder, study=settings.study,
-            bucket=bucket_name(key), rounds=settings.finalist_rounds, source=source)
-        entry["reason"] = entry["validation"]["reason"]
-    if entry["validation"] is None or entry["validation"]["deferred"]:
-        entry["tuned_params"] = entry.pop("params")
-        return f"defers to serial ({entry['reason']})"
-    v = entry["validation"]["tuned_vs_serial"]
-    return (f"ships: x{v['geomean']:.3f} over serial on {len(check)} {source} cases, worst "
-            f"x{v['worst']:.3f}")
+    faster = [(p, s) for p, s in entry.pop("candidates") if s < 1.0][:settings.finalists]
+    entry["validation"], entry["checked"] = None, []
+    entry["reason"] = (f"the best setting is x{1 / entry['score_vs_serial']:.3f} as fast as "
+                       "serial on its training cases")
+    for rank, (params, score) in enumerate(faster):
+        v = validate_bucket(runner, check, policies.get("hybrid-parametric", **params),
+                            serial_policy, recorder, study=settings.study,
+                            bucket=bucket_name(key), rounds=settings.finalist_rounds,
+                            source=source)
+        entry["checked"].append({"params": params, "score_vs_serial": score,
+                                 "deferred": v["deferred"], "reason": v["reason"]})
+        entry["validation"], entry["reason"] = v, v["reason"]
+        if not v["deferred"]:
+            entry.update(params=params, score_vs_serial=score, finalist_rank=rank)
+            t = v["tuned_vs_serial"]
+            return (f"ships finalist {rank + 1} of {len(faster)}: x{t['geomean']:.3f} over "
+                    f"serial on {len(check)} {source} cases, worst x{t['worst']:.3f}")
+    entry["tuned_params"] = entry.pop("params")
+    return f"defers to serial ({entry['reason']})"
 
 
 def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, settings,
@@ -298,12 +309,27 @@ def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, setti
     study.optimize(objective, n_trials=max(settings.trials, len(starts)),
                    show_progress_bar=False, callbacks=[lambda *_: rows.recorder.flush()])
     pod = study.trials[len(starts) - 1]
-    best = study.best_trial
-    defaults = {k: v[0] for k, v in SPACE.items()}
+    ranked = ranked_candidates(study.trials)
     return {"min_decodes": key[0], "max_decodes": key[1], "min_prefill_tokens": key[2],
-            "max_prefill_tokens": key[3], "params": {**defaults, **best.params},
-            "score_vs_serial": best.value, "pod_score_vs_serial": pod.value,
-            "cases": [c.case_id for c in bucket_cases]}
+            "max_prefill_tokens": key[3], "params": ranked[0][0],
+            "score_vs_serial": ranked[0][1], "pod_score_vs_serial": pod.value,
+            "cases": [c.case_id for c in bucket_cases], "candidates": ranked}
+
+
+def ranked_candidates(trials) -> list[tuple[dict, float]]:
+    """[(params, training score)] of the finished trials, best (lowest) score first, each
+    distinct setting once (its best score); params completed with the space's first choices."""
+    defaults = {k: v[0] for k, v in SPACE.items()}
+    best: dict[str, tuple[dict, float]] = {}
+    for t in trials:
+        if t.value is None or not math.isfinite(t.value):
+            continue
+        params = {**defaults, **t.params}
+        key = json.dumps(params, sort_keys=True)
+        if key not in best or t.value < best[key][1]:
+            best[key] = (params, float(t.value))
+    ranked = sorted(best.values(), key=lambda pv: pv[1])
+    return ranked or [({**defaults, "schedule": "serial"}, math.inf)]
 
 
 __all__ = ["BASELINE", "SPACE", "HybridTuneSettings", "run_hybrid_tune"]

@@ -60,7 +60,9 @@ def add_parser(sub) -> None:
     p.add_argument("--space", action="append", metavar="KNOB=VALUES",
                    help="narrow the search space (repeatable): min_tokens_per_cta=512..4096, "
                         "max_waves=1..4, max_splits=8..64, ctas_per_sm=1,2, schedule=static,...")
-    p.add_argument("--finalists", type=int, help="top configs re-measured at the end (default 5)")
+    p.add_argument("--finalists", type=int, help="top configs re-measured at the end (default 5; "
+                   "for hybrid knobs: the best settings checked on held-out cases in turn until "
+                   "one passes, default 2)")
     p.add_argument("--finalist-rounds", type=int, help="interleaved rounds of the finalists (default 3)")
     p.add_argument("--oracle", action="store_true",
                    help="also search the best per-request split of every case (regret)")

@@ -13,7 +13,7 @@ import sys
 USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shape", "page_size",
         "dtype", "q_len", "num_qo_heads", "num_kv_heads", "head_dim", "backend", "device_model",
         "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress", "validate",
-        "finalist_rounds"}
+        "finalist_rounds", "finalists"}
 
 
 def wants_hybrid(args: argparse.Namespace) -> bool:
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
                                   seed=g("seed", 0), out=g("out", DEFAULT_RESULTS_DIR),
                                   progress=not g("no_progress", False), study=args.study,
                                   validate=tuple(g("validate", ()) or ()),
-                                  finalist_rounds=g("finalist_rounds", 3))
+                                  finalist_rounds=g("finalist_rounds", 3),
+                                  finalists=g("finalists", 2))
     doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
     print(f"hybrid heuristic: {doc['path']}")
     for b in doc["buckets"]:

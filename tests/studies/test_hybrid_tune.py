@@ -107,6 +107,38 @@ def test_a_winner_that_fails_held_out_defers_to_serial(tmp_path, monkeypatch):
     assert plan.schedule == "serial"
 
 
+def test_the_next_best_setting_ships_when_the_winner_fails(tmp_path, monkeypatch):
+    """The winner fails its held-out check; the second-best distinct setting of the training
+    passes it and ships (finalist_rank 1); every candidate tried is listed under `checked`."""
+    from kvtune.studies import hybrid_validation
+
+    real = hybrid_validation.validate_bucket
+    seen = []
+
+    def first_fails(runner, cases, tuned, serial, recorder, **kw):
+        out = real(runner, cases, tuned, serial, recorder, **kw)
+        first = kw["bucket"] not in seen  # the first candidate checked in this bucket
+        seen.append(kw["bucket"])
+        if first:
+            return {**out, "deferred": True, "reason": "tuned is 1.030x the default's latency"}
+        return out
+
+    monkeypatch.setattr(hybrid_validation, "validate_bucket", first_fails)
+    doc = run_hybrid_tune(_settings(tmp_path, trials=6, validate=("hybrid-holdout",)))
+    assert doc["buckets"] and not doc["deferred_buckets"]
+    for b in doc["buckets"]:
+        assert b["finalist_rank"] == 1 and len(b["checked"]) == 2
+        first, second = b["checked"]
+        assert first["deferred"] and not second["deferred"]
+        assert first["params"] != second["params"] == b["params"]
+        assert first["score_vs_serial"] <= second["score_vs_serial"] == b["score_vs_serial"] < 1
+    # --finalists 1: the winner alone is checked, so every bucket defers.
+    seen.clear()
+    doc = run_hybrid_tune(_settings(tmp_path / "one", trials=6, validate=("hybrid-holdout",),
+                                    finalists=1))
+    assert not doc["buckets"] and all(len(b["checked"]) == 1 for b in doc["deferred_buckets"])
+
+
 def test_validation_cases_and_the_defer_rule():
     from kvtune.studies.hybrid_validation import validate_bucket, validation_cases
     from kvtune.workloads.suites import get_suite

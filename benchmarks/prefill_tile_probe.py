@@ -22,7 +22,6 @@ hybrid_config's prefill entries (docs/KERNEL_NOTES.md).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -31,17 +30,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_hybrid import (  # noqa: E402  (data, check and timers of the hybrid benchmark)
+from bench_hybrid import (  # noqa: E402  (data and timers of the hybrid benchmark)
     BatchData,
     EventTimer,
     WallTimer,
-    checked,
     copy_bandwidth,
     time_flashinfer,
 )
+from hybrid_overlap_probe import run_variant  # noqa: E402  (plan, override, check, time)
 
 from kvtune.kernels import policies  # noqa: E402
-from kvtune.kernels.hybrid import prepare_hybrid, run_hybrid  # noqa: E402
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 from kvtune.workloads.batch import AttentionBatch  # noqa: E402
 
@@ -63,29 +61,15 @@ DRY_BATCHES = ((40, 50),)
 
 
 def run_tile(data: BatchData, spec, timer, block_m: int, overrides: dict) -> dict:
-    b = data.batch
-    plan = policies.get("hybrid-serial", prefill_block_m=block_m).plan_hybrid(
-        b.q_lens, b.kv_lens, b.shape, spec)
-    try:
-        launch = prepare_hybrid(plan, data.cache, b.q_lens)
-        if overrides:
-            launch = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
-                                                                            **overrides))
-    except Exception as exc:  # noqa: BLE001 - recorded, never timed
-        return {"ok": False, "message": f"{type(exc).__name__}: {str(exc)[:200]}"}
-
-    def run_into_nan():
-        return run_hybrid(launch, data.q, data.cache, out=torch.full_like(data.q, float("nan")))
-
-    ok, err, msg = checked(run_into_nan, data.ref)
-    cfg = launch.config
-    row = {"ok": ok, "rel_error": err, "message": msg, "prefill_block_m": block_m,
-           "block_np": cfg.block_np, "prefill_warps": cfg.prefill_warps,
-           "prefill_stages": cfg.prefill_stages, "tasks": plan.num_prefill_tasks}
-    if ok:
-        out = torch.empty_like(data.q)
-        row.update(timer(lambda: run_hybrid(launch, data.q, data.cache, out=out)))
-        row["tflops"] = b.causal_flops / (row["median_us"] * 1e-6) / 1e12
+    """One tile configuration through the overlap probe's run_variant (plan, config overrides,
+    check against the reference, time), with the tile's settings and TFLOP/s added."""
+    row = run_variant(data, spec, timer, policies.get("hybrid-serial", prefill_block_m=block_m),
+                      overrides)
+    cfg = row["config"]
+    row.update(block_np=cfg["block_np"], prefill_warps=cfg["prefill_warps"],
+               prefill_stages=cfg["prefill_stages"])
+    if row["ok"]:
+        row["tflops"] = data.batch.causal_flops / (row["median_us"] * 1e-6) / 1e12
     return row
 
 

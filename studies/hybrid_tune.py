@@ -131,16 +131,6 @@ def start_points(bucket_cases, device) -> list[dict]:
             pod_start_point(bucket_cases, device)]
 
 
-class _Rows:
-    """RowRecorder-compatible sink for the search's rows (phase, bucket, trial columns)."""
-
-    def __init__(self, recorder, study: str) -> None:
-        self.recorder, self.study = recorder, study
-
-    def add(self, row, phase: str, bucket: str, trial: int = -1) -> None:
-        self.recorder.add(row, phase=phase, study=self.study, bucket=bucket, trial=trial)
-
-
 def bucket_name(key) -> str:
     """"decodes 17-64, prefill 1025-4096" style label of a bucket key."""
     return f"decodes {key[0]}-{key[1]}, prefill {key[2]}-{key[3]}"
@@ -189,7 +179,6 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
                 "space": SPACE}
     writer = RunWriter.create(settings.out, manifest, kind="tune")
     recorder = RowRecorder(writer.root)
-    rows = _Rows(recorder, settings.study)
     runner = Runner(opened.backend, opened.device, opened.ceiling_bytes_per_s,
                     run_id=writer.run_id)
     serial_policy = policies.get(BASELINE)
@@ -197,8 +186,8 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     shipped, deferred = [], []
     try:
         for key in sorted(groups):
-            entry = _search_bucket(key, groups[key], runner, rows, serial_policy, opened.device,
-                                   settings, optuna)
+            entry = _search_bucket(key, groups[key], runner, recorder, serial_policy,
+                                   opened.device, settings, optuna)
             verdict = _check_bucket(entry, held_groups.get(key), groups[key], runner,
                                     serial_policy, recorder, settings)
             recorder.flush()
@@ -269,7 +258,7 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
     return f"defers to serial ({entry['reason']})"
 
 
-def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, settings,
+def _search_bucket(key, bucket_cases, runner, recorder, serial_policy, device, settings,
                    optuna) -> dict:
     """One bucket's search on its training cases: serial measured once per case, then the
     start points and the sampler's trials scored as geomean(latency / serial latency)."""
@@ -279,7 +268,7 @@ def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, setti
     serial = {}
     for c in bucket_cases:
         row, _ = runner.measure_one(c, serial_policy)
-        rows.add(row, "baseline", name)
+        recorder.add(row, phase="baseline", study=settings.study, bucket=name)
         serial[c.case_id] = row["latency_us"] if row["status"] == "ok" else math.nan
     trial_no = [-1]
 
@@ -288,7 +277,8 @@ def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, setti
         ratios = []
         for c in bucket_cases:
             row, _ = runner.measure_one(c, pol)
-            rows.add(row, "trial", name, trial_no[0])
+            recorder.add(row, phase="trial", study=settings.study, bucket=name,
+                         trial=trial_no[0])
             if row["status"] != "ok":
                 return math.inf
             ratios.append(row["latency_us"] / serial[c.case_id])
@@ -307,7 +297,7 @@ def _search_bucket(key, bucket_cases, runner, rows, serial_policy, device, setti
 
     # Rows reach the disk after every trial: a run killed mid-bucket keeps what it measured.
     study.optimize(objective, n_trials=max(settings.trials, len(starts)),
-                   show_progress_bar=False, callbacks=[lambda *_: rows.recorder.flush()])
+                   show_progress_bar=False, callbacks=[recorder.on_trial])
     pod = study.trials[len(starts) - 1]
     ranked = ranked_candidates(study.trials)
     return {"min_decodes": key[0], "max_decodes": key[1], "min_prefill_tokens": key[2],

@@ -76,6 +76,7 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "P_DTYPE": tl.float16 if kv_type == "fp8" else p_dtype, "KV_FP8": kv_type == "fp8",
         "Q_TO_FP16": kv_type == "fp8" and q_type == "bf16",
         "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True, "WARP_SPLIT": cfg.warp_split,
+        "V_PAIRS": cfg.v_pairs and kv_type == "fp8",
     }
     signature = {name: args.get(name, "constexpr") for name in fn.arg_names}
     # What the JIT's specialisation would say on a GPU: torch allocations are 16-byte aligned,

@@ -159,6 +159,66 @@ def _load_e4m3_as_f16(ptr, row, valid, kv_head_off, HEAD_DIM: tl.constexpr, BLOC
 
 
 @triton.jit
+def _e4m3_pairs_to_f16(x, ASM: tl.constexpr):
+    """Two fp16 tensors of `x`'s shape from int16 `x` holding two e4m3 codes each (little endian:
+    the low byte is the element at the even head_dim index 2j, the high byte the odd one, 2j+1):
+    (even, odd), the exact fp16 values. ASM: per two int16 (pack=2, which in the P.V product's
+    operand layout are the same column of two consecutive tokens) one `prmt` gathers the two low
+    bytes and the two high bytes, and two `cvt.rn.f16x2.e4m3x2` widen them: 1.5 instructions per
+    two elements, no byte-wide shared-memory load; otherwise (the interpreter) a byte extract and
+    Triton's e4m3 -> fp16 cast, the same values."""
+    if ASM:
+        even, odd = tl.inline_asm_elementwise(
+            "{ .reg .b32 t; .reg .b16 lo, hi;\n"
+            "prmt.b32 t, $2, 0, 0x3120;\n"
+            "mov.b32 {lo, hi}, t;\n"
+            "cvt.rn.f16x2.e4m3x2 $0, lo;\n"
+            "cvt.rn.f16x2.e4m3x2 $1, hi; }",
+            "=r,=r,r", [x], dtype=(tl.float16, tl.float16), is_pure=True, pack=2)
+    else:
+        code = x.to(tl.int32) & 0xFFFF
+        even = _e4m3_byte_to_f16(code & 0xFF)
+        odd = _e4m3_byte_to_f16(code >> 8)
+    return even, odd
+
+
+@triton.jit
+def _load_e4m3_pairs(ptr, row, valid, kv_head_off, HEAD_DIM: tl.constexpr):
+    """The [BLOCK_N, HEAD_DIM / 2] int16 tile of e4m3 element pairs (2j, 2j + 1) at `ptr + row[:,
+    None] + kv_head_off + d`. Read as 16-bit elements, the tile reaches the P.V product's operand
+    layout through the 16-bit path (ldmatrix.trans from shared memory) instead of one byte-wide
+    shared load per element; _e4m3_pairs_to_f16 then splits each pair in registers. Masked tokens
+    read 0 (+0.0 in e4m3)."""
+    ptr16 = ptr.to(tl.pointer_type(tl.int16), bitcast=True)
+    # row + kv_head_off is a multiple of HEAD_DIM >= 64 elements (see _load_e4m3_as_f16), so each
+    # token's first pair is 16-byte aligned.
+    base = tl.multiple_of((row + kv_head_off) // 2, 8)
+    offs_j = tl.arange(0, HEAD_DIM // 2)
+    return tl.load(ptr16 + base[:, None] + offs_j[None, :], mask=valid[:, None], other=0)
+
+
+@triton.jit
+def _online_softmax_step_pairs(q, k, v_pairs, valid, m_i, l_i, acc_even, acc_odd,
+                               qk_scale_log2, ASM: tl.constexpr):
+    """`_online_softmax_step` for e4m3 V read as element pairs (fp8 caches, fp16 products):
+    the P.V product runs as two products over the even and the odd head_dim columns, into
+    acc_even and acc_odd [G_PAD, HEAD_DIM / 2] float32 (interleaved once per task). The same
+    roundings as the plain step: K and V widened exactly, P rounded to fp16."""
+    k = k.to(tl.float16)
+    s = tl.dot(q, tl.trans(k)) * qk_scale_log2
+    s = tl.where(valid[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    p_in = p.to(tl.float16)
+    v_even, v_odd = _e4m3_pairs_to_f16(v_pairs, ASM)
+    acc_even = acc_even * alpha[:, None] + tl.dot(p_in, v_even)
+    acc_odd = acc_odd * alpha[:, None] + tl.dot(p_in, v_odd)
+    return m_new, l_i, acc_even, acc_odd
+
+
+@triton.jit
 def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
                          DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                          P_DTYPE: tl.constexpr):
@@ -223,7 +283,7 @@ def _attend_kernel(
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
     Q_TO_FP16: tl.constexpr, V_WIDE: tl.constexpr, ASM: tl.constexpr,
-    WARP_SPLIT: tl.constexpr,
+    WARP_SPLIT: tl.constexpr, V_PAIRS: tl.constexpr,
 ):
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
@@ -344,6 +404,25 @@ def _attend_kernel(
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
                 k, v, valid = k_next, v_next, valid_next
                 tok_next, valid_next = tok_after, valid_after
+        elif PAGE_AHEAD and V_PAIRS:
+            # fp8 pages, V read as int16 element pairs (KernelConfig.v_pairs): page ids one block
+            # ahead as below; the P.V product runs on the even and the odd head_dim columns.
+            page_cur = _page_ids(page_indices_ptr, page_base, kv_lo + offs_n, kv_hi, PAGE_SIZE)
+            acc_even = tl.zeros([G_PAD, HEAD_DIM // 2], dtype=tl.float32)
+            acc_odd = tl.zeros([G_PAD, HEAD_DIM // 2], dtype=tl.float32)
+            for n0 in range(kv_lo, kv_hi, BLOCK_N):
+                tok = n0 + offs_n
+                valid = tok < kv_hi
+                row = _token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                k = tl.load(k_ptr + row[:, None] + kv_head_off + offs_d[None, :],
+                            mask=valid[:, None], other=0.0)
+                v_pairs = _load_e4m3_pairs(v_ptr, row, valid, kv_head_off, HEAD_DIM)
+                page_cur = _page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi,
+                                     PAGE_SIZE)
+                m_i, l_i, acc_even, acc_odd = _online_softmax_step_pairs(
+                    q, k, v_pairs, valid, m_i, l_i, acc_even, acc_odd, score_scale, ASM)
+            # Column 2j from acc_even[:, j], 2j + 1 from acc_odd[:, j].
+            acc = tl.reshape(tl.join(acc_even, acc_odd), (G_PAD, HEAD_DIM))
         elif PAGE_AHEAD:
             # Page ids one block ahead (loop-carried), K/V through plain loads: the K/V addresses
             # of a step no longer wait on a load of the same step, which lets Triton's
@@ -476,11 +555,15 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
         raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
                          "start on a 4-byte boundary")
-    if config.v_widen and cache.is_fp8 and device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        if (major, minor) < (8, 9):  # the inline asm's cvt.rn.f16x2.e4m3x2
-            raise ValueError(f"config.v_widen: {config.label()} needs sm_89 or newer; this GPU "
-                             f"is sm_{major}{minor}")
+    if config.v_pairs and cache.is_fp8 and cache.v_pages.data_ptr() % 2:
+        raise ValueError(f"config.v_pairs: {config.label()} reads V as int16 pairs; v_pages must "
+                         "start on a 2-byte boundary")
+    for flag in ("v_widen", "v_pairs"):
+        if getattr(config, flag) and cache.is_fp8 and device.type == "cuda":
+            major, minor = torch.cuda.get_device_capability(device)
+            if (major, minor) < (8, 9):  # the inline asm's cvt.rn.f16x2.e4m3x2
+                raise ValueError(f"config.{flag}: {config.label()} needs sm_89 or newer; this "
+                                 f"GPU is sm_{major}{minor}")
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
@@ -554,6 +637,7 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         P_DTYPE=_TL_DTYPES[p_dtype], KV_FP8=cache.is_fp8,
         Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
         V_WIDE=cfg.v_widen and cache.is_fp8, ASM=not INTERPRETED, WARP_SPLIT=cfg.warp_split,
+        V_PAIRS=cfg.v_pairs and fp16_products,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
     )

@@ -65,6 +65,12 @@ class KernelConfig:
         slices with one online softmax each (batched products, the warps on the slice axis),
         merged once per task, so no warp waits on another's row max inside the loop
         (block_n / warp_split >= 16; page ids one block ahead; not with prefetch or v_widen).
+    v_pairs: fp8 caches only (ignored for 16-bit ones; needs page_ahead, not with prefetch,
+        v_widen or warp_split): read V as int16 pairs of e4m3 elements, so the P.V product's
+        operand reaches registers through the 16-bit transposing load instead of one byte-wide
+        shared-memory load per element, and split each pair in registers (one byte permute and
+        two packed conversions per four elements) into an even-column and an odd-column product
+        (label -vp; docs/KERNEL_NOTES.md "FP8 V as element pairs").
     max_registers: None, or a per-thread register cap 64..255 passed to the compiler (Triton's
         maxnreg): fewer registers per thread can fit one more program per SM, at the price of
         spills (label -rN).
@@ -78,6 +84,7 @@ class KernelConfig:
     v_widen: bool = False
     warp_split: int = 1
     max_registers: int | None = None
+    v_pairs: bool = False
 
     def __post_init__(self) -> None:
         if self.block_n not in (16, 32, 64, 128, 256):
@@ -96,27 +103,33 @@ class KernelConfig:
                              "64..255 or None")
         if self.warp_split > 1 and (self.prefetch or self.v_widen):
             raise ValueError("warp_split: allowed only without prefetch and v_widen")
+        if self.v_pairs and (not self.page_ahead or self.prefetch or self.v_widen
+                             or self.warp_split > 1):
+            raise ValueError("v_pairs: allowed only with page_ahead, and without prefetch, "
+                             "v_widen and warp_split")
 
     @classmethod
     def from_label(cls, label: str) -> "KernelConfig":
         """The configuration a `label()` names: bn128-w4-s3-pa -> KernelConfig(128, 4, 3,
         page_ahead=True); ValueError (naming the form) for anything else."""
-        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw)*)(?:-ws(\d))?(?:-r(\d+))?",
+        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw|-vp)*)(?:-ws(\d))?(?:-r(\d+))?",
                          label)
         if not m:
             raise ValueError(f"config: {label!r} not a label like bn128-w4-s3-pa "
-                             "(suffixes -pf, -pa, -vw, -ws4, -r168)")
+                             "(suffixes -pf, -pa, -vw, -vp, -ws4, -r168)")
         return cls(int(m[1]), int(m[2]), int(m[3]), prefetch="-pf" in m[4],
                    page_ahead="-pa" in m[4], v_widen="-vw" in m[4],
-                   warp_split=int(m[5] or 1), max_registers=int(m[6]) if m[6] else None)
+                   warp_split=int(m[5] or 1), max_registers=int(m[6]) if m[6] else None,
+                   v_pairs="-vp" in m[4])
 
     def label(self) -> str:
         """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch, -pa for the page
-        ids one block ahead, -vw for fp8 V widened before the product, -ws4 for 4 token
+        ids one block ahead, -vw for fp8 V widened before the product, -vp for fp8 V read as
+        element pairs, -ws4 for 4 token
         slices per step, -r168 for a register cap)."""
         return (f"bn{self.block_n}-w{self.num_warps}-s{self.num_stages}"
                 + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else "")
-                + ("-vw" if self.v_widen else "")
+                + ("-vw" if self.v_widen else "") + ("-vp" if self.v_pairs else "")
                 + (f"-ws{self.warp_split}" if self.warp_split > 1 else "")
                 + (f"-r{self.max_registers}" if self.max_registers else ""))
 

@@ -296,3 +296,112 @@ def test_widened_v_refuses_v_pages_off_a_4_byte_boundary():
     with pytest.raises(ValueError, match="config.v_widen: bn16-w4-s3-pa-vw reads V as int32"):
         prepare_decode(plan, moved, config=config)
     prepare_decode(plan, moved, config=dataclasses.replace(config, v_widen=False))  # plain: fine
+
+
+# --- fp8 V read as element pairs (KernelConfig.v_pairs, label -vp) ----------------------------
+
+
+@triton.jit
+def _pairs_tile_kernel(src, dst, n_valid, kv_head_off, stride_tok, HEAD_DIM: tl.constexpr,
+                       BLOCK_N: tl.constexpr):
+    tok = tl.arange(0, BLOCK_N)
+    row = tok.to(tl.int64) * stride_tok
+    pairs = decode_module._load_e4m3_pairs(src, row, tok < n_valid, kv_head_off, HEAD_DIM)
+    even, odd = decode_module._e4m3_pairs_to_f16(pairs, False)
+    tile = tl.reshape(tl.join(even, odd), (BLOCK_N, HEAD_DIM))  # the kernel's interleave
+    tl.store(dst + tok[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], tile)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_v_pairs_split_and_interleave_are_torchs_e4m3_to_fp16_on_all_256_codes(head_dim):
+    # The interpreter branch of the pair split, and the join/reshape the kernel uses to put the
+    # even and odd columns back: low byte of int16 j is element 2j, high byte element 2j + 1.
+    # All 256 codes at both byte positions (the second copy is reversed), the second KV head
+    # read (the int16 offset arithmetic), NaN planted in the head not read.
+    codes = torch.arange(256, dtype=torch.uint8)
+    n_tok = 512 // head_dim
+    head1 = torch.cat([codes, codes.flip(0)]).reshape(n_tok, head_dim)
+    pool = torch.zeros(n_tok, 2, head_dim, dtype=torch.uint8)
+    pool[:, 0] = 0x7F
+    pool[:, 1] = head1
+    pool = pool.view(torch.float8_e4m3fn)
+    want = pool[:, 1].to(torch.float16)
+    out = torch.full((n_tok, head_dim), 3.0, dtype=torch.float16)
+    _pairs_tile_kernel[(1,)](pool, out, n_tok, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
+                             BLOCK_N=n_tok)
+    assert torch.equal(_f16_bits_or_nan(out), _f16_bits_or_nan(want))
+    assert int(torch.isnan(out).sum()) == 4
+    masked = torch.full_like(out, 3.0)
+    _pairs_tile_kernel[(1,)](pool, masked, 1, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
+                             BLOCK_N=n_tok)
+    assert torch.equal(_f16_bits_or_nan(masked[:1]), _f16_bits_or_nan(want[:1]))
+    assert torch.equal(masked[1:].view(torch.int16), torch.zeros_like(masked[1:], dtype=torch.int16))
+
+
+# (head_dim, G, page size, config, query type): the page-ahead loop with V pairs, G 1..16,
+# token-granular and 16-token pages, both query types of the fp16-product path.
+PAIR_CASES = [
+    (64, 1, 1, KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True), torch.bfloat16),
+    (64, 16, 16, KernelConfig(32, 4, 2, page_ahead=True, v_pairs=True), torch.float16),
+    (128, 3, 16, KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True), torch.bfloat16),
+    (128, 8, 1, KernelConfig(32, 4, 4, page_ahead=True, v_pairs=True), torch.float16),
+    (256, 5, 16, KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True), torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("head_dim,group,page_size,config,q_dtype", PAIR_CASES,
+                         ids=lambda c: c.label() if isinstance(c, KernelConfig) else str(c))
+def test_v_pairs_match_the_dequantised_reference_and_the_plain_fp8_path(head_dim, group,
+                                                                       page_size, config, q_dtype):
+    shape = AttentionShape(num_qo_heads=2 * group, num_kv_heads=2, head_dim=head_dim,
+                           page_size=page_size, kv_dtype="fp8_e4m3")
+    kv = [1, 19, 40]
+    cache, q = fp8_inputs(kv, q_dtype, shape=shape)
+    ref = decode_reference(q, cache)
+    bound = rounding_bound(q, cache, ref, UNIT_ROUNDOFF[q_dtype])
+    plain = dataclasses.replace(config, v_pairs=False)
+    for chunk in (16, 32, 64):  # 1-3 splits per request, and no split
+        plan = build_plan(kv, chunk, num_kv_heads=2, page_size=page_size)
+        out, _ = run_poisoned(q, cache, plan, config)
+        assert not torch.isnan(out).any()
+        err = relative_error(out, ref)
+        assert err <= bound, f"chunk {chunk}: rel error {err:.3e} above {bound:.3e}"
+        # Each output column is the same sum over the same tokens of the same fp16 products as
+        # on the plain path (only the columns' grouping into products differs).
+        out_plain, _ = run_poisoned(q, cache, plan, plain)
+        assert torch.equal(out, out_plain), f"chunk {chunk}: differs from {plain.label()}"
+
+
+def test_v_pairs_are_batch_invariant_and_ignored_for_16_bit_caches():
+    config = KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True)
+    kv_small, kv_large, cache_s, cache_l, q_l = _small_batch_inside_a_large_one(torch.bfloat16)
+    plan_s = build_plan(kv_small, 8, num_kv_heads=2, page_size=4)
+    plan_l = build_plan(kv_large, 8, num_kv_heads=2, page_size=4)
+    out_s = decode(q_l[: len(kv_small)].clone(), cache_s, plan_s, config=config)
+    out_l = decode(q_l, cache_l, plan_l, config=config)
+    assert torch.equal(out_s, out_l[: len(kv_small)])
+    shape16 = dataclasses.replace(FP8, dtype="fp16", kv_dtype="fp16")
+    cache16 = PagedKVCache.from_lengths(kv_small, shape16, dtype=torch.float16, seed=fresh_seed())
+    q16 = make_queries(2, shape16, dtype=torch.float16, seed=fresh_seed())
+    assert torch.equal(decode(q16, cache16, plan_s, config=config),
+                       decode(q16, cache16, plan_s, config=dataclasses.replace(config,
+                                                                               v_pairs=False)))
+
+
+def test_v_pairs_config_rules_and_odd_v_pages_refused():
+    assert KernelConfig.from_label("bn128-w4-s3-pa-vp") == KernelConfig(128, 4, 3, page_ahead=True,
+                                                                         v_pairs=True)
+    assert KernelConfig(64, 4, 4, page_ahead=True, v_pairs=True).label() == "bn64-w4-s4-pa-vp"
+    for bad in ({"page_ahead": False}, {"prefetch": True}, {"v_widen": True},
+                {"warp_split": 2}):
+        with pytest.raises(ValueError, match="v_pairs: allowed only with page_ahead"):
+            KernelConfig(64, 4, 3, **{"page_ahead": True, **bad}, v_pairs=True)
+    cache, _ = fp8_inputs([5, 9], torch.bfloat16)
+    plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
+    flat = torch.empty(cache.v_pages.numel() + 1, dtype=cache.v_pages.dtype)
+    shifted = flat[1:].view(cache.v_pages.shape)
+    shifted.copy_(cache.v_pages)
+    moved = dataclasses.replace(cache, v_pages=shifted)
+    config = KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True)
+    with pytest.raises(ValueError, match="config.v_pairs: bn16-w4-s3-pa-vp reads V as int16"):
+        prepare_decode(plan, moved, config=config)

@@ -240,9 +240,13 @@ def section_check(log, kv_only: str | None = None) -> list[dict]:
                               group_size=hq // hkv)
         cfg = (KernelConfig(base.block_n, base.num_warps, 1, prefetch=True) if prefetch
                else base)
-        # fp8 caches: also with V widened before the product (-vw: int32 loads, inline-asm
-        # conversion), which only the compiled kernel runs.
-        configs = [cfg, replace(cfg, v_widen=True)] if cache.is_fp8 else [cfg]
+        # fp8 caches: the table's configuration (V read as element pairs, -vp, where it is
+        # page-ahead) and the plain loop; with V widened (-vw) too. The inline asm of -vp and -vw
+        # runs only in the compiled kernel.
+        configs = [cfg]
+        if cache.is_fp8:
+            plain = replace(cfg, v_pairs=False)
+            configs = [cfg, replace(plain, v_widen=True)] + ([plain] if cfg.v_pairs else [])
         for cfg, sched in itertools.product(configs, schedules):
             for chunk in (page, 4 * page * 16, 1 << 20):
                 plan = build_plan(kv, chunk, num_kv_heads=hkv, page_size=page, schedule=sched,
@@ -291,7 +295,8 @@ def _batch_invariance(kv_dtype: str, rng, schedules, log) -> list[dict]:
     q_b = make_queries(len(kv_b), shape, device="cuda", seed=4)
     q_a = q_b[: len(kv_a)].clone()
     res = []
-    # fp8: the table's configuration and the same with V widened before the product (-vw).
+    # fp8: the table's configuration (-vp) and the same loop with V widened before the product
+    # (-vw) instead.
     widen = (False, True) if kv_dtype == "fp8_e4m3" else (False,)
     for sched, vw in itertools.product(schedules, widen):
         plan_a = build_plan(kv_a, 2048, num_kv_heads=8, page_size=16, schedule=sched, grid_size=50)
@@ -300,7 +305,7 @@ def _batch_invariance(kv_dtype: str, rng, schedules, log) -> list[dict]:
         if vw:
             cfg = replace(default_config(shape.head_dim, cache_a.kv_dtype, 16, plan_a.ctas_per_sm,
                                          num_kv_heads=8, group_size=shape.group_size),
-                          v_widen=True)
+                          v_widen=True, v_pairs=False)
         o_a = run_decode(prepare_decode(plan_a, cache_a, config=cfg), q_a, cache_a)
         o_b = run_decode(prepare_decode(plan_b, cache_b, config=cfg), q_b, cache_b)
         same = bool(torch.equal(o_a, o_b[: len(kv_a)]))

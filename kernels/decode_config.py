@@ -142,6 +142,10 @@ def _pa(block_n, warps, stages) -> KernelConfig:
     return KernelConfig(block_n, warps, stages, page_ahead=True)
 
 
+def _vp(block_n, warps, stages) -> KernelConfig:
+    return KernelConfig(block_n, warps, stages, page_ahead=True, v_pairs=True)
+
+
 def _ws(block_n, warps, stages, split) -> KernelConfig:
     """Page-ahead with `split` token slices per step, one online softmax each (label -wsN)."""
     return KernelConfig(block_n, warps, stages, page_ahead=True, warp_split=split)
@@ -198,8 +202,15 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 #   shape matrix of 12:22 UTC ran it at 89.8-103.2 us on uniform llama3-70b-tp8 batches (where
 #   bn128-w4-s3-pa ran 48.3-50.4 in the 12:19 call), so it is not in the table until that is
 #   understood.
-_MANY_8 = {64: _pa(128, 4, 3), 128: _pa(128, 4, 3), 256: _pa(64, 4, 3)}
-_ONE_8 = {64: _pa(128, 4, 4), 128: _pa(128, 4, 3), 256: _pa(64, 4, 4)}
+# Tenth session: V read as element pairs (-vp; docs/KERNEL_NOTES.md "FP8 V as element pairs").
+#   Local sm_90 compiles (triton 3.6), head_dim 128 G = 4: bn128-w4-s3-pa 234 registers and 2,944
+#   SASS instructions (128 LDS.U8) -> -vp 200 and 1,936 (no byte loads); bn64-w4-s4-pa-vp 128
+#   registers and 54 KB of shared memory (4 programs of 4 warps per SM, where the plain entry fits
+#   2); bn128-w8-s3-pa-vp 128 registers x 256 threads. head_dim 64 / 256: the entries' -vp twins
+#   need 148 / 168 registers (was 168 / 207). Entries below are set from these counts and are
+#   re-decided by the H200 sweep of this session (docs/PERFORMANCE.md "Tenth session").
+_MANY_8 = {64: _vp(128, 4, 3), 128: _vp(64, 4, 4), 256: _vp(64, 4, 3)}
+_ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 8, 3), 256: _vp(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
 SMALL_PAGE = 16
@@ -245,6 +256,9 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 # The fp8 -vw variants are dropped from the sweep: in the H200 sweeps of the third session and
 #   again in the 17:40 call (bn128-w4-s3-pa-vw 239.2 us vs 224.7 for bn128-w4-s3-pa, llama3-8b
 #   uniform B=64 fixed-2048) they never beat the plain ones.
+# fp8 (tenth session): the -vp variants, the previous entries' plain loops as the baseline, and
+#   the one warp-split variant that won a case (bn64-w2-s4-pa-ws2); the other plain fp8 variants
+#   lost to these in every earlier sweep and are dropped.
 # bn64-w4-s3-pa and bn128-w8-s2-pa are back (seventh session) as the SHALLOW_TWIN of the 16-bit
 #   head_dim-128 entries, which prepare_decode takes by wave fill.
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
@@ -255,12 +269,13 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
                _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
                _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3)),
-    (64, 1): (_pa(128, 4, 4), _pa(128, 4, 3), _c(256, 8, 2), _pa(256, 8, 3),
-              _ws(128, 4, 3, 4), _ws(128, 4, 4, 4), _ws(256, 8, 2, 8), _ws(128, 2, 4, 2)),
-    (128, 1): (_c(128, 4, 2), _pa(128, 4, 3), _pa(128, 4, 4), _pa(128, 8, 3), _pa(64, 4, 4),
-               _ws(128, 4, 2, 4), _ws(128, 4, 3, 4), _ws(64, 4, 4, 4), _ws(64, 2, 4, 2),
-               _ws(128, 2, 3, 2), _ws(256, 8, 2, 8)),
-    (256, 1): (_pa(32, 4, 4), _pa(64, 4, 4), _pa(64, 4, 3), _c(64, 4, 2)),
+    (64, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(128, 8, 3), _vp(64, 4, 4),
+              _vp(256, 8, 3), _ws(128, 4, 3, 4)),
+    (128, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(64, 4, 4), _vp(64, 4, 3),
+               _vp(128, 8, 3), _vp(128, 8, 4), _vp(256, 8, 3), _vp(64, 2, 4), _vp(64, 8, 4),
+               _ws(64, 2, 4, 2)),
+    (256, 1): (_pa(64, 4, 3), _vp(64, 4, 3), _vp(64, 4, 4), _vp(32, 4, 4), _vp(64, 8, 3),
+               _vp(128, 8, 3)),
 }
 
 

@@ -207,10 +207,18 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 #   SASS instructions (128 LDS.U8) -> -vp 200 and 1,936 (no byte loads); bn64-w4-s4-pa-vp 128
 #   registers and 54 KB of shared memory (4 programs of 4 warps per SM, where the plain entry fits
 #   2); bn128-w8-s3-pa-vp 128 registers x 256 threads. head_dim 64 / 256: the entries' -vp twins
-#   need 148 / 168 registers (was 168 / 207). Entries below are set from these counts and are
-#   re-decided by the H200 sweep of this session (docs/PERFORMANCE.md "Tenth session").
-_MANY_8 = {64: _vp(128, 4, 3), 128: _vp(64, 4, 4), 256: _vp(64, 4, 3)}
-_ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 8, 3), 256: _vp(64, 4, 4)}
+#   need 148 / 168 registers (was 168 / 207).
+# H200 sweep of 01:05 UTC, 2026-11-27 (docs/PERFORMANCE.md "Tenth session", copy 4.305 TB/s; the
+#   plain entries in the same call): head_dim 128 "many" -> bn128-w4-s3-pa-vp (llama3-8b uniform
+#   B=64 fixed-2048 172.2 us, skew80 B=256 balanced-2x 232.1; plain 221.1 / 326.5; bn64-w4-s4-pa-vp
+#   165.9 / 284.0, bn64-w4-s3-pa-vp 160.5 / 281.8: better on the first, much worse on the
+#   second); "one-per-sm" -> bn128-w4-s3-pa-vp (llama3-70b-tp8 37.4 + 36.9 us; plain 50.1 + 49.4;
+#   bn128-w8-s3-pa-vp 44.2 + 42.4; bn256-w8-s3-pa-vp 33.8 + 49.6); head_dim 64 "many"
+#   bn128-w4-s3-pa-vp 122.0 (plain 139.7), head_dim 256 "many" bn64-w4-s3-pa-vp 293.1 (plain
+#   423.5, 0.85 of copy). The head_dim 64 / 256 "one-per-sm" entries are the -vp twins of the
+#   previous ones, not timed.
+_MANY_8 = {64: _vp(128, 4, 3), 128: _vp(128, 4, 3), 256: _vp(64, 4, 3)}
+_ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
 SMALL_PAGE = 16

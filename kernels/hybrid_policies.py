@@ -327,8 +327,11 @@ class HybridParametricPolicy(_HybridBase):
 
 
 # Buckets of a tuned hybrid heuristic (studies/hybrid_tune.py): decodes in the batch and prefill
-# tokens, inclusive ranges.
-DECODE_BUCKETS = ((0, 16), (17, 64), (65, 256), (257, 1 << 16))
+# tokens, inclusive ranges. A batch without a decode belongs to no bucket: its prefill has nothing
+# to share the SMs with, so the co-location knobs (64-row tiles, more CTAs per SM) can only cost
+# (tenth session: 0.80-0.91x of serial on prefill-only batches, docs/PERFORMANCE.md), and the
+# engine's own prefill launch runs it.
+DECODE_BUCKETS = ((1, 16), (17, 64), (65, 256), (257, 1 << 16))
 CHUNK_BUCKETS = ((0, 0), (1, 1024), (1025, 4096), (4097, 1 << 36))
 # 1.1: a bucket's schedule may be "colocated" (kvtune before 1.1 refuses such a bucket).
 # 1.2: `deferred_buckets` (buckets whose winner failed its held-out check; a reader of 1.1 sees
@@ -337,8 +340,11 @@ CHUNK_BUCKETS = ((0, 0), (1, 1024), (1025, 4096), (4097, 1 << 36))
 HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.2"
 
 
-def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, int]:
-    """(min_decodes, max_decodes, min_prefill_tokens, max_prefill_tokens) holding the batch."""
+def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, int] | None:
+    """(min_decodes, max_decodes, min_prefill_tokens, max_prefill_tokens) holding the batch, or
+    None for a batch without decodes (prefill only: no bucket, see DECODE_BUCKETS)."""
+    if num_decodes < 1:
+        return None
     d = next(b for b in DECODE_BUCKETS if b[0] <= num_decodes <= b[1])
     c = next(b for b in CHUNK_BUCKETS if b[0] <= prefill_tokens <= b[1])
     return (*d, *c)
@@ -349,7 +355,9 @@ class HybridTunedPolicy(_HybridBase):
     """hybrid-parametric with knobs per (decodes, prefill tokens) bucket, as `kvtune tune --suite
     hybrid` writes them (hybrid_heuristic.json). path: that file; a batch outside every shipped
     bucket of it (in a deferred bucket, or in none) is planned as the engine plans it:
-    `hybrid-serial` (prefill launch, then the decodes under FlashInfer's rule)."""
+    `hybrid-serial` (prefill launch, then the decodes under FlashInfer's rule). So is a batch
+    without a decode, whatever the file's ranges say (files before the tenth session had a
+    0-decode bucket edge; see DECODE_BUCKETS)."""
 
     path: str = ""
     name: ClassVar[str] = "hybrid-tuned"
@@ -366,7 +374,7 @@ class HybridTunedPolicy(_HybridBase):
         q, kv = check_lengths(q_lens, kv_lens)
         dec = int((q <= MAX_DECODE_Q_LEN).sum())
         pre = int(q[q > MAX_DECODE_Q_LEN].sum())
-        for (dlo, dhi, clo, chi), pol in (self._buckets() if self.path else []):
+        for (dlo, dhi, clo, chi), pol in (self._buckets() if self.path and dec else []):
             if dlo <= dec <= dhi and clo <= pre <= chi:
                 return pol.plan_hybrid(q, kv, shape, device)
         return HybridSerialPolicy().plan_hybrid(q, kv, shape, device)

@@ -694,8 +694,9 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
     min_tokens_per_cta, max_waves, max_splits and ctas_per_sm; a prefill tile's kv splits are
     max(1, min(64, cap_waves x slots // (tiles x H_kv))) with tiles = sum over prefill requests of
     ceil(q_len / (block_m // G)). Outside every bucket of `buckets` (a bucket that failed its
-    held-out check is listed under `deferred_buckets` instead, schema 1.2): deferred, the engine
-    keeps its own planner (kvtune itself then plans `hybrid-serial`).
+    held-out check is listed under `deferred_buckets` instead, schema 1.2), and for a batch
+    without a decode (prefill only: nothing to co-locate it with): deferred, the engine keeps its
+    own planner (kvtune itself then plans `hybrid-serial`).
     """
     if isinstance(heuristic, dict) and isinstance(heuristic.get("hybrid"), dict):
         # An export of schema 1.3 carries the hybrid buckets as its `hybrid` section.
@@ -720,7 +721,7 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
     _int("max_ctas_per_sm", occupancy, 1, 32)
     dec = np.flatnonzero(q <= MAX_DECODE_Q_LEN)
     prefill_tokens = int(q[q > MAX_DECODE_Q_LEN].sum())
-    for index, b in enumerate(heuristic.get("buckets", [])):
+    for index, b in enumerate(heuristic.get("buckets", []) if dec.size else []):
         if (b["min_decodes"] <= dec.size <= b["max_decodes"]
                 and b["min_prefill_tokens"] <= prefill_tokens <= b["max_prefill_tokens"]):
             break

@@ -161,6 +161,8 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     groups: dict[tuple, list] = {}
     for c in cases:
         groups.setdefault(bucket_key(c.batch.num_decodes, c.batch.prefill_tokens), []).append(c)
+    # Prefill-only cases have no bucket (DECODE_BUCKETS): the engine's prefill launch runs them.
+    prefill_only = groups.pop(None, [])
     held_groups: dict[tuple, list] = {}
     for c in held_runs:
         held_groups.setdefault(bucket_key(c.batch.num_decodes, c.batch.prefill_tokens),
@@ -169,6 +171,9 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
                           cold_l2=not m.warm_l2, stopping=m.stopping)
     print(f"kvtune tune (hybrid): {opened.notice}", file=sys.stderr)
     print(f"kvtune tune (hybrid): validation: {how}", file=sys.stderr)
+    if prefill_only:
+        print(f"kvtune tune (hybrid): {len(prefill_only)} prefill-only training cases are in no "
+              "bucket (planned as hybrid-serial) and are not searched", file=sys.stderr)
     manifest = {"kind": "tune-hybrid", "command": command, "study": settings.study,
                 "suite": suite.name, "cases": [c.to_dict() for c in suite.cases],
                 "validation_cases": [c.to_dict() for c in held], "validation_how": how,

@@ -153,3 +153,19 @@ def test_export_writes_the_hybrid_section_and_the_planner_reads_it(tmp_path, heu
     bad.write_text(json.dumps(broken))
     with pytest.raises(ValueError, match=r"hybrid: buckets\[0\]"):
         export.build_heuristic(result, now=FIXED_NOW, hybrid_path=str(bad))
+
+
+def test_a_prefill_only_batch_defers_even_inside_a_zero_decode_bucket(heuristic):
+    # BUCKETS[0] spans 0-64 decodes (files written before the tenth session started their first
+    # bucket at 0): a batch of prefill chunks alone still runs the engine's prefill launch in
+    # both planners, since there is nothing to co-locate it with.
+    doc, path = heuristic
+    q, kv = np.array([512, 1024]), np.array([4096, 9000])
+    assert tuned_planner.plan_hybrid(doc, q, kv, 132).deferred
+    plan = HybridTunedPolicy(path=path).plan_hybrid(q, kv, SHAPE, H200)
+    assert plan.notes.get("policy") == "hybrid-serial" and plan.schedule == "serial"
+    # One decode beside the same chunks: bucket 0's knobs again.
+    q1, kv1 = np.array([1, 512, 1024]), np.array([3000, 4096, 9000])
+    assert tuned_planner.plan_hybrid(doc, q1, kv1, 132).bucket_index == 0
+    assert HybridTunedPolicy(path=path).plan_hybrid(q1, kv1, SHAPE, H200).notes["policy"] == \
+        "hybrid-parametric"

@@ -17,6 +17,7 @@
 # direction (the CPU test does). GENERALISE_TIMER (default auto = CUPTI) is the GPU timer of the
 # tune and bench runs: `graph` replays each decode from a CUDA graph as serving engines do, which
 # keeps the host's launch of the merge kernel out of 20-40 us Triton decodes.
+# GENERALISE_QUIET_RETRIES sets the interference guard's retries (harness/stopping.py).
 # GENERALISE_KV_DTYPE (default: the query type) runs every tune and bench on that KV cache type,
 # e.g. fp8_e4m3: the study is then tuned on fp8 and judged on fp8.
 set -euo pipefail
@@ -48,7 +49,9 @@ t0=$(date +%s)
       bench_b=("--distribution azure-conv --batch-sizes 8,64 --seeds 100")
       measure=(--backend simulator --device-model h200)
     else
-      stop=min_samples=5,min_time_ms=5,max_noise=0.02,timeout_s=0.5
+      # GENERALISE_QUIET_RETRIES: the interference guard's retries per measurement (default 5;
+      # on a disturbed machine 1 keeps a run inside one device call).
+      stop=min_samples=5,min_time_ms=5,max_noise=0.02,timeout_s=0.5${GENERALISE_QUIET_RETRIES:+,quiet_retries=$GENERALISE_QUIET_RETRIES}
       # FlashInfer runs one chunk per batch: the search is one-dimensional (8 trials), then its
       # best chunk and the makespan candidates are re-measured. Triton: the five-knob search's
       # top two and the makespan candidates. FlashInfer's backend cannot run fa3's per-request

@@ -184,6 +184,26 @@ def test_bad_fp8_input_is_refused_naming_the_field():
         run_decode(launch, fp8_q, cache)
 
 
+def assert_matches_reference_and_plain(head_dim, group, page_size, config, plain, q_dtype):
+    """config's fp8 kernel within the rounding bound of the dequantised reference, and bit for
+    bit the same as `plain` (the same fp16 values in the same sums) for 1-3 splits per request
+    and none."""
+    shape = AttentionShape(num_qo_heads=2 * group, num_kv_heads=2, head_dim=head_dim,
+                           page_size=page_size, kv_dtype="fp8_e4m3")
+    kv = [1, 19, 40]
+    cache, q = fp8_inputs(kv, q_dtype, shape=shape)
+    ref = decode_reference(q, cache)
+    bound = rounding_bound(q, cache, ref, UNIT_ROUNDOFF[q_dtype])
+    for chunk in (16, 32, 64):
+        plan = build_plan(kv, chunk, num_kv_heads=2, page_size=page_size)
+        out, _ = run_poisoned(q, cache, plan, config)
+        assert not torch.isnan(out).any()
+        err = relative_error(out, ref)
+        assert err <= bound, f"chunk {chunk}: rel error {err:.3e} above {bound:.3e}"
+        out_plain, _ = run_poisoned(q, cache, plan, plain)
+        assert torch.equal(out, out_plain), f"chunk {chunk}: differs from {plain.label()}"
+
+
 # --- fp8 V widened before the product (KernelConfig.v_widen, label -vw) ---------------------
 
 
@@ -204,31 +224,37 @@ def _f16_bits_or_nan(x: torch.Tensor) -> torch.Tensor:
                        x.view(torch.int16))
 
 
+def assert_tile_kernel_widens_every_code(tile_kernel, head_dim):
+    """tile_kernel (src, dst, n_valid, kv_head_off, stride_tok, HEAD_DIM, BLOCK_N) must write the
+    [tokens, head_dim] fp16 tile that torch's widening of the same e4m3 bytes gives, element for
+    element, including -0, subnormals, 448 and the NaN codes: all 256 codes twice (once
+    reversed), two KV heads per token with the second one read (NaN planted in the first: any
+    misaddressed byte shows). Masked tokens read +0.0, as the fp8 loads' other=0.0."""
+    codes = torch.arange(256, dtype=torch.uint8)
+    n_tok = 512 // head_dim
+    head1 = torch.cat([codes, codes.flip(0)]).reshape(n_tok, head_dim)
+    pool = torch.zeros(n_tok, 2, head_dim, dtype=torch.uint8)
+    pool[:, 0] = 0x7F
+    pool[:, 1] = head1
+    pool = pool.view(torch.float8_e4m3fn)
+    want = pool[:, 1].to(torch.float16)
+    out = torch.full((n_tok, head_dim), 3.0, dtype=torch.float16)
+    tile_kernel[(1,)](pool, out, n_tok, head_dim, 2 * head_dim, HEAD_DIM=head_dim, BLOCK_N=n_tok)
+    assert torch.equal(_f16_bits_or_nan(out), _f16_bits_or_nan(want))
+    assert int(torch.isnan(out).sum()) == 4  # 0x7F and 0xFF, each twice
+    masked = torch.full_like(out, 3.0)
+    tile_kernel[(1,)](pool, masked, 1, head_dim, 2 * head_dim, HEAD_DIM=head_dim, BLOCK_N=n_tok)
+    assert torch.equal(_f16_bits_or_nan(masked[:1]), _f16_bits_or_nan(want[:1]))
+    assert torch.equal(masked[1:].view(torch.int16), torch.zeros_like(masked[1:], dtype=torch.int16))
+
+
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_widened_v_tile_is_torchs_e4m3_to_fp16_on_all_256_codes(head_dim):
     # The interpreter branch of _load_e4m3_as_f16: int32 words of 4 codes, byte k of word j is
     # element 4j + k; the rebuilt [tokens, head_dim] fp16 tile must be torch's widening of the
     # same bytes, element for element, including -0, subnormals, 448 and the NaN codes. Two
     # KV heads per token and the second one read: the int32 offset arithmetic is checked too.
-    codes = torch.arange(256, dtype=torch.uint8)  # all 256 codes, twice (once reversed)
-    n_tok = 512 // head_dim
-    head1 = torch.cat([codes, codes.flip(0)]).reshape(n_tok, head_dim)
-    pool = torch.zeros(n_tok, 2, head_dim, dtype=torch.uint8)
-    pool[:, 0] = 0x7F  # NaN in the head not read: any misaddressed byte shows
-    pool[:, 1] = head1
-    pool = pool.view(torch.float8_e4m3fn)
-    want = pool[:, 1].to(torch.float16)
-    out = torch.full((n_tok, head_dim), 3.0, dtype=torch.float16)
-    _widen_tile_kernel[(1,)](pool, out, n_tok, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
-                             BLOCK_N=n_tok)
-    assert torch.equal(_f16_bits_or_nan(out), _f16_bits_or_nan(want))
-    assert int(torch.isnan(out).sum()) == 4  # 0x7F and 0xFF, each twice
-    # Masked tokens read +0.0 (the int32 0 is four e4m3 +0 codes), as the fp8 loads' other=0.0.
-    masked = torch.full_like(out, 3.0)
-    _widen_tile_kernel[(1,)](pool, masked, 1, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
-                             BLOCK_N=n_tok)
-    assert torch.equal(_f16_bits_or_nan(masked[:1]), _f16_bits_or_nan(want[:1]))
-    assert torch.equal(masked[1:].view(torch.int16), torch.zeros_like(masked[1:], dtype=torch.int16))
+    assert_tile_kernel_widens_every_code(_widen_tile_kernel, head_dim)
 
 
 # (head_dim, G, page size, config): every loop variant of _attend_kernel (plain, page ids ahead,
@@ -248,23 +274,10 @@ WIDE_CASES = [
                          ids=lambda c: c.label() if isinstance(c, KernelConfig) else str(c))
 def test_widened_v_matches_the_dequantised_reference_and_the_plain_fp8_path(head_dim, group,
                                                                            page_size, config):
-    shape = AttentionShape(num_qo_heads=2 * group, num_kv_heads=2, head_dim=head_dim,
-                           page_size=page_size, kv_dtype="fp8_e4m3")
-    kv = [1, 19, 40]
-    cache, q = fp8_inputs(kv, torch.bfloat16, shape=shape)
-    ref = decode_reference(q, cache)
-    bound = rounding_bound(q, cache, ref, UNIT_ROUNDOFF[torch.bfloat16])
-    plain = dataclasses.replace(config, v_widen=False)
-    for chunk in (16, 32, 64):  # 1-3 splits per request, and no split
-        plan = build_plan(kv, chunk, num_kv_heads=2, page_size=page_size)
-        out, _ = run_poisoned(q, cache, plan, config)
-        assert not torch.isnan(out).any()
-        err = relative_error(out, ref)
-        assert err <= bound, f"chunk {chunk}: rel error {err:.3e} above {bound:.3e}"
-        # The widened tile holds the same fp16 values as the plain path's cast, so the whole
-        # computation is the same: bit for bit in the interpreter.
-        out_plain, _ = run_poisoned(q, cache, plan, plain)
-        assert torch.equal(out, out_plain), f"chunk {chunk}: differs from {plain.label()}"
+    # The widened tile holds the same fp16 values as the plain path's cast, so the whole
+    # computation is the same: bit for bit in the interpreter.
+    assert_matches_reference_and_plain(head_dim, group, page_size, config,
+                                       dataclasses.replace(config, v_widen=False), torch.bfloat16)
 
 
 def test_widened_v_is_batch_invariant_and_ignored_for_16_bit_caches():
@@ -284,14 +297,19 @@ def test_widened_v_is_batch_invariant_and_ignored_for_16_bit_caches():
                                                                                v_widen=False)))
 
 
-def test_widened_v_refuses_v_pages_off_a_4_byte_boundary():
-    cache, _ = fp8_inputs([5, 9], torch.bfloat16)
-    plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
-    # The same pages one byte further into a larger buffer (contiguous, misaligned for int32).
+def _v_pages_one_byte_off(cache):
+    """The cache with its V pages one byte further into a larger buffer (contiguous, but off
+    every 2- and 4-byte boundary)."""
     flat = torch.empty(cache.v_pages.numel() + 1, dtype=cache.v_pages.dtype)
     shifted = flat[1:].view(cache.v_pages.shape)
     shifted.copy_(cache.v_pages)
-    moved = dataclasses.replace(cache, v_pages=shifted)
+    return dataclasses.replace(cache, v_pages=shifted)
+
+
+def test_widened_v_refuses_v_pages_off_a_4_byte_boundary():
+    cache, _ = fp8_inputs([5, 9], torch.bfloat16)
+    plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
+    moved = _v_pages_one_byte_off(cache)
     config = KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)
     with pytest.raises(ValueError, match="config.v_widen: bn16-w4-s3-pa-vw reads V as int32"):
         prepare_decode(plan, moved, config=config)
@@ -318,24 +336,7 @@ def test_v_pairs_split_and_interleave_are_torchs_e4m3_to_fp16_on_all_256_codes(h
     # even and odd columns back: low byte of int16 j is element 2j, high byte element 2j + 1.
     # All 256 codes at both byte positions (the second copy is reversed), the second KV head
     # read (the int16 offset arithmetic), NaN planted in the head not read.
-    codes = torch.arange(256, dtype=torch.uint8)
-    n_tok = 512 // head_dim
-    head1 = torch.cat([codes, codes.flip(0)]).reshape(n_tok, head_dim)
-    pool = torch.zeros(n_tok, 2, head_dim, dtype=torch.uint8)
-    pool[:, 0] = 0x7F
-    pool[:, 1] = head1
-    pool = pool.view(torch.float8_e4m3fn)
-    want = pool[:, 1].to(torch.float16)
-    out = torch.full((n_tok, head_dim), 3.0, dtype=torch.float16)
-    _pairs_tile_kernel[(1,)](pool, out, n_tok, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
-                             BLOCK_N=n_tok)
-    assert torch.equal(_f16_bits_or_nan(out), _f16_bits_or_nan(want))
-    assert int(torch.isnan(out).sum()) == 4
-    masked = torch.full_like(out, 3.0)
-    _pairs_tile_kernel[(1,)](pool, masked, 1, head_dim, 2 * head_dim, HEAD_DIM=head_dim,
-                             BLOCK_N=n_tok)
-    assert torch.equal(_f16_bits_or_nan(masked[:1]), _f16_bits_or_nan(want[:1]))
-    assert torch.equal(masked[1:].view(torch.int16), torch.zeros_like(masked[1:], dtype=torch.int16))
+    assert_tile_kernel_widens_every_code(_pairs_tile_kernel, head_dim)
 
 
 # (head_dim, G, page size, config, query type): the page-ahead loop with V pairs, G 1..16,
@@ -353,23 +354,10 @@ PAIR_CASES = [
                          ids=lambda c: c.label() if isinstance(c, KernelConfig) else str(c))
 def test_v_pairs_match_the_dequantised_reference_and_the_plain_fp8_path(head_dim, group,
                                                                        page_size, config, q_dtype):
-    shape = AttentionShape(num_qo_heads=2 * group, num_kv_heads=2, head_dim=head_dim,
-                           page_size=page_size, kv_dtype="fp8_e4m3")
-    kv = [1, 19, 40]
-    cache, q = fp8_inputs(kv, q_dtype, shape=shape)
-    ref = decode_reference(q, cache)
-    bound = rounding_bound(q, cache, ref, UNIT_ROUNDOFF[q_dtype])
-    plain = dataclasses.replace(config, v_pairs=False)
-    for chunk in (16, 32, 64):  # 1-3 splits per request, and no split
-        plan = build_plan(kv, chunk, num_kv_heads=2, page_size=page_size)
-        out, _ = run_poisoned(q, cache, plan, config)
-        assert not torch.isnan(out).any()
-        err = relative_error(out, ref)
-        assert err <= bound, f"chunk {chunk}: rel error {err:.3e} above {bound:.3e}"
-        # Each output column is the same sum over the same tokens of the same fp16 products as
-        # on the plain path (only the columns' grouping into products differs).
-        out_plain, _ = run_poisoned(q, cache, plan, plain)
-        assert torch.equal(out, out_plain), f"chunk {chunk}: differs from {plain.label()}"
+    # Each output column is the same sum over the same tokens of the same fp16 products as on
+    # the plain path (only the columns' grouping into products differs).
+    assert_matches_reference_and_plain(head_dim, group, page_size, config,
+                                       dataclasses.replace(config, v_pairs=False), q_dtype)
 
 
 def test_v_pairs_are_batch_invariant_and_ignored_for_16_bit_caches():
@@ -398,10 +386,7 @@ def test_v_pairs_config_rules_and_odd_v_pages_refused():
             KernelConfig(64, 4, 3, **{"page_ahead": True, **bad}, v_pairs=True)
     cache, _ = fp8_inputs([5, 9], torch.bfloat16)
     plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
-    flat = torch.empty(cache.v_pages.numel() + 1, dtype=cache.v_pages.dtype)
-    shifted = flat[1:].view(cache.v_pages.shape)
-    shifted.copy_(cache.v_pages)
-    moved = dataclasses.replace(cache, v_pages=shifted)
+    moved = _v_pages_one_byte_off(cache)
     config = KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True)
     with pytest.raises(ValueError, match="config.v_pairs: bn16-w4-s3-pa-vp reads V as int16"):
         prepare_decode(plan, moved, config=config)

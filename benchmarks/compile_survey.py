@@ -171,7 +171,7 @@ def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
     }
 
 
-# The table's head_dim-128 entries (fp8 and 16-bit) and the fp8 alternatives of the next sweep.
+# Head_dim-128 entries (fp8 and 16-bit) of the table's history and the fp8 alternatives swept.
 DEFAULT = [
     (128, 8, "bf16", "fp8", "bn128-w4-s2"), (128, 8, "bf16", "fp8", "bn128-w4-s3-pa"),
     (128, 8, "bf16", "fp8", "bn128-w4-s4-pa"), (128, 8, "bf16", "fp8", "bn64-w4-s4-pa"),
@@ -183,6 +183,9 @@ DEFAULT = [
     (128, 8, "bf16", "fp8", "bn128-w4-s3-pa-vw"), (128, 8, "bf16", "fp8", "bn64-w4-s4-pa-vw"),
     (128, 8, "bf16", "fp8", "bn128-w8-s3-pa-vw"), (64, 4, "bf16", "fp8", "bn128-w4-s4-pa-vw"),
     (256, 2, "bf16", "fp8", "bn32-w4-s4-pa-vw"),
+    # fp8 V read as element pairs (-vp, the table's entries since the tenth session).
+    (128, 4, "bf16", "fp8", "bn128-w4-s3-pa-vp"), (128, 8, "bf16", "fp8", "bn128-w4-s3-pa-vp"),
+    (64, 4, "bf16", "fp8", "bn128-w4-s3-pa-vp"), (256, 2, "bf16", "fp8", "bn64-w4-s3-pa-vp"),
 ]
 
 

@@ -62,3 +62,25 @@ def test_parse_label_round_trips_every_candidate():
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parent)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True,
                    timeout=120)
+
+
+def test_fp8_v_pairs_go_through_the_transposing_16_bit_load(tmp_path):
+    # -vp reads V as int16 pairs: the P.V operand comes from ldmatrix.trans on 16-bit data, then
+    # one prmt per two pairs splits even and odd columns; no byte-wide shared-memory load is
+    # left, the e4m3 conversion count is the plain path's, and the mma count too (two products
+    # of half the columns).
+    env = {**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    subprocess.run([sys.executable, str(SCRIPT), "--head-dim", "64", "--group", "4", "--kv", "fp8",
+                    "--configs", "bn64-w4-s3-pa,bn64-w4-s3-pa-vp", "--out", str(tmp_path)],
+                   check=True, env=env, capture_output=True, timeout=300)
+    plain, pairs = json.loads((tmp_path / "survey.json").read_text())
+    assert "error" not in plain and "error" not in pairs, (plain, pairs)
+    assert pairs["config"] == "bn64-w4-s3-pa-vp" and pairs["spill_bytes"] == 0
+    assert plain["shared_kinds"].get("ld.shared.b8", 0) > 0
+    assert "ld.shared.b8" not in pairs["shared_kinds"]
+    assert pairs["ptx_prmt"] > 0 and pairs["ptx_ldmatrix"] > plain["ptx_ldmatrix"]
+    assert pairs["ptx_mma"] == plain["ptx_mma"]
+    assert (pairs["cvt_kinds"]["cvt.rn.f16x2.e4m3x2"]
+            == plain["cvt_kinds"]["cvt.rn.f16x2.e4m3x2"] == 2 * 64 * 64 // 128 // 2)
+    assert pairs["ptx_all"] < plain["ptx_all"]

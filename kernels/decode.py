@@ -40,7 +40,12 @@ up to float32 rounding. The online softmax stays in float32. With `KernelConfig.
 was loaded (inline-asm cvt.rn.f16x2.e4m3x2; a byte-extract cast in the interpreter), and the
 tile is rebuilt with join/reshape, which stops Triton from pulling the P.V product's operand
 layout back onto the 8-bit load (one ld.shared.b8 per element on sm_90: docs/KERNEL_NOTES.md).
-The values are the same fp16 values as the plain path's cast.
+The values are the same fp16 values as the plain path's cast. With `KernelConfig.v_pairs` (label
+-vp, the table's fp8 entries) V is loaded as int16 pairs of e4m3 codes, which reach the P.V
+operand through the 16-bit transposing shared load; one prmt and two cvt.rn.f16x2.e4m3x2 per
+four elements split them into even- and odd-column fp16 operands, and the product runs as two
+half-width products (docs/KERNEL_NOTES.md "FP8 V as element pairs"). Where -vp cannot run (before
+sm_89, or V pages off a 2-byte boundary) the table's entry falls back to its plain loop.
 
 With `KernelConfig.warp_split` = N > 1 the tokens of each step are cut into N slices with one
 online softmax each (batched products, the warps on the slice axis) and merged once per task;
@@ -53,6 +58,7 @@ CPU tensors; that is for tests, and it is slow.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -551,7 +557,11 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     mode = SCHEDULE_MODES[plan.schedule]
     sm_count = (torch.cuda.get_device_properties(device).multi_processor_count
                 if device.type == "cuda" else None)
-    config = config or launch_config(plan, shape, cache.kv_dtype, sm_count)
+    if config is None:
+        config = launch_config(plan, shape, cache.kv_dtype, sm_count)
+        if config.v_pairs and cache.is_fp8 and not _can_read_v_pairs(cache):
+            # The table's -vp entry where it cannot run: the same loop reading V byte-wise.
+            config = dataclasses.replace(config, v_pairs=False)
     if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
         raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
                          "start on a 4-byte boundary")
@@ -594,6 +604,15 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         merge_count=as_dev(plan.splits[merge_req]),
         counter=torch.zeros(2, dtype=torch.int32, device=device),
     )
+
+
+def _can_read_v_pairs(cache: PagedKVCache) -> bool:
+    """Whether the -vp loop can run on this cache: V pages on a 2-byte boundary, and on a GPU
+    sm_89 or newer (its inline asm's cvt.rn.f16x2.e4m3x2)."""
+    if cache.v_pages.data_ptr() % 2:
+        return False
+    return (cache.device.type != "cuda"
+            or torch.cuda.get_device_capability(cache.device) >= (8, 9))
 
 
 def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,

@@ -390,3 +390,8 @@ def test_v_pairs_config_rules_and_odd_v_pages_refused():
     config = KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True)
     with pytest.raises(ValueError, match="config.v_pairs: bn16-w4-s3-pa-vp reads V as int16"):
         prepare_decode(plan, moved, config=config)
+    # The table's entry is -vp: without an explicit config the same misaligned pages run its
+    # plain loop instead of failing (and aligned pages keep -vp).
+    assert prepare_decode(plan, cache).config.v_pairs
+    fallback = prepare_decode(plan, moved)
+    assert not fallback.config.v_pairs and fallback.config.page_ahead

@@ -549,7 +549,9 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
-    config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None).
+    config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
+        default's -vp falls back to its plain loop where -vp cannot run (_can_read_v_pairs), an
+        explicit -vp config is refused there.
     """
     _check_plan(plan, cache)
     shape = cache.shape

@@ -21,6 +21,13 @@ Interference only ever slows a kernel, so neither retrying nor keeping the faste
 attempt biases towards fast outliers. The result says how many retries it took and the quiet
 ratio of the bracket it kept (`QuietOutcome`).
 
+A machine can also be disturbed for minutes, not seconds (tenth session, 2026-11-27: in a hybrid
+tune on an H200 most brackets read 0.7-0.8 of the reference for the whole run, and a retry one
+second later was disturbed again, so each row cost a wasted measurement and a second of sleep).
+After `give_up_after` guarded measurements in a row ended without a quiet bracket, the guard
+takes one attempt per measurement (no retry, no wait), still probing around each, until a
+bracket reads quiet again; then the retries resume. The rows keep their quiet ratios either way.
+
 Units: probe speeds in hops per second (any speed in tests), higher is quieter; seconds.
 """
 
@@ -47,16 +54,20 @@ class QuietCheck:
     tolerance: a probe below (1 - tolerance) x the quiet speed counts as disturbed; 0.01..0.5.
     max_retries: measurements taken again at most this often; 0..20.
     wait_s: pause before a retry, seconds; 0..60.
+    give_up_after: after this many guarded measurements in a row without a quiet bracket, retry
+        none until a bracket is quiet again (module docstring); 0 = never give up; 0..1000.
     """
 
     tolerance: float = 0.10
     max_retries: int = 5
     wait_s: float = 1.0
+    give_up_after: int = 8
 
     def __post_init__(self) -> None:
         check_number("tolerance", self.tolerance, 0.01, 0.5)
         check_number("max_retries", self.max_retries, 0, 20, integer=True)
         check_number("wait_s", self.wait_s, 0.0, 60.0)
+        check_number("give_up_after", self.give_up_after, 0, 1000, integer=True)
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,14 @@ class QuietGuard:
         self.probe_fn = probe_fn
         self.check = check or QuietCheck()
         self.readings: list[float] = []
+        # Guarded measurements in a row that ended without a quiet bracket.
+        self.disturbed_streak = 0
+
+    @property
+    def gave_up(self) -> bool:
+        """True while the machine reads disturbed for longer than retries can wait out."""
+        after = self.check.give_up_after
+        return after > 0 and self.disturbed_streak >= after
 
     @property
     def reference(self) -> float:
@@ -116,12 +135,13 @@ def measure_quietly(measure: Callable[[], T], guard: QuietGuard | None,
                     sleep: Callable[[float], None] = time.sleep,
                     key: Callable[[T], float] | None = None) -> tuple[T, QuietOutcome]:
     """Run `measure()` between two probes; again (after guard.check.wait_s) while a probe is
-    disturbed, at most guard.check.max_retries times. Returns the first measurement with a quiet
+    disturbed, at most guard.check.max_retries times (none while guard.gave_up). Returns the first measurement with a quiet
     bracket; if none was quiet, the attempt with the smallest key(result) (the fastest: the
     least disturbed), or the last one without a key. guard None: one measurement, no probes."""
     if guard is None:
         return measure(), QuietOutcome()
     check = guard.check
+    max_retries = 0 if guard.gave_up else check.max_retries
     attempts: list[tuple[T, float]] = []
     while True:
         before = guard.probe()
@@ -129,11 +149,13 @@ def measure_quietly(measure: Callable[[], T], guard: QuietGuard | None,
         after = guard.probe()
         ratio = guard.ratio(before, after)
         if ratio >= 1.0 - check.tolerance:
+            guard.disturbed_streak = 0
             return result, QuietOutcome(quiet_ratio=ratio, retries=len(attempts), quiet=True)
         attempts.append((result, ratio))
-        if len(attempts) > check.max_retries:
+        if len(attempts) > max_retries:
             break
         sleep(check.wait_s)
+    guard.disturbed_streak += 1
     if key is None:
         kept, ratio = attempts[-1]
     else:

@@ -107,7 +107,8 @@ def test_tolerance_decides():
 
 @pytest.mark.parametrize("field,value", [("tolerance", 0.0), ("tolerance", 0.9),
                                          ("max_retries", -1), ("max_retries", 1.5),
-                                         ("wait_s", -1.0), ("wait_s", float("nan"))])
+                                         ("wait_s", -1.0), ("wait_s", float("nan")),
+                                         ("give_up_after", -1), ("give_up_after", 2.5)])
 def test_bad_settings_name_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         QuietCheck(**{field: value})
@@ -195,3 +196,36 @@ def test_the_stopping_rule_sets_the_default_guards_retries():
         StoppingRule(quiet_retries=21)
     with pytest.raises(ValueError, match="quiet_retries"):
         parse_stopping("quiet_retries=-1")
+
+
+def test_a_machine_disturbed_for_long_stops_the_retries_until_a_quiet_bracket():
+    # give_up_after=2: two measurements in a row that used their retries without a quiet
+    # bracket, then single attempts with no wait (still bracketed); one quiet bracket brings the
+    # retries back.
+    check = QuietCheck(max_retries=1, give_up_after=2)
+    quiet, slow = 100.0, 70.0
+    # 5 calibration readings, then brackets: m1 (2 attempts slow), m2 (2 slow), m3 (1 slow,
+    # gave up), m4 (1 quiet), m5 (slow, then quiet on its retry).
+    speeds = [quiet] * 5 + [slow] * 4 + [slow] * 4 + [slow] * 2 + [quiet] * 2 \
+        + [slow] * 2 + [quiet] * 2
+    guard = fake_guard(speeds, check)
+    for _ in range(5):
+        guard.probe()
+    sleeps = []
+    measure, seen = counting(range(100))
+    outcomes = [measure_quietly(measure, guard, sleeps.append)[1] for _ in range(5)]
+    assert [o.retries for o in outcomes] == [1, 1, 0, 0, 1]
+    assert [o.quiet for o in outcomes] == [False, False, False, True, True]
+    assert len(seen) == 2 + 2 + 1 + 1 + 2
+    assert sleeps == [1.0, 1.0, 1.0]  # m1, m2 and m5's retries; none while it had given up
+    assert guard.disturbed_streak == 0 and not guard.gave_up
+
+
+def test_give_up_after_zero_always_retries():
+    check = QuietCheck(max_retries=1, give_up_after=0)
+    guard = fake_guard([100.0] * 5 + [70.0] * 40, check)
+    for _ in range(5):
+        guard.probe()
+    measure, _ = counting(range(100))
+    outcomes = [measure_quietly(measure, guard, lambda s: None)[1] for _ in range(10)]
+    assert all(o.retries == 1 for o in outcomes) and not guard.gave_up

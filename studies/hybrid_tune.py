@@ -22,6 +22,11 @@ and `hybrid_heuristic.json` (HYBRID_SCHEMA): `buckets` (shipped: params, trainin
 pod knobs' score, validation), `deferred_buckets` (the same with `tuned_params` and the reason),
 and `validation` (the speed-up over serial of what the file plans, over the held-out cases);
 `kvtune bench --policies hybrid-tuned:path=<file>` plans with it.
+
+A tune writes `hybrid_heuristic.partial.json` after every bucket it decides (the same document,
+with `unfinished_buckets`), so a run stopped part-way keeps its decisions; `--resume` then takes
+the decided buckets of the newest earlier file of the same study and shape under <out> (partial
+or complete) and searches only the others.
 """
 
 from __future__ import annotations
@@ -70,7 +75,9 @@ class HybridTuneSettings:
     `--validate` specs (studies/hybrid_validation.py; empty: the hybrid-holdout suite and the
     hybrid suite's cases that are not training cases).
     finalist_rounds: interleaved rounds of the validation, 1..20. finalists: the bucket's best
-    training settings (faster than serial) that may face the held-out check in turn, 1..20."""
+    training settings (faster than serial) that may face the held-out check in turn, 1..20.
+    resume: reuse the buckets an earlier run of this study and shape under `out` decided
+    (earlier_decisions)."""
 
     cases: CaseSettings = field(default_factory=lambda: CaseSettings(suite="hybrid"))
     measure: BackendSettings = field(default_factory=BackendSettings)
@@ -82,6 +89,7 @@ class HybridTuneSettings:
     validate: tuple = ()
     finalist_rounds: int = 3
     finalists: int = 2
+    resume: bool = False
 
     def __post_init__(self) -> None:
         check_int("trials", self.trials, 1, 10_000)
@@ -189,17 +197,42 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     serial_policy = policies.get(BASELINE)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     shipped, deferred = [], []
+    earlier, resumed_from = (earlier_decisions(settings.out, settings.study, shape)
+                             if settings.resume else ({}, None))
+    unbucketed = sorted(c.case_id for k, cs in held_groups.items() if k not in groups
+                        for c in cs)
+
+    def document() -> dict:
+        return {"schema": HYBRID_SCHEMA, "study": settings.study, "run_id": writer.run_id,
+                "backend": opened.backend.name, "device": opened.device.to_dict(),
+                "shape": shape.to_dict(), "buckets": shipped, "deferred_buckets": deferred,
+                "validation": overall_summary(shipped, deferred, how,
+                                              [c.case_id for c in held_runs], unbucketed),
+                "decode_buckets": [list(b) for b in DECODE_BUCKETS],
+                "chunk_buckets": [list(b) for b in CHUNK_BUCKETS],
+                "resumed_from": resumed_from}
+
+    partial = writer.root / "hybrid_heuristic.partial.json"
     try:
-        for key in sorted(groups):
-            entry = _search_bucket(key, groups[key], runner, recorder, serial_policy,
-                                   opened.device, settings, optuna)
-            verdict = _check_bucket(entry, held_groups.get(key), groups[key], runner,
-                                    serial_policy, recorder, settings)
-            recorder.flush()
+        for done, key in enumerate(sorted(groups), start=1):
+            if key in earlier:
+                entry = earlier[key]
+                verdict = f"kept from {resumed_from}"
+            else:
+                entry = _search_bucket(key, groups[key], runner, recorder, serial_policy,
+                                       opened.device, settings, optuna)
+                verdict = _check_bucket(entry, held_groups.get(key), groups[key], runner,
+                                        serial_policy, recorder, settings)
+                recorder.flush()
             (deferred if "tuned_params" in entry else shipped).append(entry)
             print(f"bucket {bucket_name(key)}: tuned {entry['score_vs_serial']:.3f} x serial, "
                   f"pod {entry['pod_score_vs_serial']:.3f} x serial ({len(groups[key])} "
                   f"training cases); {verdict}", file=sys.stderr)
+            # What is decided so far, on disk before the next bucket starts: a run stopped from
+            # outside (a time limit's SIGTERM runs no `finally`) keeps it for --resume.
+            left = [bucket_name(k) for k in sorted(groups)[done:]]
+            partial.write_text(json.dumps({**document(), "unfinished_buckets": left}, indent=1,
+                                          default=float))
     except BaseException as exc:
         recorder.flush()
         stored = merge_parts(writer.root)
@@ -210,21 +243,40 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
         opened.backend.close()
     recorder.flush()
     stored = merge_parts(writer.root)
-    unbucketed = sorted(c.case_id for k, cs in held_groups.items() if k not in groups
-                        for c in cs)
-    doc = {"schema": HYBRID_SCHEMA, "study": settings.study, "run_id": writer.run_id,
-           "backend": opened.backend.name, "device": opened.device.to_dict(),
-           "shape": shape.to_dict(), "buckets": shipped, "deferred_buckets": deferred,
-           "validation": overall_summary(shipped, deferred, how,
-                                         [c.case_id for c in held_runs], unbucketed),
-           "decode_buckets": [list(b) for b in DECODE_BUCKETS],
-           "chunk_buckets": [list(b) for b in CHUNK_BUCKETS]}
+    doc = document()
     path = writer.root / "hybrid_heuristic.json"
     path.write_text(json.dumps(doc, indent=1, default=float))
+    partial.unlink(missing_ok=True)
     writer.finish("complete", rows=len(stored),
                   failed_rows=sum(1 for r in stored if r["status"] != "ok"))
     doc["path"] = str(path)
     return doc
+
+
+def earlier_decisions(out: str, study: str, shape) -> tuple[dict, str | None]:
+    """({bucket key: bucket entry}, the file) of the newest hybrid heuristic under `out` (a
+    complete `hybrid_heuristic.json` or a run's `hybrid_heuristic.partial.json`) written by
+    `study` for `shape`; ({}, None) when there is none. Newest: the largest run id (run ids
+    start with their UTC start time)."""
+    from pathlib import Path
+
+    found = []
+    for f in Path(out).glob("*/hybrid_heuristic*.json"):
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # a file being written, or not ours: nothing to resume from
+        if (str(doc.get("schema", "")).split("/")[0] == HYBRID_SCHEMA.split("/")[0]
+                and doc.get("study") == study and doc.get("shape") == shape.to_dict()):
+            found.append((str(doc.get("run_id", "")), f.name == "hybrid_heuristic.json", f, doc))
+    if not found:
+        return {}, None
+    _, _, path, doc = max(found, key=lambda t: t[:2])
+    entries = {}
+    for b in doc.get("buckets", []) + doc.get("deferred_buckets", []):
+        entries[(b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"],
+                 b["max_prefill_tokens"])] = b
+    return entries, str(path)
 
 
 def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, recorder,

@@ -9,7 +9,6 @@ export never leaves a half-written file). The format is docs/EXPORT.md.
 
 from __future__ import annotations
 
-import sys
 
 
 def add_parser(sub) -> None:

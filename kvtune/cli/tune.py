@@ -68,7 +68,9 @@ def add_parser(sub) -> None:
                    help="also search the best per-request split of every case (regret)")
     p.add_argument("--storage", help="Optuna RDB URL (default sqlite:///<out>/optuna.db)")
     p.add_argument("--journal", help="Optuna journal file instead of --storage (many processes, one host)")
-    p.add_argument("--resume", action="store_true", help="continue the named study (or create it)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the named study (or create it); hybrid suites: keep the "
+                        "buckets the newest earlier run of the study decided, search the rest")
     p.add_argument("--workers", type=int, help="worker processes sharing the study (default 1)")
     p.add_argument("--gpus", help="GPU indices for the workers, e.g. 0,1 (default: all)")
     p.add_argument("--timeout-s", type=float, help="stop searching after this many seconds")

@@ -13,7 +13,7 @@ import sys
 USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shape", "page_size",
         "dtype", "q_len", "num_qo_heads", "num_kv_heads", "head_dim", "backend", "device_model",
         "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress", "validate",
-        "finalist_rounds", "finalists"}
+        "finalist_rounds", "finalists", "resume"}
 
 
 def wants_hybrid(args: argparse.Namespace) -> bool:
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
                                   progress=not g("no_progress", False), study=args.study,
                                   validate=tuple(g("validate", ()) or ()),
                                   finalist_rounds=g("finalist_rounds", 3),
-                                  finalists=g("finalists", 2))
+                                  finalists=g("finalists", 2),
+                                  resume=bool(g("resume", False)))
     doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
     print(f"hybrid heuristic: {doc['path']}")
     for b in doc["buckets"]:

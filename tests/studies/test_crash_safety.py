@@ -3,7 +3,6 @@ concurrent storage creation and separate --resume processes behave (simulator, s
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,9 +89,6 @@ def test_default_validation_holds_the_hybrid_cases_not_trained_on(tmp_path):
 
 def doc_cases(doc) -> list:
     """The held-out case ids of a hybrid heuristic's tune (its run's manifest)."""
-    import json
-    from pathlib import Path
-
     manifest = json.loads((Path(doc["path"]).parent / "manifest.json").read_text())
     return [c["case_id"] for c in manifest["validation_cases"]]
 
@@ -228,3 +226,42 @@ def test_cli_refuses_split_study_options(tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "validate" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_a_stopped_tune_keeps_its_decided_buckets_and_resume_searches_only_the_rest(
+        tmp_path, monkeypatch):
+    """After each bucket the tune writes hybrid_heuristic.partial.json; a run that dies in its
+    second bucket leaves the first decided, and --resume reuses it (no trial of it measured
+    again) and searches the second."""
+    import pandas as pd
+
+    from kvtune.studies import hybrid_tune
+
+    real = hybrid_tune._search_bucket
+    calls = []
+
+    def dies_in_the_second(key, *a, **kw):
+        calls.append(key)
+        if len(calls) == 2:
+            raise RuntimeError("stopped")
+        return real(key, *a, **kw)
+
+    monkeypatch.setattr(hybrid_tune, "_search_bucket", dies_in_the_second)
+    settings = _settings(tmp_path, validate=("hybrid-holdout",))
+    with pytest.raises(RuntimeError, match="stopped"):
+        run_hybrid_tune(settings)
+    partial = next(tmp_path.glob("*/hybrid_heuristic.partial.json"))
+    first = json.loads(partial.read_text())
+    decided = first["buckets"] + first["deferred_buckets"]
+    assert len(decided) == 1 and len(first["unfinished_buckets"]) == 1
+    monkeypatch.setattr(hybrid_tune, "_search_bucket", real)
+    doc = run_hybrid_tune(_settings(tmp_path, validate=("hybrid-holdout",), resume=True))
+    assert doc["resumed_from"] == str(partial)
+    assert len(doc["buckets"] + doc["deferred_buckets"]) == 2
+    kept = decided[0]
+    assert kept in doc["buckets"] + doc["deferred_buckets"]
+    rows = pd.read_parquet(Path(doc["path"]).parent / "measurements.parquet")
+    kept_name = (f"decodes {kept['min_decodes']}-{kept['max_decodes']}, prefill "
+                 f"{kept['min_prefill_tokens']}-{kept['max_prefill_tokens']}")
+    assert kept_name not in set(rows["bucket"])  # nothing of the kept bucket measured again
+    assert not list(Path(doc["path"]).parent.glob("hybrid_heuristic.partial.json"))

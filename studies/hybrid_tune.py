@@ -231,8 +231,10 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
             # What is decided so far, on disk before the next bucket starts: a run stopped from
             # outside (a time limit's SIGTERM runs no `finally`) keeps it for --resume.
             left = [bucket_name(k) for k in sorted(groups)[done:]]
-            partial.write_text(json.dumps({**document(), "unfinished_buckets": left}, indent=1,
-                                          default=float))
+            tmp = partial.with_suffix(".tmp")
+            tmp.write_text(json.dumps({**document(), "unfinished_buckets": left}, indent=1,
+                                      default=float))
+            tmp.replace(partial)  # atomic: a kill mid-write leaves the previous partial whole
     except BaseException as exc:
         recorder.flush()
         stored = merge_parts(writer.root)

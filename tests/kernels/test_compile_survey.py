@@ -14,14 +14,21 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "compile_survey.py"
 
 
-def test_fp8_kernel_compiles_for_sm90_with_one_conversion_per_two_elements(tmp_path):
+def survey_fp8_hd64_g4(tmp_path, labels: str) -> list[dict]:
+    """compile_survey.py's rows for head_dim 64, G = 4, an fp8 cache and the comma-separated
+    configuration labels, each checked to have compiled (no "error")."""
     env = {**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"}
     env.pop("TRITON_INTERPRET", None)
     subprocess.run([sys.executable, str(SCRIPT), "--head-dim", "64", "--group", "4", "--kv", "fp8",
-                    "--configs", "bn64-w4-s2", "--out", str(tmp_path)], check=True, env=env,
+                    "--configs", labels, "--out", str(tmp_path)], check=True, env=env,
                    capture_output=True, timeout=300)
-    (row,) = json.loads((tmp_path / "survey.json").read_text())
-    assert "error" not in row, row
+    rows = json.loads((tmp_path / "survey.json").read_text())
+    assert all("error" not in r for r in rows), rows
+    return rows
+
+
+def test_fp8_kernel_compiles_for_sm90_with_one_conversion_per_two_elements(tmp_path):
+    (row,) = survey_fp8_hd64_g4(tmp_path, "bn64-w4-s2")
     assert row["spill_bytes"] == 0 and 0 < row["regs"] <= 255 and row["smem_bytes"] > 0
     kinds = row["cvt_kinds"]
     assert "cvt.bf16.f16" not in kinds  # the old bf16 widening: e4m3 -> f16 -> bf16
@@ -35,13 +42,7 @@ def test_widened_fp8_v_reads_no_byte_wide_shared_memory_and_leaves_16_bit_config
     # The plain fp8 path reads V from shared memory one byte per element (ld.shared.b8: the
     # P.V product reduces over tokens, head_dim bytes apart); -vw widens V where it was loaded
     # and sends an fp16 tile through ldmatrix.trans. Same conversion count either way.
-    env = {**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"}
-    env.pop("TRITON_INTERPRET", None)
-    subprocess.run([sys.executable, str(SCRIPT), "--head-dim", "64", "--group", "4", "--kv", "fp8",
-                    "--configs", "bn64-w4-s3-pa,bn64-w4-s3-pa-vw", "--out", str(tmp_path)],
-                   check=True, env=env, capture_output=True, timeout=300)
-    plain, wide = json.loads((tmp_path / "survey.json").read_text())
-    assert "error" not in plain and "error" not in wide, (plain, wide)
+    plain, wide = survey_fp8_hd64_g4(tmp_path, "bn64-w4-s3-pa,bn64-w4-s3-pa-vw")
     assert wide["config"] == "bn64-w4-s3-pa-vw" and wide["spill_bytes"] == 0
     assert plain["shared_kinds"].get("ld.shared.b8", 0) > 0
     assert "ld.shared.b8" not in wide["shared_kinds"]
@@ -69,13 +70,7 @@ def test_fp8_v_pairs_go_through_the_transposing_16_bit_load(tmp_path):
     # one prmt per two pairs splits even and odd columns; no byte-wide shared-memory load is
     # left, the e4m3 conversion count is the plain path's, and the mma count too (two products
     # of half the columns).
-    env = {**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"}
-    env.pop("TRITON_INTERPRET", None)
-    subprocess.run([sys.executable, str(SCRIPT), "--head-dim", "64", "--group", "4", "--kv", "fp8",
-                    "--configs", "bn64-w4-s3-pa,bn64-w4-s3-pa-vp", "--out", str(tmp_path)],
-                   check=True, env=env, capture_output=True, timeout=300)
-    plain, pairs = json.loads((tmp_path / "survey.json").read_text())
-    assert "error" not in plain and "error" not in pairs, (plain, pairs)
+    plain, pairs = survey_fp8_hd64_g4(tmp_path, "bn64-w4-s3-pa,bn64-w4-s3-pa-vp")
     assert pairs["config"] == "bn64-w4-s3-pa-vp" and pairs["spill_bytes"] == 0
     assert plain["shared_kinds"].get("ld.shared.b8", 0) > 0
     assert "ld.shared.b8" not in pairs["shared_kinds"]

@@ -280,21 +280,25 @@ def test_widened_v_matches_the_dequantised_reference_and_the_plain_fp8_path(head
                                        dataclasses.replace(config, v_widen=False), torch.bfloat16)
 
 
-def test_widened_v_is_batch_invariant_and_ignored_for_16_bit_caches():
-    config = KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)
-    kv_small, kv_large, cache_s, cache_l, q_l = _small_batch_inside_a_large_one(torch.float16)
+@pytest.mark.parametrize("flag,q_dtype,dtype16", [("v_widen", torch.float16, "bf16"),
+                                                   ("v_pairs", torch.bfloat16, "fp16")])
+def test_fp8_v_variants_are_batch_invariant_and_ignored_for_16_bit_caches(flag, q_dtype, dtype16):
+    # -vw and -vp: the first requests of two batches give the same bits; a 16-bit cache takes
+    # the 16-bit path whatever the flag says.
+    config = KernelConfig(16, 4, 3, page_ahead=True, **{flag: True})
+    kv_small, kv_large, cache_s, cache_l, q_l = _small_batch_inside_a_large_one(q_dtype)
     plan_s = build_plan(kv_small, 8, num_kv_heads=2, page_size=4)
     plan_l = build_plan(kv_large, 8, num_kv_heads=2, page_size=4)
     out_s = decode(q_l[: len(kv_small)].clone(), cache_s, plan_s, config=config)
     out_l = decode(q_l, cache_l, plan_l, config=config)
     assert torch.equal(out_s, out_l[: len(kv_small)])
-    # A bf16 cache takes the 16-bit path whatever v_widen says.
-    shape16 = dataclasses.replace(FP8, kv_dtype="bf16")
-    cache16 = PagedKVCache.from_lengths(kv_small, shape16, dtype=torch.bfloat16, seed=fresh_seed())
-    q16 = make_queries(2, shape16, dtype=torch.bfloat16, seed=fresh_seed())
+    shape16 = dataclasses.replace(FP8, dtype=dtype16, kv_dtype=dtype16)
+    torch16 = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype16]
+    cache16 = PagedKVCache.from_lengths(kv_small, shape16, dtype=torch16, seed=fresh_seed())
+    q16 = make_queries(2, shape16, dtype=torch16, seed=fresh_seed())
     assert torch.equal(decode(q16, cache16, plan_s, config=config),
-                       decode(q16, cache16, plan_s, config=dataclasses.replace(config,
-                                                                               v_widen=False)))
+                       decode(q16, cache16, plan_s,
+                              config=dataclasses.replace(config, **{flag: False})))
 
 
 def _v_pages_one_byte_off(cache):
@@ -358,22 +362,6 @@ def test_v_pairs_match_the_dequantised_reference_and_the_plain_fp8_path(head_dim
     # the plain path (only the columns' grouping into products differs).
     assert_matches_reference_and_plain(head_dim, group, page_size, config,
                                        dataclasses.replace(config, v_pairs=False), q_dtype)
-
-
-def test_v_pairs_are_batch_invariant_and_ignored_for_16_bit_caches():
-    config = KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True)
-    kv_small, kv_large, cache_s, cache_l, q_l = _small_batch_inside_a_large_one(torch.bfloat16)
-    plan_s = build_plan(kv_small, 8, num_kv_heads=2, page_size=4)
-    plan_l = build_plan(kv_large, 8, num_kv_heads=2, page_size=4)
-    out_s = decode(q_l[: len(kv_small)].clone(), cache_s, plan_s, config=config)
-    out_l = decode(q_l, cache_l, plan_l, config=config)
-    assert torch.equal(out_s, out_l[: len(kv_small)])
-    shape16 = dataclasses.replace(FP8, dtype="fp16", kv_dtype="fp16")
-    cache16 = PagedKVCache.from_lengths(kv_small, shape16, dtype=torch.float16, seed=fresh_seed())
-    q16 = make_queries(2, shape16, dtype=torch.float16, seed=fresh_seed())
-    assert torch.equal(decode(q16, cache16, plan_s, config=config),
-                       decode(q16, cache16, plan_s, config=dataclasses.replace(config,
-                                                                               v_pairs=False)))
 
 
 def test_v_pairs_config_rules_and_odd_v_pages_refused():

@@ -550,8 +550,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
-        default's -vp falls back to its plain loop where -vp cannot run (_can_read_v_pairs), an
-        explicit -vp config is refused there.
+        default's -vp falls back to its plain loop where -vp cannot run (_v_path_obstacle); an
+        explicit -vp or -vw config is refused there.
     """
     _check_plan(plan, cache)
     shape = cache.shape
@@ -561,21 +561,13 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                 if device.type == "cuda" else None)
     if config is None:
         config = launch_config(plan, shape, cache.kv_dtype, sm_count)
-        if config.v_pairs and cache.is_fp8 and not _can_read_v_pairs(cache):
+        if _v_path_obstacle(config, "v_pairs", cache):
             # The table's -vp entry where it cannot run: the same loop reading V byte-wise.
             config = dataclasses.replace(config, v_pairs=False)
-    if config.v_widen and cache.is_fp8 and cache.v_pages.data_ptr() % 4:
-        raise ValueError(f"config.v_widen: {config.label()} reads V as int32 words; v_pages must "
-                         "start on a 4-byte boundary")
-    if config.v_pairs and cache.is_fp8 and cache.v_pages.data_ptr() % 2:
-        raise ValueError(f"config.v_pairs: {config.label()} reads V as int16 pairs; v_pages must "
-                         "start on a 2-byte boundary")
     for flag in ("v_widen", "v_pairs"):
-        if getattr(config, flag) and cache.is_fp8 and device.type == "cuda":
-            major, minor = torch.cuda.get_device_capability(device)
-            if (major, minor) < (8, 9):  # the inline asm's cvt.rn.f16x2.e4m3x2
-                raise ValueError(f"config.{flag}: {config.label()} needs sm_89 or newer; this "
-                                 f"GPU is sm_{major}{minor}")
+        obstacle = _v_path_obstacle(config, flag, cache)
+        if obstacle:
+            raise ValueError(f"config.{flag}: {config.label()} {obstacle}")
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
@@ -608,13 +600,24 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     )
 
 
-def _can_read_v_pairs(cache: PagedKVCache) -> bool:
-    """Whether the -vp loop can run on this cache: V pages on a 2-byte boundary, and on a GPU
-    sm_89 or newer (its inline asm's cvt.rn.f16x2.e4m3x2)."""
-    if cache.v_pages.data_ptr() % 2:
-        return False
-    return (cache.device.type != "cuda"
-            or torch.cuda.get_device_capability(cache.device) >= (8, 9))
+# The fp8 V paths that read V through a wider integer view, and their word size in bytes.
+_V_WORD_BYTES = {"v_widen": (4, "int32 words"), "v_pairs": (2, "int16 pairs")}
+
+
+def _v_path_obstacle(config: KernelConfig, flag: str, cache: PagedKVCache) -> str | None:
+    """Why config's `flag` path (v_widen or v_pairs) cannot run on this fp8 cache, or None (also
+    None when the flag is off or the cache is 16-bit, which ignores it): V pages off the view's
+    word boundary, or a GPU before sm_89 (the inline asm's cvt.rn.f16x2.e4m3x2)."""
+    if not (getattr(config, flag) and cache.is_fp8):
+        return None
+    size, words = _V_WORD_BYTES[flag]
+    if cache.v_pages.data_ptr() % size:
+        return f"reads V as {words}; v_pages must start on a {size}-byte boundary"
+    if cache.device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(cache.device)
+        if (major, minor) < (8, 9):
+            return f"needs sm_89 or newer; this GPU is sm_{major}{minor}"
+    return None
 
 
 def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,

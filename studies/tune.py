@@ -18,9 +18,12 @@ Order of work (nothing is written before every setting has been checked and the 
    bucket defers to that planner unless the winner beats it (studies/validation.py,
    studies/validation_step.py); the oracle when asked (studies/oracle.py);
    every configuration is planned with the backend's rule (studies/rules.py), which the result
-   records as `rule` for the tuned table;
-6. tuning.json, summary.json, the measurements and the manifest ("complete"); the results are
-   also stored in each bucket's study (user attributes `kvtune_result`, `kvtune_run`).
+   records as `rule` for the tuned table; the bucket's result goes into its study (user
+   attribute `kvtune_result`) as soon as it is decided, so that a run stopped in a later bucket
+   keeps it: a --resume that finds a bucket finished on the trials it still holds (none added)
+   keeps that result instead of measuring its finalists and validation again;
+6. tuning.json, summary.json, the measurements and the manifest ("complete"); the run's fields
+   are stored in each bucket's study too (`kvtune_run`).
 Rows are durable per trial: every process appends a part file after each trial
 (studies/records.py), merged into measurements.parquet at the end. Workers die with this process
 (studies/worker.py). With stdout not a terminal, a `progress:` line per tenth of --trials (or
@@ -193,12 +196,21 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
         _run_workers(ctx, studies, deadline, writer, gpus)
     results, extra = [], {}
     for bucket, cases in ctx.buckets:
-        finished = _finish_bucket(ctx, studies[bucket.name], bucket, cases, baselines[bucket.name],
-                                  recorder)
+        study = studies[bucket.name]
+        kept = _kept_result(ctx, study)
+        if kept is not None:
+            stderr_line(f"bucket {bucket.name}: kept the result an earlier run of this study "
+                        f"decided on the same {kept.n_trials} trials (nothing left to search)")
+            results.append(kept)
+            continue
+        finished = _finish_bucket(ctx, study, bucket, cases, baselines[bucket.name], recorder)
         if finished is None:
             continue
         results.append(finished[0])
         extra[bucket.name] = finished[1]
+        # In the storage now, not only at the end: a run stopped while it finishes a later bucket
+        # (a time limit's SIGTERM) keeps this one, and --resume does not measure it again.
+        study.set_user_attr(RESULT_ATTR, redact_tree(finished[0].to_dict()))
     recorder.flush()
     rows = merge_parts(writer.root)
     if not results:
@@ -210,15 +222,28 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
         simulated=not ctx.opened.device.live, provenance=_provenance(ctx, writer, shown),
         rule=split_rule(ctx.opened.backend))
     for b in results:
-        study = studies[b.name]
-        study.set_user_attr(RESULT_ATTR, redact_tree(b.to_dict()))
-        study.set_user_attr(RUN_ATTR, redact_tree(result.run_fields()))
+        studies[b.name].set_user_attr(RUN_ATTR, redact_tree(result.run_fields()))
     save_tuning_result(writer.root, result)
     atomic_write_json(writer.root / SUMMARY_FILE, build_summary(result, extra))
     failed = sum(1 for r in rows if r.get("status") != "ok")
     writer.finish("complete", rows=len(rows), failed_rows=failed,
                   trials={b.name: b.n_trials for b in results})
     return result, extra
+
+
+def _kept_result(ctx, study) -> BucketResult | None:
+    """The bucket's stored result when this run resumes a study whose earlier run finished the
+    bucket on exactly the trials it holds now (so re-measuring its finalists and validation would
+    decide the same question again); None otherwise: not a resume, no stored result, trials
+    left to search, or trials added since (a larger --trials, another process)."""
+    stored = study.user_attrs.get(RESULT_ATTR)
+    if not ctx.config.resume or not isinstance(stored, dict) or remaining_trials(ctx, study):
+        return None
+    try:
+        kept = BucketResult.from_dict(stored)
+    except (KeyError, TypeError, ValueError):
+        return None  # malformed: finish the bucket again
+    return kept if kept.n_trials == counted_trials(study) else None
 
 
 def _default_us(ctx, baselines_us, cases) -> dict | None:

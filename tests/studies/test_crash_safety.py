@@ -172,3 +172,53 @@ def test_progress_lines_when_stdout_is_not_a_terminal(tmp_path, capsys):
     assert lines and lines[-1].startswith("progress: bucket 1-32 trials 10/10 best ")
     assert float(lines[-1].rsplit(" ", 1)[1]) > 0
     assert len(lines) <= 11
+
+
+def test_a_run_stopped_while_finishing_keeps_its_finished_buckets_for_resume(tmp_path, monkeypatch,
+                                                                               capsys):
+    """A time limit that stops the run in bucket 9-32's finalists: bucket 1-8's result is in the
+    storage already; --resume measures only 9-32's finalists and validation, and the export
+    holds 1-8's stored result unchanged. With more --trials a resume finishes every bucket."""
+    from kvtune.cli import main
+    from kvtune.studies import tune as tune_mod
+    from kvtune.studies.export import tuning_result_from_study
+    from kvtune.studies.result import RESULT_ATTR
+
+    argv = [*FAST, "--buckets", "1-8,9-32", "--study", "stop", "--trials", "3",
+            "--out", str(tmp_path / "r")]
+    argv.remove("1-32")
+    argv.remove("--buckets")  # FAST's single bucket: this run has two
+    real = tune_mod._finish_bucket
+    finished = []
+
+    def stop_at_second(ctx, study, bucket, *a, **k):
+        if finished:
+            raise KeyboardInterrupt  # as a SIGTERM mid-bucket would
+        finished.append(bucket.name)
+        return real(ctx, study, bucket, *a, **k)
+
+    monkeypatch.setattr(tune_mod, "_finish_bucket", stop_at_second)
+    assert main(argv) == 130  # the CLI's exit for an interrupt
+    assert finished == ["1-8"]
+    storage = f"sqlite:///{tmp_path / 'r' / 'optuna.db'}"
+    stored = {s.study_name: s.user_attrs for s in optuna.get_all_study_summaries(storage)}
+    assert RESULT_ATTR in stored["stop/1-8"] and RESULT_ATTR not in stored["stop/9-32"]
+    capsys.readouterr()
+
+    calls = []
+
+    def spy(ctx, study, bucket, *a, **k):
+        calls.append(bucket.name)
+        return real(ctx, study, bucket, *a, **k)
+
+    monkeypatch.setattr(tune_mod, "_finish_bucket", spy)
+    assert main([*argv, "--resume"]) == 0
+    assert calls == ["9-32"]
+    assert "bucket 1-8: kept the result an earlier run" in capsys.readouterr().err
+    result, _ = tuning_result_from_study("stop", storage)
+    first = next(b for b in result.buckets if b.name == "1-8")
+    assert first.to_dict() == stored["stop/1-8"][RESULT_ATTR]
+    # More trials: both buckets have something new, so both are finished again.
+    calls.clear()
+    assert main([*argv, "--resume", "--trials", "4"]) == 0
+    assert calls == ["1-8", "9-32"]

@@ -17,8 +17,9 @@ for run in sorted(glob.glob(f"{root}/*/")):
     parts = sorted(glob.glob(f"{run}**/*.parquet", recursive=True))
     if parts:
         df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
-        if "quiet" in df:
-            q = df["quiet"].fillna(True).astype(bool)
+        if "quiet_ratio" in df:
+            # Quiet: the kept bracket within the guard's default tolerance (0.10).
+            q = df["quiet_ratio"].isna() | (df["quiet_ratio"] >= 0.9)
             r = df.get("interference_retries", pd.Series(0, index=df.index)).fillna(0)
             streak = best = 0
             for quiet, retries in zip(q, r):

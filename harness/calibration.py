@@ -24,7 +24,13 @@ listed as not identified):
 - saturation_sharpness: how sharply n streaming CTAs reach the bandwidth (when the start has a
   finite one: KERNEL_START gives it for the Triton and FlashInfer tensor-core kernels);
 - merge_issue_us, merge_row_us, merge_per_split_us: the merge's earliest start after the first
-  launch, its time per merged (request, query head) row per SM and per split (rows with a merge).
+  launch, its time per merged (request, query head) row per SM and per split (rows with a merge);
+- fp8_stream_efficiency: the fp8 kernel's share of the streaming bandwidth (rows with both an fp8
+  and a 16-bit KV cache; fp8 rows alone cannot tell it from hbm_efficiency). A fit without fp8
+  rows keeps the start's value (1.0, so a refit on 16-bit rows alone drops a fitted fp8 term:
+  run benchmarks/fit_fp8_sim.py again after it); the replay (harness/fidelity.py row_shape)
+  reads each row's kv_dtype. benchmarks/fit_fp8_sim.py fits it alone on fp8 rows, the other
+  constants held.
 How each kernel occupies an SM (kernel_ctas_per_sm, single_cta_variant), the tokens of its
 inner loop's step (block_tokens, single_cta_block_tokens) and whether it launches the upstream
 kernel's extra programs (one_program_per_task) is not fitted: it is KERNEL_START's,
@@ -81,6 +87,7 @@ PRIOR_SCALE = {
     "merge_per_split_us": 0.5,
     "merge_row_us": 0.5,
     "saturation_sharpness": 2.0,
+    "fp8_stream_efficiency": 0.1,
 }
 
 # name -> (unit the optimizer sees, lower bound, upper bound), in the constant's own units.
@@ -98,6 +105,7 @@ FIT_BOUNDS = {
     "merge_per_split_us": (1.0, 0.0, 5.0),
     "merge_row_us": (1.0, 0.0, 10.0),
     "saturation_sharpness": (1.0, 0.5, 20.0),
+    "fp8_stream_efficiency": (1.0, 0.2, 1.0),
 }
 
 # What the fit starts from, per kernel: how the kernel occupies an SM (not fitted: a count) and a
@@ -222,6 +230,8 @@ def identifiable(rep, frame: pd.DataFrame, device: DeviceSpec,
         names.append("residency_exponent")
     if len({s.kv_bytes_per_token_per_head for s in rep.shapes}) > 1:
         names.append("inflight_exponent")
+    if len({s.kv_is_fp8 for s in rep.shapes}) > 1:
+        names.append("fp8_stream_efficiency")
     return names
 
 

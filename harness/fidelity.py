@@ -145,9 +145,13 @@ def load_rows(run_dirs) -> GpuRows:
 
 
 def row_shape(row) -> AttentionShape:
+    """The row's shape, its KV cache type included (rows from before fp8 KV have no kv_dtype:
+    the query type then)."""
+    kv = row.get("kv_dtype")
+    kv = None if kv is None or (isinstance(kv, float) and math.isnan(kv)) else str(kv)
     return AttentionShape(num_qo_heads=int(row["num_qo_heads"]), num_kv_heads=int(row["num_kv_heads"]),
                           head_dim=int(row["head_dim"]), page_size=int(row["page_size"]),
-                          dtype=str(row["dtype"]))
+                          dtype=str(row["dtype"]), kv_dtype=kv)
 
 
 def row_kv_lens(row, shape: AttentionShape) -> np.ndarray:

@@ -37,6 +37,9 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   by r ** -`residency_exponent` for a launch running r CTAs per SM (the slots' r: the variant's
   warps and co-resident CTAs share an SM's load pipes; exponent 0 = no effect, 1 = one SM-wide
   rate split r ways).
+- An fp8 KV cache (kv_dtype fp8_e4m3) counts 1 byte per element, and its streaming tasks share
+  `fp8_stream_efficiency` x the bandwidth: the kernel's e4m3 -> fp16 conversion competes for
+  the SMs' issue slots, so a full GPU streams fp8 bytes below the 16-bit kernel's rate.
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
   cost `empty_cta_us` of slot time each when they have no work, spread over the slots. Only for
@@ -126,6 +129,14 @@ class SimConstants:
         plan's persistent grid), so the extra programs an upstream kernel would launch
         (plan.notes launched_ctas, kv_reads_per_task) are not modelled. Default False (the
         kernel the plan imitates launches them).
+    fp8_stream_efficiency: share of the streaming bandwidth (hbm_bytes_per_s x hbm_efficiency)
+        the first launch reaches when the shape's KV cache is fp8 (kv_dtype fp8_e4m3), 0 < x <= 1.
+        Default 1.0: fp8 streams like 16-bit KV at 1 byte per element (the bytes-only model);
+        16-bit shapes never read it, nor does the merge launch (fp32 partials). Why a bandwidth
+        share rather than a per-CTA cap: the fp8 kernel's e4m3 -> fp16 conversion takes issue
+        slots the SM's CTAs share, so it lowers what a full GPU streams, while a lone program
+        per SM (one KV head) is held by its memory latency as at 16 bits. Fitted by
+        benchmarks/fit_fp8_sim.py on fp8 rows, the other constants held.
     """
 
     hbm_efficiency: float = 0.87
@@ -147,6 +158,7 @@ class SimConstants:
     block_tokens: int = 0
     single_cta_block_tokens: int = 0
     one_program_per_task: bool = False
+    fp8_stream_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1.25):
@@ -160,6 +172,11 @@ class SimConstants:
             raise ValueError(
                 f"cta_rate_cap_bytes_per_s: {self.cta_rate_cap_bytes_per_s!r} must be > 0"
             )
+        if not (isinstance(self.fp8_stream_efficiency, (int, float))
+                and not isinstance(self.fp8_stream_efficiency, bool)
+                and 0 < self.fp8_stream_efficiency <= 1):
+            raise ValueError(f"fp8_stream_efficiency: {self.fp8_stream_efficiency!r} out of "
+                             "range; allowed: (0, 1]")
         if not (isinstance(self.residency_exponent, (int, float)) and 0 <= self.residency_exponent <= 2):
             raise ValueError(
                 f"residency_exponent: {self.residency_exponent!r} out of range; allowed: 0..2"
@@ -310,6 +327,15 @@ def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSp
     return c.cta_rate_cap_bytes_per_s * scale * resident ** -c.residency_exponent
 
 
+def stream_bandwidth_bytes_per_us(shape: AttentionShape, bw_bytes_per_us: float,
+                                  constants: SimConstants = DEFAULT_CONSTANTS) -> float:
+    """The bandwidth the first launch's streaming tasks share, bytes/us: `bw_bytes_per_us`
+    (the device's at hbm_efficiency), times fp8_stream_efficiency for an fp8 KV cache."""
+    if shape.kv_is_fp8:
+        return bw_bytes_per_us * constants.fp8_stream_efficiency
+    return bw_bytes_per_us  # 16-bit KV: untouched, so its predictions stay bit for bit
+
+
 def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
     """HBM bytes of each task, float64 [num_tasks] in dispatch order.
 
@@ -394,6 +420,7 @@ def simulate(
         )
     c = constants
     bw_bytes_per_us = device.hbm_bytes_per_s * c.hbm_efficiency * 1e-6
+    stream_bw_bytes_per_us = stream_bandwidth_bytes_per_us(shape, bw_bytes_per_us, c)
     cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c) * 1e-6
     reads = programs_per_task(plan, c)
     nbytes = task_bytes(plan, shape)
@@ -411,7 +438,8 @@ def simulate(
         heavy_first_counter=plan.schedule == "persistent-heavy-first",
         cta_start_us=c.cta_start_us,
         next_task_us=c.persistent_task_us,
-        rates=stream_rates(slots, bw_bytes_per_us, cap_bytes_per_us, c.saturation_sharpness),
+        rates=stream_rates(slots, stream_bw_bytes_per_us, cap_bytes_per_us,
+                           c.saturation_sharpness),
         extra_start_us=None if extra_us is None else extra_us.tolist(),
     )
     start += c.launch_us
@@ -574,15 +602,16 @@ __all__ = [
     "SimResult",
     "cta_rate_cap_bytes_per_s",
     "element_bytes",
-    "kernel_block_tokens",
-    "partial_block_us",
     "empty_programs",
+    "kernel_block_tokens",
     "merge_bytes",
     "merged_requests",
     "num_slots",
+    "partial_block_us",
     "programs_per_task",
     "resident_ctas_per_sm",
     "simulate",
+    "stream_bandwidth_bytes_per_us",
     "stream_rates",
     "task_bytes",
 ]

@@ -1,0 +1,215 @@
+"""Fit the decode simulator's fp8 term (SimConstants.fp8_stream_efficiency) to fp8 GPU rows of
+kvtune's Triton kernel, and judge it on fp8 rows it was not fitted on.
+
+    python benchmarks/fit_fp8_sim.py --train-sweep SWEEP/results.json [--train-shapes S.csv ...]
+        --held-out SHAPES.csv [--held-out ...] [--device-model h200] [--json OUT.json]
+
+Order of work (nothing is written into the project; --json writes the numbers printed):
+1. Rows. --train-sweep: bench_kernels.py's `shape-configs` section (results.json); --train-shapes
+   and --held-out: its `shapes` section (shapes.csv). Kept: fp8_e4m3 KV, status ok, and the
+   configuration the kernel runs by default, i.e. CONFIG_TABLE's entry for the row's key
+   (kernels/decode_config.py); every other row is dropped, with a count.
+2. Replay. Each row's batch and plan are rebuilt as bench_kernels built them (`matrix_batch`,
+   `matrix_plan`, 262,144 tokens, seed 0) on the model's device, and checked against the row's
+   chunk and task count; a row that does not rebuild stops the script.
+3. Fit. fp8_stream_efficiency alone, the model's other constants held (a 16-bit calibration):
+   a grid 0.200, 0.205, .. 1.000, minimising the median |log(simulated / GPU)| over the
+   training rows; ties go to the largest value (the smaller change to the bytes-only model).
+4. Judge. Training and held-out errors (simulated / GPU - 1) before (the model as loaded) and
+   after (the fitted value): median, median absolute, range, overall and per shape, and per
+   row. Held-out rows that repeat a training case (same shape, distribution, batch and plan,
+   measured in another call) are marked, and the held-out summary is also given without them.
+
+The simulator's numbers are a model, never a measurement; the GPU times are the rows'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from kvtune.harness.device import sim_model
+from kvtune.harness.sim_model import SimConstants, simulate
+from kvtune.kernels.decode_config import CONFIG_TABLE, config_key
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kernels import (
+    TOTAL_TOKENS,
+    matrix_batch,
+    matrix_plan,
+    variant_shape,
+)
+
+FP8 = "fp8_e4m3"
+GRID = np.round(np.arange(0.200, 1.0001, 0.005), 3)
+
+
+def table_config(shape, plan) -> str:
+    """The label of CONFIG_TABLE's entry the kernel runs for this shape and plan by default."""
+    key = config_key(shape.head_dim, 1, shape.num_kv_heads, plan.ctas_per_sm, shape.group_size)
+    return CONFIG_TABLE[key].label()
+
+
+def _row(name, variant, dist, batch, plan_name, gpu_us, config, chunk, tasks, device, source):
+    """One replayable row; variant: bench_kernels' (shape name, dtype, kv_dtype, page size)."""
+    shape = variant_shape(variant)
+    b = matrix_batch(dist, int(batch), shape, TOTAL_TOKENS)
+    plan, plan_chunk = matrix_plan(plan_name, b.kv_lens, shape, device)
+    if (chunk is not None and plan_chunk != int(chunk)) or (tasks is not None
+                                                           and plan.num_tasks != int(tasks)):
+        raise SystemExit(f"{source}: {name} does not rebuild (chunk {plan_chunk} vs {chunk}, "
+                         f"tasks {plan.num_tasks} vs {tasks}); was it run with other tokens?")
+    return {"name": name, "case": (variant, dist, int(batch), plan_name),
+            "shape": shape, "plan": plan, "gpu_us": float(gpu_us), "config": config,
+            "default": config == table_config(shape, plan), "source": source}
+
+
+def sweep_rows(path: str, device) -> list[dict]:
+    """fp8 rows of a results.json `shape-configs` section (one per configuration tried)."""
+    data = json.loads(Path(path).read_text())
+    out = []
+    for r in data.get("shape-configs", {}).get("rows", []):
+        # bench_kernels' variant_label: "llama3-8b bf16/fp8_e4m3 p16"
+        shape_name, types, page = r["variant"].split()
+        dtype, _, kv = types.partition("/")
+        if kv != FP8 or r.get("status") != "ok" or not r.get("us"):
+            continue
+        variant = (shape_name, dtype, kv, int(page[1:]))
+        out.append(_row(f"{shape_name} {r['dist']} B={r['batch']} {r['plan']}", variant,
+                        r["dist"], r["batch"], r["plan"], r["us"], r["config"], None,
+                        r.get("num_tasks"), device, path))
+    return out
+
+
+def shape_rows(path: str, device) -> list[dict]:
+    """fp8 rows of a shapes.csv (the shape matrix: one row per case, Triton's time)."""
+    out = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["kv_dtype"] != FP8 or r["triton_status"] != "ok" or not r["triton_us"]:
+                continue
+            out.append(_row(f"{r['shape']} {r['dist']} B={r['batch']} {r['plan']}",
+                            (r["shape"], r["dtype"], r["kv_dtype"], int(r["page_size"])),
+                            r["dist"], r["batch"], r["plan"], r["triton_us"],
+                            r["triton_config"], r["chunk_tokens"], r["num_tasks"], device, path))
+    return out
+
+
+def keep_default(rows: list[dict], label: str) -> list[dict]:
+    kept = [r for r in rows if r["default"]]
+    print(f"{label}: {len(kept)} rows run the table's entry; {len(rows) - len(kept)} other "
+          "configurations dropped")
+    return kept
+
+
+def errors(rows: list[dict], device, constants: SimConstants) -> np.ndarray:
+    """simulated / GPU - 1 per row."""
+    return np.array([simulate(r["plan"], r["shape"], device, constants).time_us / r["gpu_us"] - 1
+                     for r in rows])
+
+
+def loss(err: np.ndarray) -> float:
+    return float(np.median(np.abs(np.log1p(err))))
+
+
+def fit(rows: list[dict], device, start: SimConstants) -> float:
+    """fp8_stream_efficiency on GRID minimising loss over `rows` (ties: the largest value)."""
+    scores = [(loss(errors(rows, device, replace(start, fp8_stream_efficiency=float(v)))), -v)
+              for v in GRID]
+    return float(-min(scores)[1])
+
+
+def summary(err: np.ndarray) -> dict:
+    if not len(err):
+        return {"rows": 0}
+    return {"rows": len(err), "median_error": float(np.median(err)),
+            "median_abs_error": float(np.median(np.abs(err))),
+            "median_abs_log_error": loss(err), "min_error": float(err.min()),
+            "max_error": float(err.max())}
+
+
+def fmt(s: dict) -> str:
+    if not s["rows"]:
+        return "no rows"
+    return (f"{s['rows']:2d} rows  median {s['median_error']:+.1%}  median |err| "
+            f"{s['median_abs_error']:.1%}  range {s['min_error']:+.1%} .. {s['max_error']:+.1%}")
+
+
+def shape_label(r: dict) -> str:
+    return r["name"].split()[0]
+
+
+def report(label: str, rows: list[dict], before: np.ndarray, after: np.ndarray,
+           skip: set | None = None) -> dict:
+    """Print per-row and per-shape errors before and after; return the summaries."""
+    print(f"\n{label}: simulated / GPU - 1 (before -> after)")
+    for r, b, a in zip(rows, before, after):
+        mark = "  (also a training case)" if skip and r["case"] in skip else ""
+        print(f"  {r['name']:<42s} {r['config']:<18s} GPU {r['gpu_us']:7.1f} us  "
+              f"{b:+6.1%} -> {a:+6.1%}{mark}")
+    out = {"all": {"before": summary(before), "after": summary(after)}, "per_shape": {}}
+    print(f"  all      before {fmt(out['all']['before'])}")
+    print(f"           after  {fmt(out['all']['after'])}")
+    for name in sorted({shape_label(r) for r in rows}):
+        m = np.array([shape_label(r) == name for r in rows])
+        out["per_shape"][name] = {"before": summary(before[m]), "after": summary(after[m])}
+        print(f"  {name:<8s} before {fmt(out['per_shape'][name]['before'])}")
+        print(f"  {'':<8s} after  {fmt(out['per_shape'][name]['after'])}")
+    if skip:
+        m = np.array([r["case"] not in skip for r in rows])
+        out["not_training_cases"] = {"before": summary(before[m]), "after": summary(after[m])}
+        print(f"  without the training cases: before {fmt(out['not_training_cases']['before'])}")
+        print(f"  {'':<26s} after  {fmt(out['not_training_cases']['after'])}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train-sweep", action="append", default=[],
+                    help="bench_kernels results.json with a shape-configs section (repeatable)")
+    ap.add_argument("--train-shapes", action="append", default=[],
+                    help="bench_kernels shapes.csv fitted on (repeatable)")
+    ap.add_argument("--held-out", action="append", default=[], required=True,
+                    help="bench_kernels shapes.csv judged on, never fitted (repeatable)")
+    ap.add_argument("--device-model", default="h200",
+                    help="preset or calibration file the replay runs on (default h200: the "
+                         "shipped Triton calibration)")
+    ap.add_argument("--json", help="write the fitted value and every summary here")
+    args = ap.parse_args(argv)
+    if not args.train_sweep and not args.train_shapes:
+        ap.error("give --train-sweep or --train-shapes")
+
+    model = sim_model(args.device_model, "triton")
+    device, loaded = model.device, model.constants
+    print(f"model: {model.label}; fp8_stream_efficiency as loaded {loaded.fp8_stream_efficiency}")
+    train = [r for p in args.train_sweep for r in sweep_rows(p, device)]
+    train += [r for p in args.train_shapes for r in shape_rows(p, device)]
+    train = keep_default(train, "training")
+    held = keep_default([r for p in args.held_out for r in shape_rows(p, device)], "held out")
+    if not train:
+        raise SystemExit("training: no fp8 row with the table's configuration")
+
+    base = replace(loaded, fp8_stream_efficiency=1.0)  # "before" = the bytes-only model
+    value = fit(train, device, base)
+    fitted = replace(base, fp8_stream_efficiency=value)
+    print(f"fitted fp8_stream_efficiency = {value:.3f} (grid {GRID[0]:.3f}..{GRID[-1]:.3f}, "
+          f"step 0.005; {len(train)} training rows)")
+    result = {"fp8_stream_efficiency": value, "device_model": model.label,
+              "train_files": args.train_sweep + args.train_shapes, "held_out_files": args.held_out}
+    result["train"] = report("training", train, errors(train, device, base),
+                             errors(train, device, fitted))
+    train_cases = {r["case"] for r in train}
+    result["held_out"] = report("held out", held, errors(held, device, base),
+                                errors(held, device, fitted), skip=train_cases)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The simulator's fp8 term (SimConstants.fp8_stream_efficiency): it slows only fp8 KV shapes'
+first launch, leaves every 16-bit prediction bit for bit, loads as 1.0 from calibrations written
+before it, refuses values outside (0, 1], and benchmarks/fit_fp8_sim.py recovers it from rows."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from kvtune.harness.calibration import identifiable
+from kvtune.harness.device import load_calibration, sim_model
+from kvtune.harness.sim_model import DEFAULT_CONSTANTS, SimConstants, simulate
+from kvtune.kernels import policies
+from kvtune.kernels.plan import AttentionShape
+
+ROOT = Path(__file__).resolve().parents[2]
+BF16 = AttentionShape()  # 32 q / 8 KV heads, head_dim 128, page 16
+FP16 = AttentionShape(dtype="fp16")
+FP8 = replace(BF16, kv_dtype="fp8_e4m3")
+ONE_HEAD_FP8 = AttentionShape(num_qo_heads=8, num_kv_heads=1, kv_dtype="fp8_e4m3")
+SHIPPED = sim_model("h200", "triton")  # harness/calibrations/h200-triton.json
+
+# (policy, params, kv_lens): static, split, persistent, one-CTA-per-SM and unsplit plans.
+PLANS = [
+    ("fixed-split", {"chunk_tokens": 2048}, np.full(64, 4096)),
+    ("fixed-split", {"chunk_tokens": 512}, np.r_[209_715, np.full(63, 832)]),
+    ("fa3", {}, np.r_[209_715, np.full(63, 832)]),
+    ("no-split", {}, np.full(8, 32_768)),
+    ("flashinfer-tensor-core", {}, np.array([100, 5000, 70_000])),
+]
+
+
+def _plan(i, shape, device=SHIPPED.device):
+    name, params, kv = PLANS[i]
+    return policies.get(name, **params).plan(np.asarray(kv, dtype=np.int64), shape, device)
+
+
+def _same_result(a, b) -> bool:
+    return (a.time_us == b.time_us and a.stage1_us == b.stage1_us and a.merge_us == b.merge_us
+            and np.array_equal(a.end_us, b.end_us) and np.array_equal(a.start_us, b.start_us))
+
+
+@pytest.mark.parametrize("i", range(len(PLANS)))
+@pytest.mark.parametrize("shape", [BF16, FP16], ids=["bf16", "fp16"])
+def test_16bit_predictions_do_not_read_the_fp8_term(i, shape):
+    # Any value of the term gives the 16-bit prediction bit for bit, with the shipped
+    # calibration and with the hand-set defaults.
+    for base in (SHIPPED.constants, DEFAULT_CONSTANTS):
+        plan = _plan(i, shape)
+        ref = simulate(plan, shape, SHIPPED.device, replace(base, fp8_stream_efficiency=1.0))
+        for value in (0.2, 0.5, 0.89):
+            other = simulate(plan, shape, SHIPPED.device,
+                             replace(base, fp8_stream_efficiency=value))
+            assert _same_result(ref, other), (PLANS[i][0], value)
+
+
+@pytest.mark.parametrize("i", range(len(PLANS)))
+def test_fp8_at_one_is_the_model_without_the_field(i):
+    # The default keeps fp8 predictions as they were: constants without the field (an older
+    # calibration) predict exactly what 1.0 predicts.
+    plan = _plan(i, FP8)
+    bytes_only = replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    without = SimConstants.from_dict({k: v for k, v in SHIPPED.constants.to_dict().items()
+                                      if k != "fp8_stream_efficiency"})
+    assert DEFAULT_CONSTANTS.fp8_stream_efficiency == 1.0
+    assert _same_result(simulate(plan, FP8, SHIPPED.device, bytes_only),
+                        simulate(plan, FP8, SHIPPED.device, without))
+
+
+def test_shipped_calibration_slows_fp8_in_the_fitted_direction():
+    # The fit on call 1's fp8 rows found the bytes-only model too fast: a share below 1, and
+    # full-GPU fp8 plans predicted slower with it. Bytes and the merge launch are untouched.
+    value = SHIPPED.constants.fp8_stream_efficiency
+    assert 0.5 < value < 1.0
+    bytes_only = replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    for i in range(len(PLANS)):
+        plan = _plan(i, FP8)
+        slow = simulate(plan, FP8, SHIPPED.device, SHIPPED.constants)
+        fast = simulate(plan, FP8, SHIPPED.device, bytes_only)
+        assert slow.time_us >= fast.time_us
+        assert slow.hbm_bytes == fast.hbm_bytes and slow.merge_us == fast.merge_us
+    full = _plan(0, FP8)  # 64 x 4096 tokens, 2048-token chunks: 1024 tasks, bandwidth-bound
+    slow = simulate(full, FP8, SHIPPED.device, SHIPPED.constants).stage1_us
+    fast = simulate(full, FP8, SHIPPED.device, bytes_only).stage1_us
+    assert slow > 1.05 * fast
+    # Lower shares are monotonically slower.
+    times = [simulate(full, FP8, SHIPPED.device,
+                      replace(SHIPPED.constants, fp8_stream_efficiency=v)).time_us
+             for v in (1.0, 0.9, 0.7, 0.5)]
+    assert times == sorted(times) and times[0] < times[-1]
+
+
+def test_one_program_per_sm_fp8_plans_barely_move():
+    # One KV head, one task per SM: each program is held by its own rate cap, not by the shared
+    # bandwidth, so the term (a bandwidth share) changes it far less than a full-GPU plan.
+    plan = policies.get("fixed-split", chunk_tokens=2048).plan(np.full(64, 4096), ONE_HEAD_FP8,
+                                                               SHIPPED.device)
+    assert plan.num_tasks == 128
+    bytes_only = replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    lone = (simulate(plan, ONE_HEAD_FP8, SHIPPED.device, SHIPPED.constants).time_us
+            / simulate(plan, ONE_HEAD_FP8, SHIPPED.device, bytes_only).time_us)
+    full = (simulate(_plan(0, FP8), FP8, SHIPPED.device, SHIPPED.constants).time_us
+            / simulate(_plan(0, FP8), FP8, SHIPPED.device, bytes_only).time_us)
+    assert 1.0 <= lone < full
+
+
+def test_old_calibrations_without_the_field_load_as_bytes_only(tmp_path):
+    c = SimConstants.from_dict({"hbm_efficiency": 0.9, "cta_rate_cap_bytes_per_s": 30e9})
+    assert c.fp8_stream_efficiency == 1.0
+    # The shipped file as it was before the fp8 fit: the same file without the field.
+    data = json.loads((ROOT / "harness/calibrations/h200-triton.json").read_text())
+    assert "fp8_stream_efficiency" in data["constants"]
+    del data["constants"]["fp8_stream_efficiency"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    model = load_calibration(old)
+    assert model.constants == replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    plan = _plan(0, FP8)
+    assert simulate(plan, FP8, model.device, model.constants).time_us < \
+        simulate(plan, FP8, SHIPPED.device, SHIPPED.constants).time_us
+    # Other shipped calibrations have no fp8 fit and keep the bytes-only model.
+    for other in sorted((ROOT / "harness/calibrations").glob("*.json")):
+        if other.name != "h200-triton.json":
+            assert load_calibration(other).constants.fp8_stream_efficiency == 1.0, other.name
+    # And the field round-trips.
+    assert SimConstants.from_dict(SHIPPED.constants.to_dict()) == SHIPPED.constants
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -0.5, 1.01, 2, math.nan, math.inf, True, "0.9", None])
+def test_out_of_range_values_are_refused_naming_the_field(bad):
+    with pytest.raises(ValueError, match=r"fp8_stream_efficiency: .* allowed: \(0, 1\]"):
+        SimConstants(fp8_stream_efficiency=bad)
+
+
+@pytest.mark.parametrize("good", [1e-3, 0.5, 1, 1.0])
+def test_values_in_range_are_kept(good):
+    assert SimConstants(fp8_stream_efficiency=good).fp8_stream_efficiency == good
+
+
+def test_calibrate_fits_the_term_only_with_fp8_and_16bit_rows():
+    def rep(*shapes):
+        return SimpleNamespace(plans=[], shapes=list(shapes))
+
+    device = SHIPPED.device
+    assert "fp8_stream_efficiency" in identifiable(rep(BF16, FP8), None, device)
+    assert "fp8_stream_efficiency" not in identifiable(rep(BF16, FP16), None, device)
+    # fp8 rows alone cannot tell it from hbm_efficiency.
+    assert "fp8_stream_efficiency" not in identifiable(rep(FP8, FP8), None, device)
+
+
+# ---------------------------------------------------------------- benchmarks/fit_fp8_sim.py
+
+CSV_COLUMNS = ["variant", "shape", "dtype", "kv_dtype", "page_size", "dist", "batch", "plan",
+               "chunk_tokens", "num_tasks", "triton_us", "triton_status", "triton_config"]
+
+
+def _fit_script():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import fit_fp8_sim
+    finally:
+        sys.path.pop(0)
+    return fit_fp8_sim
+
+
+def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp"):
+    """A shapes.csv whose Triton times are the shipped model's at fp8_stream_efficiency=value."""
+    constants = replace(SHIPPED.constants, fp8_stream_efficiency=value)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, CSV_COLUMNS)
+        w.writeheader()
+        for dist, batch, plan_name in cases:
+            variant = ("llama3-8b", "bf16", "fp8_e4m3", 16)
+            shape = script.variant_shape(variant)
+            b = script.matrix_batch(dist, batch, shape, script.TOTAL_TOKENS)
+            plan, chunk = script.matrix_plan(plan_name, b.kv_lens, shape, SHIPPED.device)
+            us = simulate(plan, shape, SHIPPED.device, constants).time_us
+            w.writerow({"variant": "x", "shape": variant[0], "dtype": variant[1],
+                        "kv_dtype": variant[2], "page_size": variant[3], "dist": dist,
+                        "batch": batch, "plan": plan_name, "chunk_tokens": chunk,
+                        "num_tasks": plan.num_tasks, "triton_us": us, "triton_status": "ok",
+                        "triton_config": config})
+
+
+def test_fit_script_recovers_a_known_share(tmp_path, capsys):
+    script = _fit_script()
+    train, held, other = tmp_path / "train.csv", tmp_path / "held.csv", tmp_path / "other.csv"
+    _write_rows(train, script, [("uniform", 64, "fixed-2048"), ("uniform", 256, "fixed-2048"),
+                                ("skew80", 64, "fixed-2048")], 0.7)
+    _write_rows(held, script, [("uniform", 8, "balanced-2x"), ("skew80", 256, "fixed-2048")], 0.7)
+    # Rows of another configuration than the table's are dropped, whatever their times say.
+    _write_rows(other, script, [("uniform", 8, "fixed-2048")], 0.3, config="bn64-w4-s4-pa-vp")
+    out = tmp_path / "fit.json"
+    assert script.main(["--train-shapes", str(train), "--train-shapes", str(other),
+                        "--held-out", str(held), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["fp8_stream_efficiency"] == pytest.approx(0.7)
+    assert result["train"]["all"]["after"]["median_abs_error"] < 1e-9
+    assert result["held_out"]["all"]["after"]["median_abs_error"] < 1e-9
+    assert result["held_out"]["all"]["before"]["median_error"] < -0.05  # bytes-only: too fast
+    assert "1 other configurations dropped" in capsys.readouterr().out
+
+
+def test_a_gpu_row_replays_with_its_kv_cache_type():
+    """harness/fidelity.py row_shape: an fp8 row replays as fp8 (so calibrate and fidelity apply
+    the fp8 term); a row from before fp8 KV (no kv_dtype, or NaN from a mixed frame) as 16-bit."""
+    import pandas as pd
+    from kvtune.harness.fidelity import row_shape
+
+    base = {"num_qo_heads": 32, "num_kv_heads": 8, "head_dim": 128, "page_size": 16, "dtype": "bf16"}
+    assert row_shape({**base, "kv_dtype": "fp8_e4m3"}) == FP8
+    assert row_shape(base) == BF16
+    assert row_shape(pd.Series({**base, "kv_dtype": float("nan")})) == BF16
+    assert row_shape(pd.Series({**base, "kv_dtype": "fp8_e4m3"})).kv_is_fp8

@@ -13,6 +13,11 @@ group): row r is token r // G, head g = r % G, so GQA heads share each K/V load.
   tiles in flight; tensor-core tiles of BLOCK_M x BLOCK_N.
 - decode item (kind 0): all q_len x G rows of one request (padded to 16..256), keys of one split of
   the decode plan; the causal mask only bites for speculative decodes (q_len > 1).
+FP8 caches (e4m3 pages, per-tensor k_scale / v_scale): each K/V tile is widened to the query type
+where it is loaded (exact: every e4m3 value is a bf16 and an fp16 value), k_scale is folded into
+the score scale and v_scale multiplies the float32 output, so both products run as for a 16-bit
+cache of the dequantised values. This path is correct, not tuned for fp8: the decode kernel's
+fp8 loops (kernels/decode.py, `-vp`: fp16 products, V read as byte pairs) are not used here.
 A task of a split tile/request writes a float32 partial output and its base-2 log-sum-exp; the
 merge launch (`_merge_rows_kernel`) combines the partials of every split token row. Rows that see
 no key of their split (a speculative token's split past its position) write lse = -inf, weight 0.
@@ -67,7 +72,7 @@ TWO_LAUNCH = ("serial", *TWO_STREAMS)
 
 @triton.jit
 def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
-                 page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2,
+                 page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2, v_scale,
                  stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
                  NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
                  PAGE_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -106,8 +111,8 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         page = tl.load(page_indices_ptr + page_base + key // PAGE_SIZE, mask=valid, other=0)
         kv_row = page.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
         kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
-        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
+        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
         if UPCAST_DOT:
             k = k.to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
@@ -127,7 +132,8 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         m_i = m_new
 
     has = l_i > 0
-    o = acc / tl.where(has, l_i, 1.0)[:, None]
+    # v_scale: the fp8 cache's V scale (exactly 1.0 for 16-bit pages: the same bits as before).
+    o = acc / tl.where(has, l_i, 1.0)[:, None] * v_scale
     if part_row < 0:
         o_offs = ((q_row0 + tok).to(tl.int64) * stride_o_t + qo_head * stride_o_h)[:, None] \
             + offs_d[None, :]
@@ -169,7 +175,7 @@ def _prefill_step(q, k, v, m_i, l_i, acc, key, pos, qk_scale_log2, MASKED: tl.co
 
 @triton.jit
 def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
-                  page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2,
+                  page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2, v_scale,
                   stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
                   NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
                   PAGE_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -213,8 +219,8 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         key = n0 + offs_n
         kv_row = page_cur.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
         kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
-        k = tl.load(k_ptr + kv_offs)
-        v = tl.load(v_ptr + kv_offs)
+        k = tl.load(k_ptr + kv_offs).to(out_ptr.dtype.element_ty)
+        v = tl.load(v_ptr + kv_offs).to(out_ptr.dtype.element_ty)
         key_next = key + BLOCK_N
         page_cur = tl.load(page_indices_ptr + page_base + key_next // PAGE_SIZE,
                            mask=key_next < kv_hi, other=0)
@@ -225,8 +231,8 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         valid = key < kv_hi
         kv_row = page_cur.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
         kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
-        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
-        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
+        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
+        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
         key_next = key + BLOCK_N
         page_cur = tl.load(page_indices_ptr + page_base + key_next // PAGE_SIZE,
                            mask=key_next < kv_hi, other=0)
@@ -236,7 +242,8 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
                                       pos, qk_scale_log2, True, DOT_PRECISION, UPCAST_DOT)
 
     has = l_i > 0
-    o = acc / tl.where(has, l_i, 1.0)[:, None]
+    # v_scale: the fp8 cache's V scale (exactly 1.0 for 16-bit pages: the same bits as before).
+    o = acc / tl.where(has, l_i, 1.0)[:, None] * v_scale
     if part_row < 0:
         o_offs = ((q_row0 + tok).to(tl.int64) * stride_o_t + qo_head * stride_o_h)[:, None] \
             + offs_d[None, :]
@@ -263,8 +270,8 @@ def _sm_id(dummy, USE_SMID: tl.constexpr, NUM_SMS: tl.constexpr):
 
 @triton.jit
 def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-              page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h, stride_o_t,
-              stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS: tl.constexpr,
+              page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
+              stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS: tl.constexpr,
               G: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
               BLOCK_MP: tl.constexpr, BLOCK_NP: tl.constexpr, BLOCK_MD: tl.constexpr,
               BLOCK_ND: tl.constexpr, HAS_PREFILL: tl.constexpr, HAS_DECODE: tl.constexpr,
@@ -275,30 +282,30 @@ def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indpt
     whose one program per SM must keep several K/V tiles in flight)."""
     if DECODE_AHEAD:
         _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                      page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                      page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
                       stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
                       HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
     elif HAS_PREFILL and HAS_DECODE:
         kind = tl.load(task_ptr)
         if kind == 1:
             _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
-                          page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2,
+                          page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2, v_scale,
                           stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
                           stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP,
                           BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
         else:
             _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                         page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                         page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
                          stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
                          HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
     elif HAS_PREFILL:
         _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                      page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                      page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
                       stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
                       HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
     else:
         _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                     page_indices_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+                     page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
                      stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
                      HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
 
@@ -308,7 +315,7 @@ def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indpt
 def _hybrid_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     page_indptr_ptr, page_indices_ptr, tasks_ptr, counter_ptr,
-    num_prefill, num_decode, ratio_p, ratio_d, dynamic_programs, qk_scale_log2,
+    num_prefill, num_decode, ratio_p, ratio_d, dynamic_programs, qk_scale_log2, v_scale,
     stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
     NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE_SIZE: tl.constexpr, BLOCK_MP: tl.constexpr, BLOCK_NP: tl.constexpr,
@@ -343,7 +350,7 @@ def _hybrid_kernel(
         t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
         while t < num_prefill + num_decode:
             _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                      page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2,
+                      page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2, v_scale,
                       stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
                       stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP,
                       BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
@@ -359,14 +366,14 @@ def _hybrid_kernel(
         # SM (a co-located two-stream launch), and a launch on the other stream takes the rest.
         for t2 in range(pid, num_prefill + num_decode, tl.num_programs(0)):
             _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                      page_indices_ptr, tasks_ptr + t2 * 9, qk_scale_log2,
+                      page_indices_ptr, tasks_ptr + t2 * 9, qk_scale_log2, v_scale,
                       stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
                       stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP,
                       BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
                       DECODE_AHEAD)
     else:
         _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                  page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2,
+                  page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2, v_scale,
                   stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
                   NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, BLOCK_MD, BLOCK_ND,
                   HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT, DECODE_AHEAD)
@@ -639,7 +646,10 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         _hybrid_kernel[(programs or n_pre + n_dec,)](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
             cache.page_indptr, cache.page_indices, tasks, launch.counter,
-            n_pre, n_dec, ratio_p, ratio_d, dynamic_programs, scale * LOG2_E,
+            # fp8 pages: k_scale folded into the score scale, v_scale into the output (both
+            # exactly 1.0 for 16-bit pages).
+            n_pre, n_dec, ratio_p, ratio_d, dynamic_programs, scale * cache.k_scale * LOG2_E,
+            cache.v_scale,
             q.stride(0), q.stride(1), out.stride(0), out.stride(1),
             cache.k_pages.stride(0), cache.k_pages.stride(1),
             NUM_QO_HEADS=shape.num_qo_heads, G=shape.group_size, HEAD_DIM=shape.head_dim,

@@ -75,7 +75,15 @@ class FlashInferHybrid:
         tp, td = table(self.pre), table(self.dec)
         self.kv = (cache.k_pages, cache.v_pages)
         common = dict(num_qo_heads=shape.num_qo_heads, num_kv_heads=shape.num_kv_heads)
-        dtype = q.dtype
+        dtype, kv_dtype = q.dtype, cache.kv_dtype
+        # fp8 pages: the serial wrappers take k_scale / v_scale in run(). POD's run() (0.5.3)
+        # applies them to its decode part only, so for POD k_scale goes into the plan's
+        # sm_scale (both parts use it) and v_scale multiplies both outputs after the launch.
+        self.scales = {"k_scale": float(cache.k_scale), "v_scale": float(cache.v_scale)} \
+            if cache.is_fp8 else {}
+        self.pod_v_scale = float(cache.v_scale) if cache.is_fp8 else None
+        pod_sm_scale = float(cache.k_scale) / float(np.sqrt(shape.head_dim)) \
+            if cache.is_fp8 else None
         self._ws = []
 
         def workspace():
@@ -85,31 +93,34 @@ class FlashInferHybrid:
         if mode == "pod":
             self.pod = flashinfer.BatchPODWithPagedKVCacheWrapper(workspace(), "NHD")
             self.pod.plan(qo_p, *tp, qo_d, *td, head_dim=shape.head_dim,
-                          page_size=shape.page_size, q_data_type=dtype, kv_data_type=dtype,
-                          **common)
+                          page_size=shape.page_size, q_data_type=dtype, kv_data_type=kv_dtype,
+                          sm_scale=pod_sm_scale, **common)
         else:
             self.prefill = self.decode = None
             if self.pre.size:
                 self.prefill = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
                 self.prefill.plan(qo_p, *tp, head_dim_qk=shape.head_dim,
                                   page_size=shape.page_size, causal=True, q_data_type=dtype,
-                                  kv_data_type=dtype, **common)
+                                  kv_data_type=kv_dtype, **common)
             if self.dec.size:
                 self.decode = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
                     workspace(), "NHD", use_tensor_cores=True)
                 self.decode.plan(*td, head_dim=shape.head_dim, page_size=shape.page_size,
-                                 q_data_type=dtype, kv_data_type=dtype, **common)
+                                 q_data_type=dtype, kv_data_type=kv_dtype, **common)
 
     def run(self) -> None:
         """The kernels only (prefill then decode, or the one POD launch)."""
         if self.mode == "pod":
             self.out_p, self.out_d = self.pod.run(self.q_p, self.kv, self.q_d, self.kv,
                                                   causal_p=True)
+            if self.pod_v_scale is not None:
+                self.out_p.mul_(self.pod_v_scale)
+                self.out_d.mul_(self.pod_v_scale)
             return
         if self.prefill is not None:
-            self.prefill.run(self.q_p, self.kv, out=self.out_p)
+            self.prefill.run(self.q_p, self.kv, out=self.out_p, **self.scales)
         if self.decode is not None:
-            self.decode.run(self.q_d, self.kv, out=self.out_d)
+            self.decode.run(self.q_d, self.kv, out=self.out_d, **self.scales)
 
     def output(self, like):
         """Both parts in batch order, in a tensor like `like` ([sum(q_lens), H, D])."""

@@ -335,3 +335,63 @@ def test_flashinfer_pod_runs_one_kind_batches_serially():
     assert mode_for(pod, [512, 4]) == "serial"
     assert mode_for(pod) == "pod"
     assert mode_for(fused, [512, 1]) == "serial"
+
+
+class _FakeWrapper:
+    """Stands in for FlashInfer's prefill, decode and POD wrappers (no GPU here): records plan()
+    and run() keyword arguments, and writes ones as the attention output."""
+
+    calls: list = []
+
+    def __init__(self, *args, **kwargs):
+        self.kind = type(self).__name__
+
+    def plan(self, *args, **kwargs):
+        self.calls.append((self.kind, "plan", kwargs))
+
+    def run(self, *args, out=None, causal_p=None, **kwargs):
+        import torch
+
+        self.calls.append((self.kind, "run", kwargs))
+        if self.kind == "BatchPODWithPagedKVCacheWrapper":
+            return torch.ones_like(args[0]), torch.ones_like(args[2])
+        out.fill_(1.0)
+
+
+@pytest.mark.parametrize("mode", ["serial", "pod"])
+def test_flashinfer_hybrid_hands_fp8_pages_and_scales_to_every_part(monkeypatch, mode):
+    """fp8 pages: every wrapper is planned with the e4m3 KV type; the serial wrappers get k_scale
+    and v_scale in run(); POD (whose 0.5.3 run() scales only its decode part) gets k_scale in the
+    plan's sm_scale, shared by both parts, and both outputs are multiplied by v_scale."""
+    import math
+    import sys
+    import types
+
+    import torch
+    from kvtune.harness.backends.flashinfer_hybrid import FlashInferHybrid
+    from kvtune.kernels.hybrid import make_hybrid_queries
+    from kvtune.kernels.paged import PagedKVCache
+
+    fake = types.ModuleType("flashinfer")
+    for name in ("BatchPODWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
+                 "BatchDecodeWithPagedKVCacheWrapper"):
+        setattr(fake, name, type(name, (_FakeWrapper,), {}))
+    monkeypatch.setitem(sys.modules, "flashinfer", fake)
+    _FakeWrapper.calls = []
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4,
+                           kv_dtype="fp8_e4m3")
+    q_lens = np.array([9, 1, 1])
+    cache = PagedKVCache.from_lengths([40, 17, 23], shape, k_scale=0.25, v_scale=3.0)
+    fi = FlashInferHybrid(cache, make_hybrid_queries(q_lens, shape), q_lens, mode)
+    fi.run()
+    plans = [k for _, what, k in _FakeWrapper.calls if what == "plan"]
+    runs = [k for _, what, k in _FakeWrapper.calls if what == "run"]
+    assert plans and all(k["kv_data_type"] == torch.float8_e4m3fn for k in plans)
+    if mode == "serial":
+        assert len(runs) == 2 and all(k == {"k_scale": 0.25, "v_scale": 3.0} for k in runs)
+        assert torch.equal(fi.out_p, torch.ones_like(fi.out_p))
+    else:
+        assert runs == [{}]
+        assert plans[0]["sm_scale"] == pytest.approx(0.25 / math.sqrt(64))
+        assert torch.equal(fi.out_p, torch.full_like(fi.out_p, 3.0))
+        assert torch.equal(fi.out_d, torch.full_like(fi.out_d, 3.0))

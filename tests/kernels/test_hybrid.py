@@ -279,3 +279,27 @@ def test_decode_ahead_plan_knob_reaches_the_launch(schedule):
     assert relative_error(out, attention_reference(q, cache, q_lens)) < 2e-3
     with pytest.raises(ValueError, match="decode_ahead"):
         policies.get("hybrid-parametric", decode_ahead="yes")
+
+
+@pytest.mark.parametrize("schedule, qdtype", [("serial", torch.float16), ("fused", torch.bfloat16),
+                                              ("colocated", torch.float16),
+                                              ("sm-aware", torch.bfloat16)])
+def test_fp8_cache_matches_the_reference_of_its_dequantised_values(schedule, qdtype):
+    """e4m3 pages with scales far from 1 (so a scale left out is an error of orders of magnitude):
+    every schedule, prefill tiles, splits and speculative decodes, against the float64 reference
+    of the dequantised cache; the tolerance is the 16-bit one, because the widened tiles hold the
+    dequantised values exactly (up to the scales, applied in float32)."""
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4,
+                           dtype="bf16" if qdtype == torch.bfloat16 else "fp16",
+                           kv_dtype="fp8_e4m3")
+    q_lens, kv_lens = [1, 5, 24, 17], [40, 23, 50, 17]
+    cache = PagedKVCache.from_lengths(kv_lens, shape, seed=3, k_scale=0.05, v_scale=3.0)
+    cache.fill_unused_slots(float("nan"))
+    q = make_hybrid_queries(q_lens, shape, seed=3)
+    pol = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64, **SPLITTY)
+    plan = pol.plan_hybrid(q_lens, kv_lens, shape, TOY)
+    out = attention(q, cache, q_lens, plan)
+    assert not torch.isnan(out).any() and out.dtype == qdtype
+    err = relative_error(out, attention_reference(q, cache, q_lens))
+    assert err < (2e-2 if qdtype == torch.bfloat16 else 2e-3)
+    assert plan.splits.max() > 1 and plan.tile_splits.max() > 1

@@ -8,7 +8,7 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-bash benchmarks/gpu_calls/s11_fp8_tune.sh results/s11/fp8 "${1:-520}" "${2:-60}"
+bash benchmarks/gpu_calls/s11_fp8_tune.sh results/s11/fp8 "${1:-520}" "${2:-0}"
 python3 benchmarks/gpu_calls/s11_guard_summary.py results/s11/fp8/tune 2>&1 | cut -c1-300
 date -u
 cd results/s11 && tar czf $OUT/fp8.tgz fp8

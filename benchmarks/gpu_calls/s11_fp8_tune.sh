@@ -8,7 +8,7 @@
 # --resume. Once the tune is complete: export, bench the export on traces fp8 beside FlashInfer's
 # planner and the chunk grid 512..16384, and the per-bucket table (benchmarks/generalise_table.py).
 #
-#   bash benchmarks/gpu_calls/s11_fp8_tune.sh RES TUNE_LIMIT_S BENCH_LIMIT_S
+#   bash benchmarks/gpu_calls/s11_fp8_tune.sh RES TUNE_LIMIT_S BENCH_LIMIT_S (0: no bench)
 set -u
 res=${1:?RES}; tune_limit=${2:?TUNE_LIMIT_S}; bench_limit=${3:?BENCH_LIMIT_S}
 study=gen-triton-prodmix
@@ -27,6 +27,13 @@ grep -hv Warning "$res"/tune_log_*.txt | grep -E "bucket|kvtune tune" | tail -20
 [ $rc -eq 0 ] || exit 0
 python3 -m kvtune export --study $study --storage "sqlite:///$res/tune/optuna.db" \
   -o "$res/$study.json" --allow-regression || exit 0
+# BENCH_LIMIT_S 0: no bench (the tune's own validation rows on traces fp8 are the held-out
+# check, beside FlashInfer's planner and fa3 in the same run); the table from the tune alone.
+if [ "$bench_limit" -eq 0 ]; then
+  python3 benchmarks/generalise_table.py "$res" --out "$res/table.json" --markdown "$res/table.md"
+  cat "$res/table.md"
+  exit 0
+fi
 chunks=""
 for c in 512 1024 2048 4096 8192 16384; do chunks+="fixed-split:chunk_tokens=$c,"; done
 echo "== bench $(date -u +%T)"

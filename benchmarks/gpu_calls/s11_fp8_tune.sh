@@ -5,7 +5,11 @@
 # out so that its storage lives in RES, which the next call carries back: a call that runs out
 # of time keeps its trials, baselines and finished buckets (studies/tune.py keeps a bucket's
 # result in the storage as soon as it is decided), and the next call runs the same command with
-# --resume. Once the tune is complete: export, bench the export on traces fp8 beside FlashInfer's
+# --resume. FP8_TRIALS / FP8_SEARCH_S override --trials (12) and the search's time limit (90 s):
+# call 3's search phase reached only 7, 5, 2 and 2 trials of 12 in its 90 s, and a bucket is kept
+# on resume only when it has no trials left to search, so call 4 resumes with --trials 5 (the
+# two finished buckets keep their results, the other two search 3 more trials in 40 s and are
+# finished). Once the tune is complete: export, bench the export on traces fp8 beside FlashInfer's
 # planner and the chunk grid 512..16384, and the per-bucket table (benchmarks/generalise_table.py).
 #
 #   bash benchmarks/gpu_calls/s11_fp8_tune.sh RES TUNE_LIMIT_S BENCH_LIMIT_S (0: no bench)
@@ -18,8 +22,8 @@ resume=()
 [ -f "$res/tune/optuna.db" ] && resume=(--resume)
 echo "== tune ${resume[*]:-(new)} $(date -u +%T)"
 timeout "$tune_limit" python3 -m kvtune tune --study $study --suite prod-mix --validate traces \
-  --backend triton --trials 12 --finalists 2 --baselines flashinfer-tensor-core,fa3 \
-  --finalist-rounds 2 --timeout-s 90 --stopping $stop --timer graph --kv-dtype fp8_e4m3 \
+  --backend triton --trials ${FP8_TRIALS:-12} --finalists 2 --baselines flashinfer-tensor-core,fa3 \
+  --finalist-rounds 2 --timeout-s ${FP8_SEARCH_S:-90} --stopping $stop --timer graph --kv-dtype fp8_e4m3 \
   --out "$res/tune" --no-progress "${resume[@]}" > "$res/tune_log_$(date -u +%H%M%S).txt" 2>&1
 rc=$?
 echo "== tune rc $rc $(date -u +%T)"

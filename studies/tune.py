@@ -20,8 +20,9 @@ Order of work (nothing is written before every setting has been checked and the 
    every configuration is planned with the backend's rule (studies/rules.py), which the result
    records as `rule` for the tuned table; the bucket's result goes into its study (user
    attribute `kvtune_result`) as soon as it is decided, so that a run stopped in a later bucket
-   keeps it: a --resume that finds a bucket finished on the trials it still holds (none added)
-   keeps that result instead of measuring its finalists and validation again;
+   keeps it: a --resume with the same --trials that finds a bucket finished on the trials it
+   still holds (none added) keeps that result, and neither searches that bucket nor measures
+   its finalists and validation again;
 6. tuning.json, summary.json, the measurements and the manifest ("complete"); the run's fields
    are stored in each bucket's study too (`kvtune_run`).
 Rows are durable per trial: every process appends a part file after each trial
@@ -81,6 +82,8 @@ from kvtune.studies.validation_step import validate_bucket
 
 KERNELS = {"triton": "triton-splitkv", "flashinfer": "flashinfer-tensor-core"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The --trials under which a bucket's stored result (RESULT_ATTR) was decided (_kept_result).
+RESULT_TRIALS_ATTR = "kvtune_result_trials"
 POLL_S = 0.5
 PROGRESS_LINE_S = 30.0  # at least one progress line this often when stdout is not a terminal
 
@@ -183,25 +186,32 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
         baselines[bucket.name] = seed_study(ctx, study, cases, recorder, warn=stderr_line)
         studies[bucket.name] = study
     recorder.flush()
+    # Buckets an earlier run of this study decided under the same --trials, on the trials they
+    # still hold: neither searched nor finished again (a run stopped by a time limit part-way
+    # through step 5 goes on where it stopped).
+    kept = {b.name: _kept_result(ctx, studies[b.name]) for b, _ in ctx.buckets}
+    todo = [(b, cases) for b, cases in ctx.buckets if kept[b.name] is None]
     deadline = time.time() + config.timeout_s if config.timeout_s else None
     if config.workers == 1:
-        for k, (bucket, cases) in enumerate(ctx.buckets):
+        for k, (bucket, cases) in enumerate(todo):
             study = studies[bucket.name]
             with _Bar(study, config) as bar:
                 search(ctx, study, cases, baselines[bucket.name], recorder,
                        n_trials=remaining_trials(ctx, study),
-                       timeout_s=deadline_share(deadline, len(ctx.buckets) - k),
+                       timeout_s=deadline_share(deadline, len(todo) - k),
                        on_trial=_both(recorder.on_trial, bar.on_trial), on_fail=_fail_line(study))
     else:
-        _run_workers(ctx, studies, deadline, writer, gpus)
+        _run_workers(ctx, studies, deadline, writer, gpus,
+                     skip={name for name, r in kept.items() if r is not None})
     results, extra = [], {}
     for bucket, cases in ctx.buckets:
         study = studies[bucket.name]
-        kept = _kept_result(ctx, study)
-        if kept is not None:
+        if kept[bucket.name] is not None:
+            kept_result = kept[bucket.name]
             stderr_line(f"bucket {bucket.name}: kept the result an earlier run of this study "
-                        f"decided on the same {kept.n_trials} trials (nothing left to search)")
-            results.append(kept)
+                        f"decided with the same --trials, on the {kept_result.n_trials} trials it "
+                        "holds")
+            results.append(kept_result)
             continue
         finished = _finish_bucket(ctx, study, bucket, cases, baselines[bucket.name], recorder)
         if finished is None:
@@ -211,6 +221,8 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
         # In the storage now, not only at the end: a run stopped while it finishes a later bucket
         # (a time limit's SIGTERM) keeps this one, and --resume does not measure it again.
         study.set_user_attr(RESULT_ATTR, redact_tree(finished[0].to_dict()))
+        study.set_user_attr(RESULT_TRIALS_ATTR, config.trials)  # after it: a kill between the two
+        # leaves no match, so the bucket is finished again rather than kept with a stale target
     recorder.flush()
     rows = merge_parts(writer.root)
     if not results:
@@ -233,11 +245,15 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
 
 def _kept_result(ctx, study) -> BucketResult | None:
     """The bucket's stored result when this run resumes a study whose earlier run finished the
-    bucket on exactly the trials it holds now (so re-measuring its finalists and validation would
-    decide the same question again); None otherwise: not a resume, no stored result, trials
-    left to search, or trials added since (a larger --trials, another process)."""
-    stored = study.user_attrs.get(RESULT_ATTR)
-    if not ctx.config.resume or not isinstance(stored, dict) or remaining_trials(ctx, study):
+    bucket under the same --trials and on exactly the trials it holds now: searching on and
+    re-measuring its finalists and validation would answer the same question again (also when
+    the search's time limit, --timeout-s, stopped it short of --trials). None otherwise: not a
+    resume, no stored result, another --trials (more search asked for), or trials added since
+    (another process)."""
+    attrs = study.user_attrs
+    stored = attrs.get(RESULT_ATTR)
+    if (not ctx.config.resume or not isinstance(stored, dict)
+            or attrs.get(RESULT_TRIALS_ATTR) != ctx.config.trials):
         return None
     try:
         kept = BucketResult.from_dict(stored)
@@ -370,13 +386,14 @@ def _fail_line(study):
     return line
 
 
-def _run_workers(ctx, studies, deadline, writer, gpus) -> None:
-    """Start --workers processes on the studies, show their progress, wait for them."""
+def _run_workers(ctx, studies, deadline, writer, gpus, skip=frozenset()) -> None:
+    """Start --workers processes on the studies, show their progress, wait for them. skip:
+    bucket names not to search (kept from an earlier run)."""
     config = ctx.config
     n = config.workers
     shares = {}
     for bucket, _ in ctx.buckets:
-        left = remaining_trials(ctx, studies[bucket.name])
+        left = 0 if bucket.name in skip else remaining_trials(ctx, studies[bucket.name])
         shares[bucket.name] = [left // n + (1 if i < left % n else 0) for i in range(n)]
     # Workers open the backend the main process resolved (auto -> its choice, the device model).
     resolved = replace(config, backend=ctx.opened.backend.name,

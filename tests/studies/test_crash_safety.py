@@ -176,9 +176,11 @@ def test_progress_lines_when_stdout_is_not_a_terminal(tmp_path, capsys):
 
 def test_a_run_stopped_while_finishing_keeps_its_finished_buckets_for_resume(tmp_path, monkeypatch,
                                                                                capsys):
-    """A time limit that stops the run in bucket 9-32's finalists: bucket 1-8's result is in the
-    storage already; --resume measures only 9-32's finalists and validation, and the export
-    holds 1-8's stored result unchanged. With more --trials a resume finishes every bucket."""
+    """A time limit that stops the run in bucket 9-32's finalists, after a search that its own
+    time limit (--timeout-s) cut short of --trials: bucket 1-8's result is in the storage
+    already; --resume with the same --trials neither searches nor finishes 1-8 again, only
+    9-32, and the export holds 1-8's stored result unchanged. With more --trials a resume
+    searches and finishes every bucket."""
     from kvtune.cli import main
     from kvtune.studies import tune as tune_mod
     from kvtune.studies.export import tuning_result_from_study
@@ -188,16 +190,21 @@ def test_a_run_stopped_while_finishing_keeps_its_finished_buckets_for_resume(tmp
             "--out", str(tmp_path / "r")]
     argv.remove("1-32")
     argv.remove("--buckets")  # FAST's single bucket: this run has two
-    real = tune_mod._finish_bucket
-    finished = []
+    real_finish, real_search = tune_mod._finish_bucket, tune_mod.search
+    finished, searched = [], []
 
     def stop_at_second(ctx, study, bucket, *a, **k):
         if finished:
             raise KeyboardInterrupt  # as a SIGTERM mid-bucket would
         finished.append(bucket.name)
-        return real(ctx, study, bucket, *a, **k)
+        return real_finish(ctx, study, bucket, *a, **k)
+
+    def short_search(ctx, study, cases, *a, n_trials, **k):
+        searched.append(study.study_name.rsplit("/", 1)[1])
+        return real_search(ctx, study, cases, *a, n_trials=min(n_trials, 1), **k)
 
     monkeypatch.setattr(tune_mod, "_finish_bucket", stop_at_second)
+    monkeypatch.setattr(tune_mod, "search", short_search)
     assert main(argv) == 130  # the CLI's exit for an interrupt
     assert finished == ["1-8"]
     storage = f"sqlite:///{tmp_path / 'r' / 'optuna.db'}"
@@ -209,16 +216,18 @@ def test_a_run_stopped_while_finishing_keeps_its_finished_buckets_for_resume(tmp
 
     def spy(ctx, study, bucket, *a, **k):
         calls.append(bucket.name)
-        return real(ctx, study, bucket, *a, **k)
+        return real_finish(ctx, study, bucket, *a, **k)
 
     monkeypatch.setattr(tune_mod, "_finish_bucket", spy)
+    searched.clear()
     assert main([*argv, "--resume"]) == 0
-    assert calls == ["9-32"]
+    assert calls == ["9-32"] and searched == ["9-32"]
     assert "bucket 1-8: kept the result an earlier run" in capsys.readouterr().err
     result, _ = tuning_result_from_study("stop", storage)
     first = next(b for b in result.buckets if b.name == "1-8")
-    assert first.to_dict() == stored["stop/1-8"][RESULT_ATTR]
-    # More trials: both buckets have something new, so both are finished again.
+    assert first.to_dict() == stored["stop/1-8"][RESULT_ATTR] and first.n_trials == 1
+    # More trials: both buckets are searched and finished again.
     calls.clear()
+    searched.clear()
     assert main([*argv, "--resume", "--trials", "4"]) == 0
-    assert calls == ["1-8", "9-32"]
+    assert calls == ["1-8", "9-32"] and searched == ["1-8", "9-32"]

@@ -252,8 +252,13 @@ def _kept_result(ctx, study) -> BucketResult | None:
     (another process)."""
     attrs = study.user_attrs
     stored = attrs.get(RESULT_ATTR)
-    if (not ctx.config.resume or not isinstance(stored, dict)
-            or attrs.get(RESULT_TRIALS_ATTR) != ctx.config.trials):
+    if not ctx.config.resume or not isinstance(stored, dict):
+        return None
+    target = attrs.get(RESULT_TRIALS_ATTR)
+    if target is None:  # decided by a kvtune before the attribute: kept only when the bucket
+        if remaining_trials(ctx, study):  # reached this --trials (that version's rule)
+            return None
+    elif target != ctx.config.trials:
         return None
     try:
         kept = BucketResult.from_dict(stored)

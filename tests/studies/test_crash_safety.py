@@ -231,3 +231,25 @@ def test_a_run_stopped_while_finishing_keeps_its_finished_buckets_for_resume(tmp
     searched.clear()
     assert main([*argv, "--resume", "--trials", "4"]) == 0
     assert calls == ["1-8", "9-32"] and searched == ["1-8", "9-32"]
+
+
+def test_resume_keeps_a_result_stored_before_its_trials_target_was(tmp_path, monkeypatch, capsys):
+    """Studies decided before `kvtune_result_trials` existed (the eleventh session's fp8 tune on
+    the GPU): a bucket is kept when it holds --trials (nothing left to search), not otherwise."""
+    from kvtune.cli import main
+    from kvtune.studies import tune as tune_mod
+
+    argv = [*FAST, "--study", "old", "--trials", "3", "--out", str(tmp_path / "r")]
+    assert main(argv) == 0
+    storage = f"sqlite:///{tmp_path / 'r' / 'optuna.db'}"
+    optuna.load_study(study_name="old/1-32", storage=storage).set_user_attr(
+        tune_mod.RESULT_TRIALS_ATTR, None)  # Optuna cannot delete an attribute: None = absent
+    real, calls = tune_mod._finish_bucket, []
+
+    def spy(ctx, study, bucket, *a, **k):
+        calls.append(bucket.name)
+        return real(ctx, study, bucket, *a, **k)
+
+    monkeypatch.setattr(tune_mod, "_finish_bucket", spy)
+    assert main([*argv, "--resume"]) == 0 and calls == []
+    assert main([*argv, "--resume", "--trials", "4"]) == 0 and calls == ["1-32"]

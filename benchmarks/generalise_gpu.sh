@@ -20,16 +20,29 @@
 # GENERALISE_QUIET_RETRIES sets the interference guard's retries (harness/stopping.py).
 # GENERALISE_KV_DTYPE (default: the query type) runs every tune and bench on that KV cache type,
 # e.g. fp8_e4m3: the study is then tuned on fp8 and judged on fp8.
+# GENERALISE_RESULTS=DIR keeps the studies and runs in DIR (default: a temporary folder). Run
+# again with the same DIR (on a device whose calls are time-limited: carry DIR back), each tune
+# whose study is already in DIR resumes (`kvtune tune --resume`): the buckets it decided are
+# kept, not searched or measured again, and the rest are searched and decided.
 set -euo pipefail
 out=${1:?usage: generalise_gpu.sh OUT [BACKEND...]}
 shift
 backends=("$@")
 [ ${#backends[@]} -eq 0 ] && backends=(triton flashinfer)
 mkdir -p "$out"
-res=$(mktemp -d)
+res=${GENERALISE_RESULTS:-$(mktemp -d)}
+mkdir -p "$res"
 log=$out/generalise.log
 here=$(cd "$(dirname "$0")" && pwd)
 kvtune() { python3 -m kvtune "$@"; }
+# Whether study $1 is in the storage of $res/tune (then its tune resumes).
+has_study() {
+  [ -f "$res/tune/optuna.db" ] || return 1
+  python3 -c 'import sys, optuna
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+names = [s.study_name for s in optuna.get_all_study_summaries("sqlite:///" + sys.argv[1])]
+sys.exit(0 if any(n.startswith(sys.argv[2] + "/") for n in names) else 1)' "$res/tune/optuna.db" "$1"
+}
 chunks=""
 for c in 512 1024 2048 4096 8192 16384; do chunks+="fixed-split:chunk_tokens=$c,"; done
 kv=()
@@ -77,8 +90,10 @@ t0=$(date +%s)
       else train=("${train_b[@]}"); val=("${val_b[@]}"); benches=("${bench_b[@]}"); name=prodmix; fi
       study="gen-$backend-$name"
       start=$(date +%s)
+      resume=()
+      has_study "$study" && resume=(--resume) && echo "== $study: resuming the study in $res"
       kvtune tune --study "$study" "${train[@]}" "${val[@]}" "${common[@]}" "${kv[@]}" --out "$res/tune" \
-          --no-progress || { echo "== tune $study failed: $?"; continue; }
+          --no-progress "${resume[@]}" || { echo "== tune $study failed: $?"; continue; }
       kvtune export --study "$study" --storage "sqlite:///$res/tune/optuna.db" \
           -o "$res/$study.json" --allow-regression || { echo "== export $study failed: $?"; continue; }
       for b in "${benches[@]}"; do

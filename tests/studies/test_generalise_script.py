@@ -38,3 +38,22 @@ def test_generalise_script_simulator_mode_writes_the_table(tmp_path):
     text = (tmp_path / "table.md").read_text()
     assert "validation score" in text and "vs best chunk" in text
     assert "failed" not in (tmp_path / "generalise.log").read_text()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_generalise_script_resumes_its_studies_in_a_kept_results_folder(tmp_path):
+    """GENERALISE_RESULTS: a second run on the same folder resumes the tune (its decided buckets
+    kept, nothing searched again) instead of refusing the existing study."""
+    env = dict(os.environ, GENERALISE_DIRECTIONS="a", GENERALISE_RESULTS=str(tmp_path / "res"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    script = str(REPO / "benchmarks" / "generalise_gpu.sh")
+    for out in ("first", "second"):
+        done = subprocess.run(["bash", script, str(tmp_path / out), "simulator"], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+    first = (tmp_path / "first" / "generalise.log").read_text()
+    second = (tmp_path / "second" / "generalise.log").read_text()
+    assert "resuming" not in first and "failed" not in first
+    assert "== gen-simulator-traces: resuming the study" in second and "failed" not in second
+    assert "kept the result an earlier run" in second
+    assert json.loads((tmp_path / "second" / "table.json").read_text())["tune"]

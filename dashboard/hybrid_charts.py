@@ -58,7 +58,9 @@ def hybrid_figure(frame: pd.DataFrame, policies=None) -> go.Figure:
                     hovertemplate=(f"{policy}<br>decodes %{{x}}<br>%{{y:.1f}} us<br>"
                                    "x serial %{customdata[0]:.3f}<br>/ bound %{customdata[1]:.3f}"
                                    "<extra></extra>")), row=i, col=j)
-            bound = panel.groupby("num_decodes")["bound_us"].first().sort_index()
+            # Runs without the prefill-alone / decode-alone rows have no bound: no line, and no
+            # legend entry for one.
+            bound = panel.groupby("num_decodes")["bound_us"].first().dropna().sort_index()
             if len(bound):
                 fig.add_trace(go.Scatter(x=bound.index, y=bound.to_numpy(), mode="lines",
                                          name=BOUND_NAME, legendgroup="bound", showlegend=first,

@@ -40,6 +40,9 @@ def test_figure_has_policies_and_bound(hybrid_results):
     assert names == {"hybrid-serial", "pod", BOUND_NAME}
     assert hybrid_figure(frame, ["pod"]).data[0].name == "pod"
     assert len(hybrid_figure(pd.DataFrame(frame.iloc[:0])).data) == 0
+    # A run without the one-kind rows (a bench of two-kind batches only) has no bound to draw.
+    unbounded = frame.assign(bound_us=float("nan"))
+    assert {t.name for t in hybrid_figure(unbounded).data} == {"hybrid-serial", "pod"}
 
 
 def test_legend_names_stay_short():

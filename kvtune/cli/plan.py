@@ -12,10 +12,16 @@ def add_parser(sub) -> None:
     p = add_command(sub, "plan", "print the plan a policy makes for given kv_lens", [
         "kvtune plan --policy flashinfer-tensor-core --kv-lens 65536,1024,1024 --device-model h100",
         "kvtune plan --heuristic tuned.json --kv-lens 131072,2048,2048 --json",
-    ], "Splits per request, work items, CTAs and waves of one policy's plan; no kernel runs.")
+        "kvtune plan --policy pod --kv-lens 6144,8192,8192 --q-lens 2048,1,1 --device-model h200",
+    ], "Splits per request, work items, CTAs and waves of one policy's plan; no kernel runs. "
+       "With --q-lens, the hybrid plan (prefill tiles beside split decodes) of a hybrid policy.")
     p.add_argument("--policy", help="policy name, or NAME:key=value:... (see `kvtune info`)")
     p.add_argument("--heuristic", help="a tuned heuristic JSON (from `kvtune export`) instead of --policy")
     p.add_argument("--kv-lens", required=True, help="comma-separated kv_len per request, tokens")
+    p.add_argument("--q-lens", help="comma-separated new query tokens per request (1: a decode, "
+                   "2..16: a speculative verify, more: a prefill chunk; each <= its kv_len): plan "
+                   "the hybrid batch with a hybrid policy (hybrid-serial, pod, "
+                   "hybrid-tuned:path=FILE, ...)")
     p.add_argument("--device-model", default="h100",
                    help="device model to plan for: " + ", ".join(DEVICE_MODELS) + " (default h100)")
     p.add_argument("--shape", help=f"attention shape: {', '.join(SHAPES)} (default llama3-8b, or "
@@ -56,6 +62,8 @@ def run(args) -> int:
         shape = resolve_shape(settings)
     else:
         raise ValueError("policy: give --policy NAME or --heuristic FILE")
+    if args.q_lens is not None:
+        return _run_hybrid(args, policy, kv_lens, shape, device)
     plan = policy.plan(kv_lens, shape, device)
     info = policies.describe_plan(plan, device)
     notes = plan.notes
@@ -72,6 +80,38 @@ def run(args) -> int:
               "tensor-core plan, fixed_split_size=None)")
     elif notes.get("family"):
         print(f"  family: {notes['family']}")
+    for key, value in info.items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+def _run_hybrid(args, policy, kv_lens, shape, device) -> int:
+    """`--q-lens`: the HybridPlan of a hybrid policy (kernels/hybrid_policies.py)."""
+    from kvtune.kernels.hybrid_policies import check_lengths
+    from kvtune.kernels.plan import MAX_KV_LEN_TOKENS
+    from kvtune.kernels.specs import parse_int_list
+
+    if args.heuristic:
+        raise ValueError("q-lens: a tuned decode heuristic plans decodes only; plan a hybrid batch "
+                         "with --policy hybrid-tuned:path=FILE (a `kvtune tune --suite hybrid` "
+                         "file) or another hybrid policy")
+    if not hasattr(policy, "plan_hybrid"):
+        raise ValueError(f"policy: {policy.name} plans decode batches only; with --q-lens use a "
+                         "hybrid policy (hybrid-serial, hybrid-streams, hybrid-fused, "
+                         "hybrid-colocated, hybrid-parametric, pod, hybrid-tuned:path=FILE)")
+    q_lens = parse_int_list(args.q_lens, "q-lens", 1, MAX_KV_LEN_TOKENS)
+    q, kv = check_lengths(q_lens, kv_lens)
+    plan = policy.plan_hybrid(q, kv, shape, device)
+    info = {**plan.summary(), "q_lens": [int(x) for x in q],
+            "splits_per_request": [int(x) for x in plan.splits],
+            "waves": plan.waves(device.sm_count),
+            # numpy scalars in the notes print as plain numbers (and serialise as JSON)
+            "notes": {k: v.item() if hasattr(v, "item") else v for k, v in plan.notes.items()}}
+    if args.json:
+        print_json({"policy": policy.name, "params": policy.params(), "device": device.to_dict(),
+                    "shape": shape.to_dict(), "plan": info})
+        return 0
+    print(f"policy {policy.name} on {device.name} ({device.sm_count} SMs), shape {shape.to_dict()}")
     for key, value in info.items():
         print(f"  {key}: {value}")
     return 0

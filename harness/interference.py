@@ -135,9 +135,10 @@ def measure_quietly(measure: Callable[[], T], guard: QuietGuard | None,
                     sleep: Callable[[float], None] = time.sleep,
                     key: Callable[[T], float] | None = None) -> tuple[T, QuietOutcome]:
     """Run `measure()` between two probes; again (after guard.check.wait_s) while a probe is
-    disturbed, at most guard.check.max_retries times (none while guard.gave_up). Returns the first measurement with a quiet
-    bracket; if none was quiet, the attempt with the smallest key(result) (the fastest: the
-    least disturbed), or the last one without a key. guard None: one measurement, no probes."""
+    disturbed, at most guard.check.max_retries times (none while guard.gave_up). Returns the
+    first measurement with a quiet bracket; if none was quiet, the attempt with the smallest
+    key(result) (the fastest: the least disturbed), or the last one without a key. guard None:
+    one measurement, no probes."""
     if guard is None:
         return measure(), QuietOutcome()
     check = guard.check

@@ -206,8 +206,7 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
     results, extra = [], {}
     for bucket, cases in ctx.buckets:
         study = studies[bucket.name]
-        if kept[bucket.name] is not None:
-            kept_result = kept[bucket.name]
+        if (kept_result := kept[bucket.name]) is not None:
             stderr_line(f"bucket {bucket.name}: kept the result an earlier run of this study "
                         f"decided with the same --trials, on the {kept_result.n_trials} trials it "
                         "holds")

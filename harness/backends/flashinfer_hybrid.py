@@ -19,6 +19,8 @@ plan's own cut is not expressible in FlashInfer's API; the row's notes say so).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 MODES = ("serial", "pod")
@@ -81,9 +83,7 @@ class FlashInferHybrid:
         # sm_scale (both parts use it) and v_scale multiplies both outputs after the launch.
         self.scales = {"k_scale": float(cache.k_scale), "v_scale": float(cache.v_scale)} \
             if cache.is_fp8 else {}
-        self.pod_v_scale = float(cache.v_scale) if cache.is_fp8 else None
-        pod_sm_scale = float(cache.k_scale) / float(np.sqrt(shape.head_dim)) \
-            if cache.is_fp8 else None
+        pod_sm_scale = self.scales["k_scale"] / math.sqrt(shape.head_dim) if self.scales else None
         self._ws = []
 
         def workspace():
@@ -113,9 +113,9 @@ class FlashInferHybrid:
         if self.mode == "pod":
             self.out_p, self.out_d = self.pod.run(self.q_p, self.kv, self.q_d, self.kv,
                                                   causal_p=True)
-            if self.pod_v_scale is not None:
-                self.out_p.mul_(self.pod_v_scale)
-                self.out_d.mul_(self.pod_v_scale)
+            if self.scales:
+                self.out_p.mul_(self.scales["v_scale"])
+                self.out_d.mul_(self.scales["v_scale"])
             return
         if self.prefill is not None:
             self.prefill.run(self.q_p, self.kv, out=self.out_p, **self.scales)

@@ -310,14 +310,21 @@ def _v_pages_one_byte_off(cache):
     return dataclasses.replace(cache, v_pages=shifted)
 
 
-def test_widened_v_refuses_v_pages_off_a_4_byte_boundary():
+def _misaligned_v_inputs():
+    """(plan, fp8 cache, the same cache with its V pages one byte off) for the refusal tests."""
     cache, _ = fp8_inputs([5, 9], torch.bfloat16)
     plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
-    moved = _v_pages_one_byte_off(cache)
-    config = KernelConfig(16, 4, 3, page_ahead=True, v_widen=True)
-    with pytest.raises(ValueError, match="config.v_widen: bn16-w4-s3-pa-vw reads V as int32"):
+    return plan, cache, _v_pages_one_byte_off(cache)
+
+
+@pytest.mark.parametrize("flag, label, word", [("v_widen", "bn16-w4-s3-pa-vw", "int32"),
+                                               ("v_pairs", "bn16-w4-s3-pa-vp", "int16")])
+def test_explicit_wide_v_config_refuses_v_pages_off_its_boundary(flag, label, word):
+    plan, _, moved = _misaligned_v_inputs()
+    config = KernelConfig(16, 4, 3, page_ahead=True, **{flag: True})
+    with pytest.raises(ValueError, match=f"config.{flag}: {label} reads V as {word}"):
         prepare_decode(plan, moved, config=config)
-    prepare_decode(plan, moved, config=dataclasses.replace(config, v_widen=False))  # plain: fine
+    prepare_decode(plan, moved, config=dataclasses.replace(config, **{flag: False}))  # plain: fine
 
 
 # --- fp8 V read as element pairs (KernelConfig.v_pairs, label -vp) ----------------------------
@@ -364,7 +371,7 @@ def test_v_pairs_match_the_dequantised_reference_and_the_plain_fp8_path(head_dim
                                        dataclasses.replace(config, v_pairs=False), q_dtype)
 
 
-def test_v_pairs_config_rules_and_odd_v_pages_refused():
+def test_v_pairs_config_rules_and_the_tables_fallback_on_odd_v_pages():
     assert KernelConfig.from_label("bn128-w4-s3-pa-vp") == KernelConfig(128, 4, 3, page_ahead=True,
                                                                          v_pairs=True)
     assert KernelConfig(64, 4, 4, page_ahead=True, v_pairs=True).label() == "bn64-w4-s4-pa-vp"
@@ -372,12 +379,7 @@ def test_v_pairs_config_rules_and_odd_v_pages_refused():
                 {"warp_split": 2}):
         with pytest.raises(ValueError, match="v_pairs: allowed only with page_ahead"):
             KernelConfig(64, 4, 3, **{"page_ahead": True, **bad}, v_pairs=True)
-    cache, _ = fp8_inputs([5, 9], torch.bfloat16)
-    plan = build_plan([5, 9], 8, num_kv_heads=2, page_size=4)
-    moved = _v_pages_one_byte_off(cache)
-    config = KernelConfig(16, 4, 3, page_ahead=True, v_pairs=True)
-    with pytest.raises(ValueError, match="config.v_pairs: bn16-w4-s3-pa-vp reads V as int16"):
-        prepare_decode(plan, moved, config=config)
+    plan, cache, moved = _misaligned_v_inputs()
     # The table's entry is -vp: without an explicit config the same misaligned pages run its
     # plain loop instead of failing (and aligned pages keep -vp).
     assert prepare_decode(plan, cache).config.v_pairs

@@ -58,6 +58,7 @@ from kvtune.studies.rules import rule_mismatch, split_rule, trial_policy
 from kvtune.studies.start_points import start_points
 from kvtune.studies.storage import (
     counted_trials,
+    fail_dead_trials,
     default_storage_url,
     describe_storage,
     existing_studies,
@@ -191,6 +192,9 @@ def _run(ctx, storage, writer, recorder, shown: str, gpus):
     # through step 5 goes on where it stopped).
     kept = {b.name: _kept_result(ctx, studies[b.name]) for b, _ in ctx.buckets}
     todo = [(b, cases) for b, cases in ctx.buckets if kept[b.name] is None]
+    for name, result in kept.items():
+        if result is not None:  # not searched, so search() does not fail its dead trials: here
+            fail_dead_trials(studies[name])
     deadline = time.time() + config.timeout_s if config.timeout_s else None
     if config.workers == 1:
         for k, (bucket, cases) in enumerate(todo):

@@ -253,3 +253,26 @@ def test_resume_keeps_a_result_stored_before_its_trials_target_was(tmp_path, mon
     monkeypatch.setattr(tune_mod, "_finish_bucket", spy)
     assert main([*argv, "--resume"]) == 0 and calls == []
     assert main([*argv, "--resume", "--trials", "4"]) == 0 and calls == ["1-32"]
+
+
+def test_resume_fails_the_dead_trials_of_a_kept_bucket(tmp_path, capsys):
+    """A process killed after it decided a bucket can leave a trial RUNNING there. A resume
+    that keeps the bucket does not search it, but still fails that trial as lost (as search
+    does for the buckets it searches)."""
+    import socket
+
+    from kvtune.cli import main
+    from kvtune.studies.storage import HOST_ATTR, LOST_ATTR, PID_ATTR
+
+    argv = [*FAST, "--study", "dead", "--trials", "3", "--out", str(tmp_path / "r")]
+    assert main(argv) == 0
+    storage = f"sqlite:///{tmp_path / 'r' / 'optuna.db'}"
+    study = optuna.load_study(study_name="dead/1-32", storage=storage)
+    orphan = study.ask()  # RUNNING, as a killed process leaves it
+    orphan.set_user_attr(HOST_ATTR, socket.gethostname())
+    orphan.set_user_attr(PID_ATTR, 2**22 + 12345)  # above pid_max's default: no such process
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0
+    assert "kept the result" in capsys.readouterr().err
+    lost = optuna.load_study(study_name="dead/1-32", storage=storage).trials[orphan.number]
+    assert lost.state == optuna.trial.TrialState.FAIL and LOST_ATTR in lost.user_attrs

@@ -298,6 +298,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=165.0,
                     help="wall-clock budget; what is left after it is skipped")
     ap.add_argument("--max-cases", type=int, default=0, help="only the first N hybrid cases")
+    ap.add_argument("--skip-cases", type=int, default=0,
+                    help="drop the first N hybrid cases (before --max-cases), so that a suite "
+                         "can be spread over device calls")
     ap.add_argument("--no-flashinfer", action="store_true")
     ap.add_argument("--variants", default=None,
                     help="comma-separated Triton variants to time (default: all of "
@@ -358,6 +361,10 @@ def main(argv=None) -> int:
     if args.case_ids:
         wanted_ids = args.case_ids.split(";")
         cases = [c for c in cases if any(w in c.case_id for w in wanted_ids)]
+    if args.skip_cases < 0 or args.max_cases < 0:
+        print("bench_hybrid: error: --skip-cases / --max-cases: must be >= 0", file=sys.stderr)
+        return 2
+    cases = cases[args.skip_cases:]
     if args.max_cases:
         cases = cases[: args.max_cases]
     if args.no_tuned:

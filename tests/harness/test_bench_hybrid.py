@@ -53,6 +53,19 @@ def test_variant_and_case_selection(tmp_path):
         "partitioned, colocated"]
 
 
+def test_skip_cases_spreads_a_suite_over_calls(tmp_path):
+    """--skip-cases drops the first cases before --max-cases keeps the next ones; a negative
+    count is one line, exit 2."""
+    _dry_run("bench_hybrid.py", tmp_path, "--variants", "serial", "--no-tuned", "--no-checks",
+             "--no-flashinfer", "--skip-cases", "1", "--max-cases", "1")
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert [c["case_id"] for c in res["cases"]] == [
+        "hybrid:B2:seed0:chunk_tokens=20,context_tokens=48,decode_q_len=3"]
+    bad = _dry_run("bench_hybrid.py", tmp_path, "--skip-cases", "-1", rc=2)
+    assert bad.stderr.strip().splitlines() == [
+        "bench_hybrid: error: --skip-cases / --max-cases: must be >= 0"]
+
+
 def test_fi_warmup_without_flashinfer_or_cuda_is_one_line():
     import torch
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS, FLOAT32_BYTES, SimConstants
-from kvtune.kernels.hybrid_plan import HybridPlan
+from kvtune.kernels.hybrid_plan import HybridPlan, widened_prefill_pages
 from kvtune.kernels.hybrid_policies import tensor_flops_per_s
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
 
@@ -169,7 +169,9 @@ def hybrid_tasks(plan: HybridPlan, shape: AttentionShape):
     tiles_of = np.bincount(plan.tile_request, weights=(plan.tile_split == 0).astype(float),
                            minlength=plan.batch_size)
     p_flops = 4.0 * plan.prefill_block_m * keys * D
-    p_bytes = keys * per_tok / np.maximum(tiles_of[plan.tile_request], 1)
+    # fp8 caches: prefill tiles read the 16-bit copy of their pages (kernels/hybrid.py).
+    p_per_tok = 2 * D * DTYPE_BYTES[shape.dtype] if widened_prefill_pages(plan, shape) else per_tok
+    p_bytes = keys * p_per_tok / np.maximum(tiles_of[plan.tile_request], 1)
     kinds = [np.ones(plan.num_prefill_tasks)]
     flops = [np.repeat(p_flops, H)]
     nbytes = [np.repeat(p_bytes, H)]
@@ -325,7 +327,14 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         mb = split_rows[1] * H * (D * FLOAT32_BYTES + FLOAT32_BYTES) \
             + split_rows[0] * H * D * DTYPE_BYTES[shape.dtype]
         merge_us = constants.launch_us + constants.merge_fixed_us + mb / bw * 1e6
-    total_us = t * 1e6 + merge_us
+    # fp8 caches: one launch widens the prefill requests' pages first (1 byte read, 2 written
+    # per element), before either kind starts.
+    widen_us = 0.0
+    widen_pages = widened_prefill_pages(plan, shape)
+    if widen_pages:
+        elems = 2 * widen_pages * shape.page_size * shape.num_kv_heads * shape.head_dim
+        widen_us = constants.launch_us + elems * (1 + DTYPE_BYTES[shape.dtype]) / bw * 1e6
+    total_us = t * 1e6 + merge_us + widen_us
     return HybridSimResult(
         time_us=total_us,
         prefill_us=float(end[:P].max() * 1e6) if P else 0.0,

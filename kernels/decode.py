@@ -109,6 +109,20 @@ def _token_rows(page, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE: tl.constexp
 
 
 @triton.jit
+def _query_rows_to_f16(q):
+    """(q16, q_inv): bf16 query rows [R, D] taken to fp16 exactly, each row scaled by the power of
+    two that puts its largest magnitude in [2^14, 2^15) (every element within 2^31 of it then fits
+    fp16's range and precision), and the float32 inverse scale per row [R] that the caller folds
+    into its float32 score scale. An all-zero row gets scale 2^126 (its q16 stays 0)."""
+    qf = q.to(tl.float32)
+    amax_exp = (tl.max(tl.abs(qf), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF
+    mul_exp = tl.minimum(tl.maximum(268 - amax_exp, 1), 253)  # biased, 2^(14 - E)
+    q_mul = (mul_exp << 23).to(tl.float32, bitcast=True)
+    q_inv = ((254 - mul_exp) << 23).to(tl.float32, bitcast=True)
+    return (qf * q_mul[:, None]).to(tl.float16), q_inv
+
+
+@triton.jit
 def _e4m3x4_to_f16(x, ASM: tl.constexpr):
     """Four fp16 tensors (bytes 0..3 of each int32 of `x`, little endian: elements 4j..4j+3)
     with the exact fp16 values of the e4m3 codes. ASM: one `mov.b32 {lo, hi}` and two
@@ -322,16 +336,8 @@ def _attend_kernel(
         score_scale = qk_scale_log2
         if Q_TO_FP16:
             # fp8 pages with bf16 queries: the products run in fp16, since e4m3 -> fp16 is one
-            # hardware conversion per two elements and e4m3 -> bf16 is three. bf16 -> fp16 is
-            # made exact by scaling each query row by a power of two that puts its largest
-            # magnitude in [2^14, 2^15) (every element within 2^31 of it then fits fp16's range
-            # and precision); the inverse joins the float32 score scale.
-            qf = q.to(tl.float32)
-            amax_exp = (tl.max(tl.abs(qf), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF
-            mul_exp = tl.minimum(tl.maximum(268 - amax_exp, 1), 253)  # biased, 2^(14 - E)
-            q_mul = (mul_exp << 23).to(tl.float32, bitcast=True)
-            q_inv = ((254 - mul_exp) << 23).to(tl.float32, bitcast=True)
-            q = (qf * q_mul[:, None]).to(tl.float16)
+            # hardware conversion per two elements and e4m3 -> bf16 is three.
+            q, q_inv = _query_rows_to_f16(q)
             score_scale = (qk_scale_log2 * q_inv)[:, None]
         if UPCAST_DOT:
             q = q.to(tl.float32)

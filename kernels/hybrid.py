@@ -13,11 +13,18 @@ group): row r is token r // G, head g = r % G, so GQA heads share each K/V load.
   tiles in flight; tensor-core tiles of BLOCK_M x BLOCK_N.
 - decode item (kind 0): all q_len x G rows of one request (padded to 16..256), keys of one split of
   the decode plan; the causal mask only bites for speculative decodes (q_len > 1).
-FP8 caches (e4m3 pages, per-tensor k_scale / v_scale): each K/V tile is widened to the query type
-where it is loaded (exact: every e4m3 value is a bf16 and an fp16 value), k_scale is folded into
-the score scale and v_scale multiplies the float32 output, so both products run as for a 16-bit
-cache of the dequantised values. This path is correct, not tuned for fp8: the decode kernel's
-fp8 loops (kernels/decode.py, `-vp`: fp16 products, V read as byte pairs) are not used here.
+FP8 caches (e4m3 pages, per-tensor k_scale / v_scale): k_scale is folded into the score scale
+and v_scale multiplies the float32 output, so both products run as for a 16-bit cache of the
+raw e4m3 values (every e4m3 value is exactly a bf16 and an fp16 value).
+- Prefill tiles read a 16-bit copy of their requests' pages (`PrefillPages`), widened by one
+  launch (`_widen_pages_kernel`) at the start of the step: a compute-bound tile then runs as on a
+  16-bit cache instead of widening every K/V tile it loads (which every q tile of a chunk would
+  repeat). Above hybrid_plan.PREFILL_WIDEN_MAX_BYTES of copy they widen where they load, as
+  decode items do.
+- Decode items widen each tile where they load it, to fp16 (one cvt.rn.f16x2.e4m3x2 per two
+  elements on sm_90; bf16 would cost a second conversion per element), with bf16 queries taken to
+  fp16 exactly by a power-of-two row scale (kernels/decode.py `_query_rows_to_f16`) and the
+  softmax weights rounded to fp16. The decode kernel's V-as-pairs loop (`-vp`) is not used here.
 A task of a split tile/request writes a float32 partial output and its base-2 log-sum-exp; the
 merge launch (`_merge_rows_kernel`) combines the partials of every split token row. Rows that see
 no key of their split (a speculative token's split past its position) write lse = -inf, weight 0.
@@ -57,8 +64,9 @@ from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from kvtune.kernels.decode import _query_rows_to_f16
 from kvtune.kernels.decode_config import default_config
-from kvtune.kernels.hybrid_plan import MAX_DECODE_Q_LEN, HybridPlan
+from kvtune.kernels.hybrid_plan import MAX_DECODE_Q_LEN, HybridPlan, widened_prefill_pages
 from kvtune.kernels.paged import PagedKVCache
 
 LOG2_E = 1.4426950408889634
@@ -68,6 +76,16 @@ MODE_GRID, MODE_SM_AWARE, MODE_PERSISTENT, MODE_DYNAMIC = 0, 1, 2, 3
 # Schedules that launch prefill and decode separately, and those of them on two streams.
 TWO_STREAMS = ("streams", "partitioned", "colocated")
 TWO_LAUNCH = ("serial", *TWO_STREAMS)
+
+
+@triton.constexpr_function
+def _kv_dot_dtype(q_ty, kv_ty):
+    """The type K/V tiles are widened to for the products: the query type, except fp8 pages
+    with 16-bit queries, which go to fp16 (e4m3 -> fp16 is one cvt.rn.f16x2.e4m3x2 per two
+    elements on sm_90, e4m3 -> bf16 costs that plus a conversion per element; both exact)."""
+    if kv_ty == tl.float8e4nv and q_ty in (tl.bfloat16, tl.float16):
+        return tl.float16
+    return q_ty
 
 
 @triton.jit
@@ -98,6 +116,11 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     q_offs = ((q_row0 + tok).to(tl.int64) * stride_q_t + qo_head * stride_q_h)[:, None] \
         + offs_d[None, :]
     q = tl.load(q_ptr + q_offs, mask=row_ok[:, None], other=0.0)
+    KV_TY: tl.constexpr = _kv_dot_dtype(q_ptr.dtype.element_ty, k_ptr.dtype.element_ty)
+    score_scale = qk_scale_log2
+    if q_ptr.dtype.element_ty != KV_TY:  # fp8 pages, bf16 queries: fp16 products
+        q, q_inv = _query_rows_to_f16(q)
+        score_scale = (qk_scale_log2 * q_inv)[:, None]
     if UPCAST_DOT:
         q = q.to(tl.float32)
     kv_head_off = head * HEAD_DIM
@@ -111,11 +134,11 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         page = tl.load(page_indices_ptr + page_base + key // PAGE_SIZE, mask=valid, other=0)
         kv_row = page.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
         kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
-        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
-        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
+        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0).to(KV_TY)
+        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0).to(KV_TY)
         if UPCAST_DOT:
             k = k.to(tl.float32)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * score_scale
         seen = valid[None, :] & (key[None, :] <= pos[:, None])
         s = tl.where(seen, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -204,6 +227,11 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     q_offs = ((q_row0 + tok).to(tl.int64) * stride_q_t + qo_head * stride_q_h)[:, None] \
         + offs_d[None, :]
     q = tl.load(q_ptr + q_offs, mask=row_ok[:, None], other=0.0)
+    KV_TY: tl.constexpr = _kv_dot_dtype(q_ptr.dtype.element_ty, k_ptr.dtype.element_ty)
+    score_scale = qk_scale_log2
+    if q_ptr.dtype.element_ty != KV_TY:  # fp8 pages, bf16 queries: fp16 products
+        q, q_inv = _query_rows_to_f16(q)
+        score_scale = (qk_scale_log2 * q_inv)[:, None]
     if UPCAST_DOT:
         q = q.to(tl.float32)
     kv_head_off = head * HEAD_DIM
@@ -219,27 +247,27 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         key = n0 + offs_n
         kv_row = page_cur.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
         kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
-        k = tl.load(k_ptr + kv_offs).to(out_ptr.dtype.element_ty)
-        v = tl.load(v_ptr + kv_offs).to(out_ptr.dtype.element_ty)
+        k = tl.load(k_ptr + kv_offs).to(KV_TY)
+        v = tl.load(v_ptr + kv_offs).to(KV_TY)
         key_next = key + BLOCK_N
         page_cur = tl.load(page_indices_ptr + page_base + key_next // PAGE_SIZE,
                            mask=key_next < kv_hi, other=0)
-        m_i, l_i, acc = _prefill_step(q, k, v, m_i, l_i, acc, key, pos, qk_scale_log2, False,
+        m_i, l_i, acc = _prefill_step(q, k, v, m_i, l_i, acc, key, pos, score_scale, False,
                                       DOT_PRECISION, UPCAST_DOT)
     for n0 in range(full_hi, kv_hi, BLOCK_N):
         key = n0 + offs_n
         valid = key < kv_hi
         kv_row = page_cur.to(tl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok
         kv_offs = kv_row[:, None] + kv_head_off + offs_d[None, :]
-        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
-        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0).to(out_ptr.dtype.element_ty)
+        k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0).to(KV_TY)
+        v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0).to(KV_TY)
         key_next = key + BLOCK_N
         page_cur = tl.load(page_indices_ptr + page_base + key_next // PAGE_SIZE,
                            mask=key_next < kv_hi, other=0)
         # Keys past kv_hi are past every row's pos only if kv_hi is the causal end; a split's
         # kv_hi may be below it, so mask them explicitly.
         m_i, l_i, acc = _prefill_step(q, k, v, m_i, l_i, acc, tl.where(valid, key, 1 << 30),
-                                      pos, qk_scale_log2, True, DOT_PRECISION, UPCAST_DOT)
+                                      pos, score_scale, True, DOT_PRECISION, UPCAST_DOT)
 
     has = l_i > 0
     # v_scale: the fp8 cache's V scale (exactly 1.0 for 16-bit pages: the same bits as before).
@@ -271,7 +299,9 @@ def _sm_id(dummy, USE_SMID: tl.constexpr, NUM_SMS: tl.constexpr):
 @triton.jit
 def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
               page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
-              stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS: tl.constexpr,
+              stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, kp_ptr, vp_ptr,
+              pp_indptr_ptr, pp_indices_ptr, stride_pp_page, stride_pp_tok,
+              NUM_QO_HEADS: tl.constexpr,
               G: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
               BLOCK_MP: tl.constexpr, BLOCK_NP: tl.constexpr, BLOCK_MD: tl.constexpr,
               BLOCK_ND: tl.constexpr, HAS_PREFILL: tl.constexpr, HAS_DECODE: tl.constexpr,
@@ -279,7 +309,9 @@ def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indpt
               DECODE_AHEAD: tl.constexpr = False):
     """Run one task by its kind: a prefill tile (_prefill_task) or a decode item (_attend_task;
     with DECODE_AHEAD through _prefill_task's page-ahead loop, for the persistent decode grid
-    whose one program per SM must keep several K/V tiles in flight)."""
+    whose one program per SM must keep several K/V tiles in flight). Prefill tiles read their
+    K/V through kp_ptr / vp_ptr and the pp_* page table: the cache's own pages, or for an fp8
+    cache their 16-bit copy (HybridLaunch.widen); decode items always read the cache's pages."""
     if DECODE_AHEAD:
         _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
                       page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
@@ -288,10 +320,10 @@ def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indpt
     elif HAS_PREFILL and HAS_DECODE:
         kind = tl.load(task_ptr)
         if kind == 1:
-            _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
-                          page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2, v_scale,
-                          stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
-                          stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP,
+            _prefill_task(q_ptr, kp_ptr, vp_ptr, out_ptr, part_o_ptr, part_lse_ptr,
+                          pp_indptr_ptr, pp_indices_ptr, task_ptr, qk_scale_log2, v_scale,
+                          stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_pp_page,
+                          stride_pp_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP,
                           BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
         else:
             _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
@@ -299,9 +331,9 @@ def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indpt
                          stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
                          HEAD_DIM, PAGE_SIZE, BLOCK_MD, BLOCK_ND, DOT_PRECISION, UPCAST_DOT)
     elif HAS_PREFILL:
-        _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-                      page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
-                      stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok, NUM_QO_HEADS, G,
+        _prefill_task(q_ptr, kp_ptr, vp_ptr, out_ptr, part_o_ptr, part_lse_ptr, pp_indptr_ptr,
+                      pp_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,
+                      stride_o_t, stride_o_h, stride_pp_page, stride_pp_tok, NUM_QO_HEADS, G,
                       HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, DOT_PRECISION, UPCAST_DOT)
     else:
         _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
@@ -317,6 +349,7 @@ def _hybrid_kernel(
     page_indptr_ptr, page_indices_ptr, tasks_ptr, counter_ptr,
     num_prefill, num_decode, ratio_p, ratio_d, dynamic_programs, qk_scale_log2, v_scale,
     stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+    kp_ptr, vp_ptr, pp_indptr_ptr, pp_indices_ptr, stride_pp_page, stride_pp_tok,
     NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE_SIZE: tl.constexpr, BLOCK_MP: tl.constexpr, BLOCK_NP: tl.constexpr,
     BLOCK_MD: tl.constexpr, BLOCK_ND: tl.constexpr, MODE: tl.constexpr,
@@ -352,7 +385,9 @@ def _hybrid_kernel(
             _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
                       page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2, v_scale,
                       stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
-                      stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP,
+                      stride_kv_tok, kp_ptr, vp_ptr, pp_indptr_ptr, pp_indices_ptr,
+                      stride_pp_page, stride_pp_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE,
+                      BLOCK_MP, BLOCK_NP,
                       BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
                       DECODE_AHEAD)
             t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
@@ -368,13 +403,16 @@ def _hybrid_kernel(
             _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
                       page_indices_ptr, tasks_ptr + t2 * 9, qk_scale_log2, v_scale,
                       stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page,
-                      stride_kv_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP,
+                      stride_kv_tok, kp_ptr, vp_ptr, pp_indptr_ptr, pp_indices_ptr,
+                      stride_pp_page, stride_pp_tok, NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE,
+                      BLOCK_MP, BLOCK_NP,
                       BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
                       DECODE_AHEAD)
     else:
         _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
                   page_indices_ptr, tasks_ptr + t.to(tl.int64) * 9, qk_scale_log2, v_scale,
                   stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+                  kp_ptr, vp_ptr, pp_indptr_ptr, pp_indices_ptr, stride_pp_page, stride_pp_tok,
                   NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_MP, BLOCK_NP, BLOCK_MD, BLOCK_ND,
                   HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT, DECODE_AHEAD)
     if MODE == 1:
@@ -382,6 +420,22 @@ def _hybrid_kernel(
         if done == num_prefill + num_decode - 1:
             offs = tl.arange(0, CTR_PAD)
             tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 3)
+
+
+@triton.jit
+def _widen_pages_kernel(src_k_ptr, src_v_ptr, dst_k_ptr, dst_v_ptr, src_pages_ptr,
+                        stride_src_page, PAGE_ELEMS: tl.constexpr, BLOCK: tl.constexpr):
+    """dst page j (contiguous, PAGE_ELEMS elements) = src page src_pages[j], K and V, widened
+    from e4m3 to the destination's 16-bit type (exact). Grid: (pages, cdiv(PAGE_ELEMS, BLOCK))."""
+    j = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < PAGE_ELEMS
+    src = tl.load(src_pages_ptr + j).to(tl.int64) * stride_src_page + offs
+    dst = j.to(tl.int64) * PAGE_ELEMS + offs
+    k = tl.load(src_k_ptr + src, mask=ok, other=0.0)
+    tl.store(dst_k_ptr + dst, k.to(dst_k_ptr.dtype.element_ty), mask=ok)
+    v = tl.load(src_v_ptr + src, mask=ok, other=0.0)
+    tl.store(dst_v_ptr + dst, v.to(dst_v_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -492,6 +546,58 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
 
 
 @dataclass(frozen=True, eq=False)
+class PrefillPages:
+    """A 16-bit copy of the fp8 cache's pages that prefill tiles read: k, v [n, page_size,
+    num_kv_heads, head_dim] in the query dtype; page_indptr (int32 [B + 1]: request r's copy is
+    pages page_indptr[r] .. page_indptr[r + 1], none for a decode-only request); page_indices
+    (int32 [n], 0..n-1); src_pages (int32 [n]: the cache page each copy page is widened from)."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    page_indptr: torch.Tensor
+    page_indices: torch.Tensor
+    src_pages: torch.Tensor
+
+
+def prefill_pages(plan: HybridPlan, cache: PagedKVCache) -> PrefillPages | None:
+    """The 16-bit copy of the prefill requests' pages for an fp8 cache with 16-bit queries, or
+    None where kernels/hybrid_plan.py `widened_prefill_pages` says 0 (a 16-bit cache, no prefill
+    tile, a copy above PREFILL_WIDEN_MAX_BYTES: tiles widen where they load) or where the pages
+    are not contiguous within themselves.
+
+    Why a copy: a prefill tile is compute-bound and every q tile of a chunk reads the whole
+    K/V range again; widening e4m3 in the tile puts a shared -> register -> shared pass before
+    each tensor-core product (1.4x slower than 16-bit pages on an H200, docs/PERFORMANCE.md),
+    while widening each page once costs one read of 1 byte and one write of 2 bytes per element.
+    """
+    shape = cache.shape
+    if widened_prefill_pages(plan, shape) == 0 or cache.dtype not in (torch.bfloat16,
+                                                                       torch.float16):
+        return None
+    for pages in (cache.k_pages, cache.v_pages):
+        if pages.stride()[1:] != (shape.num_kv_heads * shape.head_dim, shape.head_dim, 1) \
+                or pages.stride(0) != cache.k_pages.stride(0):
+            return None
+    reqs = np.unique(plan.tile_request)
+    indptr = cache.page_indptr.cpu().numpy().astype(np.int64)
+    counts = np.zeros(indptr.size - 1, dtype=np.int64)
+    counts[reqs] = indptr[reqs + 1] - indptr[reqs]
+    n = int(counts.sum())
+    indices = cache.page_indices.cpu().numpy()
+    src = np.concatenate([indices[indptr[r]:indptr[r + 1]] for r in reqs])
+    device = cache.device
+    copy_shape = (n, shape.page_size, shape.num_kv_heads, shape.head_dim)
+
+    def dev(a):
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(device)
+    return PrefillPages(
+        k=torch.empty(copy_shape, dtype=cache.dtype, device=device),
+        v=torch.empty(copy_shape, dtype=cache.dtype, device=device),
+        page_indptr=dev(np.concatenate(([0], np.cumsum(counts)))),
+        page_indices=dev(np.arange(n)), src_pages=dev(src))
+
+
+@dataclass(frozen=True, eq=False)
 class HybridLaunch:
     """Device tables for one (plan, cache): task lists (int32 [n, 9]), partials, merge table
     (int32 [rows, 4]: out row, first partial row, splits, stride), SM counters."""
@@ -508,12 +614,15 @@ class HybridLaunch:
     num_prefill: int
     num_decode: int
     side_stream: object = None
+    # fp8 caches: the prefill requests' pages widened to 16 bits once per step (None: prefill
+    # tiles read the cache's own pages).
+    prefill_pages: PrefillPages | None = None
 
     @property
     def num_launches(self) -> int:
         attend = 2 if self.plan.schedule in TWO_LAUNCH \
             and self.num_prefill and self.num_decode else 1
-        return attend + (self.merge.shape[0] > 0)
+        return attend + (self.merge.shape[0] > 0) + (self.prefill_pages is not None)
 
 
 def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> HybridLaunch:
@@ -610,8 +719,18 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
         merge=as_dev(merge, 4),
         counter=torch.zeros(plan.sm_count + 3, dtype=torch.int32, device=device),
         num_prefill=int(pre_tasks.shape[0]), num_decode=int(dec_tasks.shape[0]),
-        side_stream=side,
+        side_stream=side, prefill_pages=prefill_pages(plan, cache),
     )
+
+
+def widen_prefill_pages(pages: PrefillPages, cache: PagedKVCache) -> None:
+    """Fill `pages` (k, v) from the cache's e4m3 pages src_pages: one launch on the current
+    stream (run_hybrid's first; a benchmark may time it alone)."""
+    per_page = pages.k[0].numel()
+    block = min(4096, triton.next_power_of_2(per_page))
+    _widen_pages_kernel[(pages.k.shape[0], triton.cdiv(per_page, block))](
+        cache.k_pages, cache.v_pages, pages.k, pages.v, pages.src_pages, cache.k_pages.stride(0),
+        PAGE_ELEMS=per_page, BLOCK=block, num_warps=4)
 
 
 def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
@@ -632,6 +751,15 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     upcast = INTERPRETED and q.dtype == torch.bfloat16
     precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
     ratio_p, ratio_d = plan.sm_ratio()
+    widened = launch.prefill_pages
+    if widened is None:
+        pk, pv = cache.k_pages, cache.v_pages
+        p_indptr, p_indices = cache.page_indptr, cache.page_indices
+    else:
+        pk, pv = widened.k, widened.v
+        p_indptr, p_indices = widened.page_indptr, widened.page_indices
+        # First, on the current stream, so that every launch below (either stream) follows it.
+        widen_prefill_pages(widened, cache)
 
     def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None,
                       ahead=False, dynamic_programs=0):
@@ -652,6 +780,7 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             cache.v_scale,
             q.stride(0), q.stride(1), out.stride(0), out.stride(1),
             cache.k_pages.stride(0), cache.k_pages.stride(1),
+            pk, pv, p_indptr, p_indices, pk.stride(0), pk.stride(1),
             NUM_QO_HEADS=shape.num_qo_heads, G=shape.group_size, HEAD_DIM=shape.head_dim,
             PAGE_SIZE=shape.page_size, BLOCK_MP=plan.prefill_block_m, BLOCK_NP=cfg.block_np,
             BLOCK_MD=cfg.block_md, BLOCK_ND=block_nd, MODE=mode, HAS_PREFILL=has_p,

@@ -195,6 +195,24 @@ class HybridPlan:
         return out
 
 
+# The largest 16-bit copy of an fp8 cache's prefill pages one step may make (K and V together);
+# beyond it prefill tiles widen each K/V tile where they load it (kernels/hybrid.py).
+PREFILL_WIDEN_MAX_BYTES = 1 << 31
+
+
+def widened_prefill_pages(plan: HybridPlan, shape) -> int:
+    """Pages of the 16-bit copy kernels/hybrid.py makes of an fp8 cache's prefill requests (every
+    page of each request with a prefill tile), or 0 where it makes none: a 16-bit cache, 16-bit
+    queries missing (float32 tests), no prefill tile, or a copy above PREFILL_WIDEN_MAX_BYTES.
+    `shape` is the plan's AttentionShape (page_size, heads, head_dim, dtype, kv_dtype)."""
+    reqs = np.unique(plan.tile_request)
+    if not shape.kv_is_fp8 or reqs.size == 0 or shape.dtype not in ("bf16", "fp16"):
+        return 0
+    pages = int((-(-plan.kv_lens[reqs] // shape.page_size)).sum())
+    copy_bytes = 2 * pages * shape.page_size * shape.num_kv_heads * shape.head_dim * 2
+    return pages if copy_bytes <= PREFILL_WIDEN_MAX_BYTES else 0
+
+
 def causal_end(q_lens: np.ndarray, kv_lens: np.ndarray, req: np.ndarray,
                q_end: np.ndarray) -> np.ndarray:
     """Keys a tile of tokens [.., q_end) of request `req` reads: kv_len - q_len + q_end."""

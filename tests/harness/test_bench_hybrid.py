@@ -140,3 +140,18 @@ def test_prefill_tile_probe_dry_run_checks_every_tile(tmp_path):
     assert tiles["m64-default"]["prefill_block_m"] == 64
     bad = _dry_run("prefill_tile_probe.py", tmp_path, "--tiles", "nope", rc=2)
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_fp8_bench_dry_run_checks_every_variant(tmp_path):
+    """benchmarks/bench_hybrid_fp8.py: bf16, fp8 (the widened copy), fp8-tile (without it) and
+    the copy's launch alone, each checked before it is timed; a bad --cases is one line, exit 2."""
+    _dry_run("bench_hybrid_fp8.py", tmp_path, "--policies", "hybrid-serial")
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert [r["variant"] for r in res["rows"]] == ["bf16", "fp8", "fp8-tile", "widen"]
+    assert all(r["ok"] for r in res["rows"]), res["rows"]
+    fp8, tile = res["rows"][1], res["rows"][2]
+    assert fp8["launches"] == tile["launches"] + 1  # the widening launch
+    assert "| 48, 24, 3 | hybrid-serial |" in (tmp_path / "results.md").read_text()
+    bad = _dry_run("bench_hybrid_fp8.py", tmp_path, "--cases", "8x2", rc=2)
+    assert bad.stderr.strip().splitlines() == [
+        "bench_hybrid_fp8: error: --cases: '8x2' is not CONTEXTxCHUNKxDECODES (three integers)"]

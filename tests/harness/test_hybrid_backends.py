@@ -395,3 +395,30 @@ def test_flashinfer_hybrid_hands_fp8_pages_and_scales_to_every_part(monkeypatch,
         assert plans[0]["sm_scale"] == pytest.approx(0.25 / math.sqrt(64))
         assert torch.equal(fi.out_p, torch.full_like(fi.out_p, 3.0))
         assert torch.equal(fi.out_d, torch.full_like(fi.out_d, 3.0))
+
+
+def test_simulator_counts_the_fp8_prefill_copy(monkeypatch):
+    """fp8 pages beside a prefill chunk: the step pays one widening launch (1 byte read and 2
+    written per K/V element of the prefill request's pages) before either kind, and the tiles
+    read 16-bit bytes; a decode-only fp8 batch pays nothing of it."""
+    from kvtune.kernels.hybrid_plan import widened_prefill_pages
+    from kvtune.kernels.plan import DTYPE_BYTES
+
+    shape8 = AttentionShape(kv_dtype="fp8_e4m3")
+    q_lens, kv_lens = [1024] + [1] * 16, [9216] + [8192] * 16
+    plan = policies.get("hybrid-serial").plan_hybrid(q_lens, kv_lens, shape8, H100)
+    pages = widened_prefill_pages(plan, shape8)
+    assert pages == 9216 // shape8.page_size
+    elems = 2 * pages * shape8.page_size * shape8.num_kv_heads * shape8.head_dim
+    bw = H100.hbm_bytes_per_s * DEFAULT_CONSTANTS.hbm_efficiency
+    want = DEFAULT_CONSTANTS.launch_us + elems * (1 + DTYPE_BYTES["bf16"]) / bw * 1e6
+    r = simulate_hybrid(plan, shape8, H100)
+    # The same plan with the copy taken away (a cap of 0) is faster by exactly the copy's time
+    # (prefill tiles are compute-bound here, so their bytes do not move the result).
+    import kvtune.kernels.hybrid_plan as hp
+
+    monkeypatch.setattr(hp, "PREFILL_WIDEN_MAX_BYTES", 0)
+    r_tile = simulate_hybrid(plan, shape8, H100)
+    assert r.time_us - r_tile.time_us == pytest.approx(want, rel=1e-6)
+    dec = policies.get("hybrid-serial").plan_hybrid([1] * 16, [8192] * 16, shape8, H100)
+    assert widened_prefill_pages(dec, shape8) == 0

@@ -303,3 +303,53 @@ def test_fp8_cache_matches_the_reference_of_its_dequantised_values(schedule, qdt
     err = relative_error(out, attention_reference(q, cache, q_lens))
     assert err < (2e-2 if qdtype == torch.bfloat16 else 2e-3)
     assert plan.splits.max() > 1 and plan.tile_splits.max() > 1
+
+
+@pytest.mark.parametrize("widen_max_bytes", [None, 0])
+def test_fp8_prefill_reads_a_widened_copy_of_its_pages_or_widens_where_it_loads(
+        monkeypatch, widen_max_bytes):
+    """An fp8 cache's prefill requests get a 16-bit copy of their pages (one extra launch), equal
+    to the raw e4m3 values widened; above PREFILL_WIDEN_MAX_BYTES (0 here) tiles widen where they
+    load instead. Both match the float64 reference of the dequantised cache; a 16-bit cache and
+    a batch without a prefill tile get no copy."""
+    from kvtune.kernels import hybrid_plan
+    from kvtune.kernels.hybrid import prefill_pages, run_hybrid
+
+    if widen_max_bytes is not None:
+        monkeypatch.setattr(hybrid_plan, "PREFILL_WIDEN_MAX_BYTES", widen_max_bytes)
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4,
+                           dtype="bf16", kv_dtype="fp8_e4m3")
+    q_lens, kv_lens = [1, 24, 3, 17], [40, 50, 23, 17]
+    cache = PagedKVCache.from_lengths(kv_lens, shape, seed=5, k_scale=0.05, v_scale=3.0)
+    q = make_hybrid_queries(q_lens, shape, seed=5)
+    plan = policies.get("hybrid-parametric", schedule="serial", prefill_block_m=64,
+                        **SPLITTY).plan_hybrid(q_lens, kv_lens, shape, TOY)
+    launch = prepare_hybrid(plan, cache, q_lens)
+    pages = launch.prefill_pages
+    if widen_max_bytes == 0:
+        assert pages is None
+    else:
+        prefill_reqs = sorted(set(plan.tile_request.tolist()))
+        assert prefill_reqs == [1, 3]
+        indptr = cache.page_indptr.tolist()
+        want_src = [p for r in prefill_reqs for p in cache.page_indices[indptr[r]:indptr[r + 1]]
+                    .tolist()]
+        assert pages.src_pages.tolist() == want_src
+        counts = [indptr[r + 1] - indptr[r] if r in prefill_reqs else 0 for r in range(4)]
+        assert pages.page_indptr.tolist() == [0, *np.cumsum(counts).tolist()]
+        assert pages.k.dtype == torch.bfloat16 and pages.k.shape[0] == len(want_src)
+    out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+    if pages is not None:  # the copy holds the raw e4m3 values, widened exactly
+        src = pages.src_pages.long()
+        assert torch.equal(pages.k, cache.k_pages[src].to(torch.bfloat16))
+        assert torch.equal(pages.v, cache.v_pages[src].to(torch.bfloat16))
+        assert launch.num_launches == 3 + (launch.merge.shape[0] > 0)
+    assert relative_error(out, attention_reference(q, cache, q_lens)) < 2e-2
+    cache16 = PagedKVCache.from_lengths(kv_lens, AttentionShape(
+        num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="bf16"), seed=5)
+    assert prefill_pages(plan, cache16) is None
+    decodes = policies.get("hybrid-serial").plan_hybrid([1, 1], [40, 23], shape, TOY)
+    assert prefill_pages(decodes, PagedKVCache.from_lengths([40, 23], shape, seed=5)) is None
+    # The simulator's count (kernels/hybrid_plan.py) is the kernel's: 13 + 5 pages of 4 tokens.
+    assert hybrid_plan.widened_prefill_pages(plan, shape) == (0 if pages is None else 18)
+    assert hybrid_plan.widened_prefill_pages(plan, cache16.shape) == 0

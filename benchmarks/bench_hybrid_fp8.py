@@ -85,7 +85,7 @@ def run_case(params, device, spec, timer, policy_names, dry) -> list[dict]:
             if kv != "bf16" and launch.prefill_pages is not None:
                 variants["fp8-tile"] = dataclasses.replace(launch, prefill_pages=None)
             for variant, lch in variants.items():
-                def run_into_nan(lch=lch):
+                def run_into_nan(lch=lch, q=q, cache=cache):
                     return run_hybrid(lch, q, cache, out=torch.full_like(q, float("nan")))
                 ok, err, msg = checked(run_into_nan, ref)
                 row = {"context": ctx, "chunk": chunk, "decodes": b, "policy": name,
@@ -93,14 +93,15 @@ def run_case(params, device, spec, timer, policy_names, dry) -> list[dict]:
                        "launches": lch.num_launches}
                 if ok:
                     out = torch.empty_like(q)
-                    row.update(timer(lambda lch=lch: run_hybrid(lch, q, cache, out=out)))
+                    row.update(timer(lambda lch=lch, q=q, c=cache, o=out: run_hybrid(lch, q, c,
+                                                                                   out=o)))
                 rows.append(row)
             if kv != "bf16" and launch.prefill_pages is not None and name == policy_names[0]:
                 pages = launch.prefill_pages
                 row = {"context": ctx, "chunk": chunk, "decodes": b, "policy": "-",
                        "variant": "widen", "ok": True, "pages": int(pages.k.shape[0]),
                        "bytes": int(pages.k.numel() * 2 * (1 + pages.k.element_size()))}
-                row.update(timer(lambda: widen_prefill_pages(pages, cache)))
+                row.update(timer(lambda p=pages, c=cache: widen_prefill_pages(p, c)))
                 src = pages.src_pages.long()
                 row["ok"] = bool(torch.equal(pages.k, cache.k_pages[src].to(pages.k.dtype)))
                 rows.append(row)

@@ -1,4 +1,4 @@
-"""GPU benchmark: the Triton hybrid kernel on fp8 (e4m3) pages beside 16-bit pages of the same batch.
+"""GPU benchmark: the Triton hybrid kernel on fp8 (e4m3) pages beside 16-bit pages of one batch.
 
 For each case (a prefill chunk after a context, beside decodes of that context: the `hybrid`
 suite's batches) and each named hybrid policy (serial, colocated by default), in one process:

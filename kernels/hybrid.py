@@ -63,6 +63,7 @@ from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
 from kvtune.kernels.decode import _query_rows_to_f16
 from kvtune.kernels.decode_config import default_config
@@ -356,8 +357,13 @@ def _hybrid_kernel(
     HAS_PREFILL: tl.constexpr, HAS_DECODE: tl.constexpr, USE_SMID: tl.constexpr,
     NUM_SMS: tl.constexpr, CTR_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DECODE_AHEAD: tl.constexpr = False,
+    GDC_TRIGGER: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
+    if GDC_TRIGGER:
+        # Programmatic dependent launch (HybridConfig.ordered_launch): the next launch on this
+        # stream may start once every program of this one has got here, i.e. is resident.
+        gdc_launch_dependents()
     if MODE != 1:
         t = pid
     else:
@@ -506,6 +512,12 @@ class HybridConfig:
     # A register cap (ptxas maxnreg) for the prefill launch, so that a 128-row tile at 8 warps
     # leaves room for a decode CTA on its SM (None: the compiler's choice).
     prefill_maxnreg: int | None = None
+    # Co-location on one stream by programmatic dependent launch (sm_90+) instead of two
+    # streams: the persistent prefill grid signals once each program starts, and the decode grid
+    # (then the tail) launch as its dependents, so every persistent prefill program is resident
+    # before any decode program. On two streams the order is a race: the decode grid sometimes
+    # fills the SMs first, and the same step then reads 248 or 436 us (docs/PERFORMANCE.md).
+    ordered_launch: bool = False
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -542,7 +554,15 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         prefill_stages=3 if shape.head_dim <= 128 else 2,
                         ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd,
                         decode_ahead=bool(plan.decode_ahead),
-                        persistent_prefill_programs=colocated, prefill_tail_programs=colocated)
+                        persistent_prefill_programs=colocated, prefill_tail_programs=colocated,
+                        ordered_launch=bool(colocated) and _has_programmatic_launch(cache.device))
+
+
+def _has_programmatic_launch(device: torch.device) -> bool:
+    """Programmatic dependent launch: a CUDA GPU of compute capability 9.0 or newer (never the
+    interpreter)."""
+    return (device.type == "cuda" and not INTERPRETED
+            and torch.cuda.get_device_capability(device) >= (9, 0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -762,7 +782,10 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         widen_prefill_pages(widened, cache)
 
     def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None,
-                      ahead=False, dynamic_programs=0):
+                      ahead=False, dynamic_programs=0, trigger=False, dependent=False):
+        """trigger: let the next launch start once this one's programs are resident;
+        dependent: launch as the programmatic dependent of the previous launch (both:
+        HybridConfig.ordered_launch)."""
         both = has_p and has_d
         if n_pre + n_dec == 0:
             return
@@ -771,6 +794,10 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         block_nd = cfg.block_nd_fused if both else (cfg.ahead_block_n if ahead else cfg.block_nd)
         extra = {"maxnreg": cfg.prefill_maxnreg} \
             if has_p and not has_d and cfg.prefill_maxnreg and not INTERPRETED else {}
+        if trigger:
+            extra["GDC_TRIGGER"] = True
+        if dependent:
+            extra["launch_pdl"] = True
         _hybrid_kernel[(programs or n_pre + n_dec,)](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
             cache.page_indptr, cache.page_indices, tasks, launch.counter,
@@ -809,21 +836,28 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             if cfg.persistent_prefill_programs and both else 0
         tprog = min(P, cfg.prefill_tail_programs) if pprog else 0
 
-        def prefill_launch(programs):
+        def prefill_launch(programs, **order):
             if programs:
                 launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
-                              False, programs, dynamic_programs=pprog + tprog)
+                              False, programs, dynamic_programs=pprog + tprog, **order)
             else:
                 launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
-                              False)
+                              False, **order)
 
-        def decode_launch():
+        def decode_launch(**order):
             launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog,
-                          ahead)
+                          ahead, **order)
 
         # The persistent launch goes first: it must be resident before the other one fills SMs.
         prefill_first = cfg.prefill_first or (pprog > 0 and dmode == MODE_GRID)
-        if side is not None and both:
+        if cfg.ordered_launch and both and pprog and dmode == MODE_GRID:
+            # One stream: the decode grid starts once every persistent prefill program is
+            # resident, the tail once the decode grid is done (HybridConfig.ordered_launch).
+            prefill_launch(pprog, trigger=True)
+            decode_launch(dependent=True)
+            if tprog:
+                prefill_launch(tprog, dependent=True)
+        elif side is not None and both:
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)
             if prefill_first:

@@ -155,3 +155,19 @@ def test_fp8_bench_dry_run_checks_every_variant(tmp_path):
     bad = _dry_run("bench_hybrid_fp8.py", tmp_path, "--cases", "8x2", rc=2)
     assert bad.stderr.strip().splitlines() == [
         "bench_hybrid_fp8: error: --cases: '8x2' is not CONTEXTxCHUNKxDECODES (three integers)"]
+
+
+def test_colocated_order_dry_run_checks_every_variant(tmp_path):
+    """benchmarks/bench_colocated_order.py: serial, colocated on two streams and in order, each
+    checked before its interleaved rounds are timed; on the interpreter (no programmatic launch)
+    the ordered variant falls back to the two-stream path. A bad --rounds is one line, exit 2."""
+    _dry_run("bench_colocated_order.py", tmp_path, "--rounds", "2", "--max-cases", "1")
+    res = json.loads((tmp_path / "results.json").read_text())
+    (case,) = res["cases"]
+    assert case["ordered_launch"] is False
+    for name in ("serial", "two-streams", "ordered"):
+        row = case["variants"][name]
+        assert row["ok"] and len(row["rounds"]) == 2 and row["round_spread"] >= 1.0, name
+    assert "ordered_over_serial_geomean" in res["summary"]
+    bad = _dry_run("bench_colocated_order.py", tmp_path, "--rounds", "0", rc=2)
+    assert len(bad.stderr.strip().splitlines()) == 1 and "--rounds" in bad.stderr

@@ -353,3 +353,43 @@ def test_fp8_prefill_reads_a_widened_copy_of_its_pages_or_widens_where_it_loads(
     # The simulator's count (kernels/hybrid_plan.py) is the kernel's: 13 + 5 pages of 4 tokens.
     assert hybrid_plan.widened_prefill_pages(plan, shape) == (0 if pages is None else 18)
     assert hybrid_plan.widened_prefill_pages(plan, cache16.shape) == 0
+
+
+def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(monkeypatch):
+    """HybridConfig.ordered_launch (colocated on sm_90+): the persistent prefill grid signals
+    (GDC_TRIGGER), the decode grid and then the tail launch as programmatic dependents on the same
+    stream; without it neither flag is passed. The launches are recorded, not run (the
+    interpreter has no programmatic launch)."""
+    from kvtune.kernels import hybrid as hybrid_mod
+
+    calls = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                calls.append((grid[0], kw["HAS_PREFILL"], kw["HAS_DECODE"],
+                              kw.get("GDC_TRIGGER", False), kw.get("launch_pdl", False)))
+            return launch
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    q_lens, kv_lens = [24, 1, 1], [50, 40, 23]
+    plan = policies.get("hybrid-colocated").plan_hybrid(q_lens, kv_lens, shape, TOY)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, seed=1)
+    q = make_hybrid_queries(q_lens, shape, seed=1)
+    launch = prepare_hybrid(plan, cache, q_lens)
+    assert not launch.config.ordered_launch  # no programmatic launch on the interpreter
+    monkeypatch.setattr(hybrid_mod, "_hybrid_kernel", Recorder())
+    monkeypatch.setattr(hybrid_mod, "_merge_rows_kernel", Recorder())
+    from kvtune.kernels.hybrid import run_hybrid
+
+    ordered = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                      ordered_launch=True))
+    run_hybrid(ordered, q, cache)
+    pprog = min(launch.num_prefill, TOY.sm_count)  # one persistent prefill program per SM
+    assert launch.num_prefill > pprog and launch.num_decode > 0
+    assert [c for c in calls if c[1] or c[2]] == [
+        (pprog, True, False, True, False),            # prefill grid, signals when resident
+        (launch.num_decode, False, True, False, True),  # decode grid, its dependent
+        (pprog, True, False, False, True)]            # the tail, dependent of the decode grid
+    calls.clear()
+    run_hybrid(launch, q, cache)
+    assert all(not c[3] and not c[4] for c in calls if c[1] or c[2])

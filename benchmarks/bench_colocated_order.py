@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import math
 import os
@@ -71,6 +72,7 @@ def run_case(case, device, dtype, spec, timer, rounds, heuristic) -> dict:
     for name, launch in lch.items():
         def run_into_nan(launch=launch):
             return run_hybrid(launch, data.q, data.cache, out=torch.full_like(data.q, float("nan")))
+        print(f"  check {name}", flush=True)  # where a hung launch stopped, in the log
         ok, err, msg = checked(run_into_nan, data.ref)
         entry["variants"][name] = {"ok": ok, "rel_error": err, "message": msg, "rounds": []}
     out = torch.empty_like(data.q)
@@ -165,6 +167,8 @@ def main(argv=None) -> int:
         cases = list(get_suite("hybrid", shape=shape).cases)
     cases = cases[args.skip_cases:args.skip_cases + args.max_cases]
     os.makedirs(args.out, exist_ok=True)
+    if not dry:  # a launch that never returns shows where it hangs in the log, then exits
+        faulthandler.dump_traceback_later(args.budget_s + 60, exit=True)
     results = {"device": spec.to_dict(), "dry_run": dry, "timer": timer.name,
                "rounds": args.rounds, "cases": [], "skipped": []}
     results["copy"] = copy_bandwidth(timer, device)
@@ -183,16 +187,24 @@ def main(argv=None) -> int:
         print(f"[{time.time() - t0:6.1f}s] {case.case_id}", flush=True)
         if device == "cuda":
             torch.cuda.empty_cache()
+        save(args.out, results, t0)
+    md = save(args.out, results, t0)
+    print(md)
+    return 0
+
+
+def save(out_dir: str, results: dict, t0: float) -> str:
+    """Write results.json and results.md of the cases so far (after every case, so that a run
+    stopped by a time limit keeps them); returns the markdown."""
     done = [c for c in results["cases"] if c["variants"]]
     results["summary"] = summarize(done)
     results["wall_s"] = time.time() - t0
-    with open(os.path.join(args.out, "results.json"), "w") as f:
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1, default=float)
     md = markdown({**results, "cases": done})
-    with open(os.path.join(args.out, "results.md"), "w") as f:
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(md)
-    print(md)
-    return 0
+    return md
 
 
 if __name__ == "__main__":

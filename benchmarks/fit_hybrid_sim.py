@@ -24,6 +24,12 @@ Fit, three 1-D searches of the median log error, each on the rows that constant 
    one-launch kernel that also holds prefill tiles) on the `fused` rows (the only constant a
    fused launch adds; after the cap, since a fused decode task keeps that cap); skipped, with a
    line saying so, where the run has no fused rows.
+With --fp8, RESULTS.json is benchmarks/bench_hybrid_fp8.py's output (bf16, fp8 and fp8-tile
+rows of the serial and colocated policies) and the fit is of the two fp8 terms instead, each a
+1-D search of the same kind on the serial rows: `fp8_decode_efficiency` on the `serial fp8`
+rows (the step with the 16-bit copy of its prefill pages: its decode items are the fp8 part
+left), then `fp8_tile_prefill_efficiency` on the `serial fp8-tile` rows (no copy). Held out:
+the colocated rows, and the bf16 rows, which neither term may move.
 Held out: everything else (pod, partitioned, colocated, the tuned grid, the sweep's serial,
 streams and decode-alone rows) and every row of another run given to --held-out; --by-source
 splits each table by case source, so that the sweep's rows can be checked apart.
@@ -109,7 +115,8 @@ def errors(data: list[dict], hybrid: HybridSimConstants, by_source: bool = False
     """{variant: [sim / gpu - 1 per row]}; by_source: keyed "variant (sweep|continuous)"."""
     by = {}
     for d in data:
-        sim = simulate_hybrid(d["plan"], d["shape"], d["device"], hybrid=hybrid).time_us
+        sim = simulate_hybrid(d["plan"], d["shape"], d["device"], hybrid=hybrid,
+                              widen_prefill=d.get("widen_prefill")).time_us
         key = d["variant"]
         if by_source:
             key += " (continuous)" if d["continuous"] else " (sweep)"
@@ -190,9 +197,48 @@ FITTED = ("prefill_efficiency", "decode_cta_rate_cap_bytes_per_s",
           "one_launch_decode_efficiency")
 
 
+FITTED_FP8 = ("fp8_decode_efficiency", "fp8_tile_prefill_efficiency")
+
+
 def load_rows(path: str) -> list[dict]:
     with open(path) as f:
         return rows(json.load(f))
+
+
+def fp8_rows(results: dict) -> list[dict]:
+    """bench_hybrid_fp8.py's rows as fit rows, variant "POLICY KIND" (e.g. "serial fp8-tile"):
+    its batches rebuilt (the `hybrid` suite's generator, llama3-8b, bf16 queries), fp8-tile rows
+    simulated without the 16-bit copy."""
+    device = DeviceSpec(**results["device"])
+    out = []
+    for r in results["rows"]:
+        if r["variant"] not in ("bf16", "fp8", "fp8-tile") or not r.get("ok") \
+                or not r.get("median_us"):
+            continue
+        shape = AttentionShape(dtype="bf16", kv_dtype="bf16" if r["variant"] == "bf16"
+                               else "fp8_e4m3")
+        b = HybridCase({"context_tokens": r["context"], "chunk_tokens": r["chunk"]},
+                       r["decodes"], shape).batch()
+        plan = policies.get(r["policy"]).plan_hybrid(b.q_lens, b.kv_lens, shape, device)
+        out.append({"case": f"{r['context']},{r['chunk']},{r['decodes']}",
+                    "variant": f"{r['policy'].removeprefix('hybrid-')} {r['variant']}",
+                    "plan": plan, "shape": shape, "device": device,
+                    "gpu_us": float(r["median_us"]), "continuous": False,
+                    "widen_prefill": False if r["variant"] == "fp8-tile" else None})
+    return out
+
+
+def fit_fp8(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
+    """fp8_decode_efficiency on the `serial fp8` rows, then fp8_tile_prefill_efficiency on the
+    `serial fp8-tile` rows (module docstring, --fp8)."""
+    out = start
+    for field, variant in (("fp8_decode_efficiency", "serial fp8"),
+                           ("fp8_tile_prefill_efficiency", "serial fp8-tile")):
+        train = [d for d in data if d["variant"] == variant]
+        if not train:
+            raise ValueError(f"results: no '{variant}' rows to fit {field} on")
+        out = _fit_one(train, out, field, FRACTION_GRID)
+    return out
 
 
 def _plain(by: dict) -> dict:
@@ -229,6 +275,8 @@ def main(argv=None) -> int:
                          "and after too, never fitted on")
     ap.add_argument("--by-source", action="store_true",
                     help="also print each run's errors split by case source (sweep, continuous)")
+    ap.add_argument("--fp8", action="store_true",
+                    help="RESULTS.json is bench_hybrid_fp8.py's: fit the two fp8 terms")
     ap.add_argument("--start", action="append", default=[], metavar="FIELD=VALUE",
                     help="a HybridSimConstants field for the 'before' model (default: the "
                          "defaults), e.g. one_launch_decode_efficiency=1 for the model without it")
@@ -237,11 +285,20 @@ def main(argv=None) -> int:
         before = start_constants(args.start)
     except ValueError as e:
         ap.error(str(e))  # one line, exit 2
-    data = load_rows(args.results)
-    after = fit(data, before)
+    if args.fp8:
+        with open(args.results) as f:
+            data = fp8_rows(json.load(f))
+        after = fit_fp8(data, before)
+        fitted = FITTED_FP8
+        for name in fitted:
+            print(f"{name}: {getattr(before, name)} -> {getattr(after, name)}")
+    else:
+        data = load_rows(args.results)
+        after = fit(data, before)
+        fitted = FITTED
+        for line in fit_lines(data, before, after):
+            print(line)
     b, a = errors(data, before), errors(data, after)
-    for line in fit_lines(data, before, after):
-        print(line)
     print("\nbefore\n" + "\n".join(table(b)) + "\n\nafter\n" + "\n".join(table(a)))
     held = {}
     for path in args.held_out:
@@ -255,7 +312,7 @@ def main(argv=None) -> int:
                   + "\n\nafter\n" + "\n".join(table(errors(d, after, True))))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({**{name: getattr(after, name) for name in FITTED},
+            json.dump({**{name: getattr(after, name) for name in fitted},
                        "before": _plain(b), "after": _plain(a),
                        "held_out": {p: {k: _plain(v) for k, v in h.items()}
                                     for p, h in held.items()}}, f, indent=1)

@@ -113,10 +113,28 @@ class HybridSimConstants:
     single_cta_compute_fraction: float = 0.6
     one_launch_decode_efficiency: float = 0.46
     decode_cta_rate_cap_bytes_per_s: float = 20e9
+    # fp8 caches (e4m3 pages; 16-bit shapes never read these two):
+    # fp8_decode_efficiency: the share of a 16-bit decode item's byte rate (bandwidth share and
+    # per-program cap alike) an fp8 decode item of the hybrid kernel reaches (0..1]. Its items
+    # widen every tile to fp16 where they load it and read V element by element (no -vp loop),
+    # so an fp8 item takes about as long per token as a 16-bit one although it reads half the
+    # bytes. 1 is the bytes-only model.
+    # fp8_tile_prefill_efficiency: the share of its 16-bit math rate a prefill tile keeps when
+    # it widens e4m3 where it loads it (0..1]: only above hybrid_plan.PREFILL_WIDEN_MAX_BYTES,
+    # where the step makes no 16-bit copy of the prefill pages.
+    # Both fitted by `benchmarks/fit_hybrid_sim.py --fp8` on the H200 rows of
+    # benchmarks/bench_hybrid_fp8.py in the twelfth session's call 3 (docs/PERFORMANCE.md): 0.50
+    # on the 6 `serial fp8` rows (median error -20.4% -> -0.1%), then 0.73 on the 6 `serial
+    # fp8-tile` rows (-34.9% -> -0.1%). Held out, the colocated rows: fp8 -29.2% -> -15.8%
+    # (worst -53.8% -> -23.7%), fp8-tile -48.1% -> -21.1%; colocated bf16 reads -6.9% on the
+    # same batches (the co-location limit of the docstring above).
+    fp8_decode_efficiency: float = 0.5
+    fp8_tile_prefill_efficiency: float = 0.73
 
     def __post_init__(self) -> None:
         for name in ("prefill_efficiency", "single_cta_compute_fraction",
-                     "one_launch_decode_efficiency"):
+                     "one_launch_decode_efficiency", "fp8_decode_efficiency",
+                     "fp8_tile_prefill_efficiency"):
             v = getattr(self, name)
             # NaN fails both comparisons, so it is refused too.
             if not (isinstance(v, (int, float)) and 0 < v <= 1):
@@ -161,8 +179,12 @@ def hybrid_task_ids(plan: HybridPlan, shape: AttentionShape) -> dict:
                                 ("keys", keys))}
 
 
-def hybrid_tasks(plan: HybridPlan, shape: AttentionShape):
-    """(kind, flops, bytes, rows) float64 arrays: prefill tasks (tile-major), then decode tasks."""
+def hybrid_tasks(plan: HybridPlan, shape: AttentionShape, widen_pages: int | None = None):
+    """(kind, flops, bytes, rows) float64 arrays: prefill tasks (tile-major), then decode tasks.
+    widen_pages: the pages of the step's 16-bit copy of an fp8 cache's prefill pages (None: as
+    kernels/hybrid_plan.py `widened_prefill_pages` says); with a copy, tiles read 16-bit bytes."""
+    if widen_pages is None:
+        widen_pages = widened_prefill_pages(plan, shape)
     H, D = shape.num_kv_heads, shape.head_dim
     per_tok = shape.kv_bytes_per_token_per_head
     keys = (plan.tile_kv_end - plan.tile_kv_start).astype(np.float64)
@@ -170,7 +192,7 @@ def hybrid_tasks(plan: HybridPlan, shape: AttentionShape):
                            minlength=plan.batch_size)
     p_flops = 4.0 * plan.prefill_block_m * keys * D
     # fp8 caches: prefill tiles read the 16-bit copy of their pages (kernels/hybrid.py).
-    p_per_tok = 2 * D * DTYPE_BYTES[shape.dtype] if widened_prefill_pages(plan, shape) else per_tok
+    p_per_tok = 2 * D * DTYPE_BYTES[shape.dtype] if widen_pages else per_tok
     p_bytes = keys * p_per_tok / np.maximum(tiles_of[plan.tile_request], 1)
     kinds = [np.ones(plan.num_prefill_tasks)]
     flops = [np.repeat(p_flops, H)]
@@ -191,9 +213,17 @@ def hybrid_tasks(plan: HybridPlan, shape: AttentionShape):
 
 def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                     constants: SimConstants = DEFAULT_CONSTANTS,
-                    hybrid: HybridSimConstants = HybridSimConstants()) -> HybridSimResult:
-    """Predict the time of `plan` on `device` (module docstring)."""
-    kind, flops, nbytes, rows = hybrid_tasks(plan, shape)
+                    hybrid: HybridSimConstants = HybridSimConstants(),
+                    widen_prefill: bool | None = None) -> HybridSimResult:
+    """Predict the time of `plan` on `device` (module docstring). widen_prefill: whether an fp8
+    step copies its prefill pages to 16 bits first (None: as the kernel decides,
+    kernels/hybrid_plan.py `widened_prefill_pages`; False: the tiles widen where they load)."""
+    widen_pages = widened_prefill_pages(plan, shape) if widen_prefill is not False else 0
+    kind, flops, nbytes, rows = hybrid_tasks(plan, shape, widen_pages)
+    if shape.kv_is_fp8:  # the fp8 terms: slower per byte, so priced as more bytes / more math
+        nbytes = np.where(kind == 0, nbytes / hybrid.fp8_decode_efficiency, nbytes)
+        if not widen_pages:
+            flops = np.where(kind == 1, flops / hybrid.fp8_tile_prefill_efficiency, flops)
     n = kind.shape[0]
     ctas = min(plan.ctas_per_sm, device.max_ctas_per_sm)
     sms = device.sm_count
@@ -330,7 +360,6 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     # fp8 caches: one launch widens the prefill requests' pages first (1 byte read, 2 written
     # per element), before either kind starts.
     widen_us = 0.0
-    widen_pages = widened_prefill_pages(plan, shape)
     if widen_pages:
         elems = 2 * widen_pages * shape.page_size * shape.num_kv_heads * shape.head_dim
         widen_us = constants.launch_us + elems * (1 + DTYPE_BYTES[shape.dtype]) / bw * 1e6

@@ -111,3 +111,37 @@ def test_fit_bad_start_exits_2_in_one_line(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].endswith("one_launch_decode_efficiency: 0.0 out of range; allowed: (0, 1]")
+
+
+def test_fp8_fit_recovers_the_fp8_terms(tmp_path, capsys):
+    """--fp8: bench_hybrid_fp8.py-shaped rows (llama3-8b, as that script builds them) whose GPU
+    times the simulator made with known fp8 terms; the fit on the serial rows recovers both,
+    the colocated rows (held out) then match too, and the bf16 rows are left where they were."""
+    mod = load_benchmark("fit_hybrid_sim")
+    truth = HybridSimConstants(fp8_decode_efficiency=0.62, fp8_tile_prefill_efficiency=0.81)
+    rows = []
+    for ctx, chunk, b in ((4096, 512, 64), (8192, 1024, 16), (4096, 1024, 128)):
+        for variant in ("bf16", "fp8", "fp8-tile"):
+            shape = AttentionShape(dtype="bf16",
+                                   kv_dtype="bf16" if variant == "bf16" else "fp8_e4m3")
+            batch = HybridCase({"context_tokens": ctx, "chunk_tokens": chunk}, b, shape).batch()
+            for pol in ("hybrid-serial", "hybrid-colocated"):
+                plan = policies.get(pol).plan_hybrid(batch.q_lens, batch.kv_lens, shape, DEVICE)
+                t = simulate_hybrid(plan, shape, DEVICE, hybrid=truth,
+                                    widen_prefill=False if variant == "fp8-tile" else None)
+                rows.append({"context": ctx, "chunk": chunk, "decodes": b, "policy": pol,
+                             "variant": variant, "ok": True, "median_us": t.time_us})
+    path = tmp_path / "fp8.json"
+    path.write_text(json.dumps({"device": DEVICE.to_dict(), "rows": rows}))
+    out = tmp_path / "fit.json"
+    args = [str(path), "--fp8", "--json", str(out), "--start", "fp8_decode_efficiency=1",
+            "--start", "fp8_tile_prefill_efficiency=1"]
+    assert mod.main(args) == 0
+    fitted = json.loads(out.read_text())
+    assert fitted["fp8_decode_efficiency"] == pytest.approx(0.62, abs=0.011)
+    assert fitted["fp8_tile_prefill_efficiency"] == pytest.approx(0.81, abs=0.011)
+    for name in ("colocated fp8", "colocated fp8-tile", "serial fp8-tile"):
+        assert max(abs(e) for e in fitted["after"][name]) < 0.02, name
+        assert max(abs(e) for e in fitted["before"][name]) > 0.05, name  # the terms mattered
+    assert fitted["before"]["serial bf16"] == fitted["after"]["serial bf16"]
+    assert "fp8_decode_efficiency: 1.0 -> 0.62" in capsys.readouterr().out

@@ -418,7 +418,14 @@ def test_simulator_counts_the_fp8_prefill_copy(monkeypatch):
     import kvtune.kernels.hybrid_plan as hp
 
     monkeypatch.setattr(hp, "PREFILL_WIDEN_MAX_BYTES", 0)
-    r_tile = simulate_hybrid(plan, shape8, H100)
+    same_math = HybridSimConstants(fp8_tile_prefill_efficiency=1.0)
+    r_tile = simulate_hybrid(plan, shape8, H100, hybrid=same_math)
     assert r.time_us - r_tile.time_us == pytest.approx(want, rel=1e-6)
+    # The fitted in-tile term (below 1) makes tiles that widen where they load slower.
+    assert simulate_hybrid(plan, shape8, H100).time_us > r_tile.time_us
+    monkeypatch.undo()
+    # widen_prefill=False asks for the model of the cap of 0 under the real cap.
+    assert simulate_hybrid(plan, shape8, H100, hybrid=same_math,
+                           widen_prefill=False).time_us == r_tile.time_us
     dec = policies.get("hybrid-serial").plan_hybrid([1] * 16, [8192] * 16, shape8, H100)
     assert widened_prefill_pages(dec, shape8) == 0

@@ -9,9 +9,10 @@ programmatic dependent of the prefill grid, so it starts only once every prefill
 resident. Per case of the `hybrid` suite (the paper's sweep first), in one process and
 interleaved over --rounds rounds:
   serial        kvtune's serial step (the baseline);
-  two-streams   `hybrid-colocated`, two streams (ordered_launch off);
-  ordered       `hybrid-colocated` as it runs now (ordered_launch on where the GPU has it);
-  heuristic     `hybrid-tuned` with --heuristic (optional), as it runs now.
+  two-streams   `hybrid-colocated` as it runs by default: two streams;
+  ordered       the same with HybridConfig.ordered_launch on where the GPU has programmatic
+                dependent launch (opt-in; the two-stream path elsewhere);
+  heuristic     `hybrid-tuned` with --heuristic (optional), as it runs by default.
 Every variant is checked against the float64 reference before it is timed. Timer: bench_hybrid.py's
 CUDA-event pairs, L2 flushed before each, median of --reps per round; the spread across rounds
 (max / min of the round medians) and p90 / p10 within them show a bimodal step.
@@ -41,7 +42,8 @@ import torch  # noqa: E402
 from bench_hybrid import (BatchData, EventTimer, WallTimer, checked, copy_bandwidth,  # noqa: E402
                           dry_cases, geomean)
 from kvtune.kernels import policies  # noqa: E402
-from kvtune.kernels.hybrid import prepare_hybrid, run_hybrid  # noqa: E402
+from kvtune.kernels.hybrid import (has_programmatic_launch, prepare_hybrid,  # noqa: E402
+                                   run_hybrid)
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 
 VARIANTS = ("serial", "two-streams", "ordered", "heuristic")
@@ -54,11 +56,10 @@ def launches(data: BatchData, spec, heuristic: str | None) -> dict:
     def prep(name, **kw):
         plan = policies.get(name, **kw).plan_hybrid(b.q_lens, b.kv_lens, b.shape, spec)
         return prepare_hybrid(plan, data.cache, b.q_lens)
-    ordered = prep("hybrid-colocated")
-    out = {"serial": prep("hybrid-serial"),
-           "two-streams": dataclasses.replace(
-               ordered, config=dataclasses.replace(ordered.config, ordered_launch=False)),
-           "ordered": ordered}
+    two = prep("hybrid-colocated")
+    out = {"serial": prep("hybrid-serial"), "two-streams": two,
+           "ordered": dataclasses.replace(two, config=dataclasses.replace(
+               two.config, ordered_launch=has_programmatic_launch(data.cache.device)))}
     if heuristic:
         out["heuristic"] = prep("hybrid-tuned", path=heuristic)
     return out

@@ -517,6 +517,10 @@ class HybridConfig:
     # (then the tail) launch as its dependents, so every persistent prefill program is resident
     # before any decode program. On two streams the order is a race: the decode grid sometimes
     # fills the SMs first, and the same step then reads 248 or 436 us (docs/PERFORMANCE.md).
+    # Off by default, opt-in (benchmarks/bench_colocated_order.py): no grid here waits
+    # (griddepcontrol.wait), so whether the launch after the chain waits for the persistent
+    # prefill grid itself, not only for the tail, rests on stream semantics that nothing here
+    # has checked under repeated replays (docs/KERNEL_NOTES.md, "Ordered launch").
     ordered_launch: bool = False
 
 
@@ -554,11 +558,10 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         prefill_stages=3 if shape.head_dim <= 128 else 2,
                         ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd,
                         decode_ahead=bool(plan.decode_ahead),
-                        persistent_prefill_programs=colocated, prefill_tail_programs=colocated,
-                        ordered_launch=bool(colocated) and _has_programmatic_launch(cache.device))
+                        persistent_prefill_programs=colocated, prefill_tail_programs=colocated)
 
 
-def _has_programmatic_launch(device: torch.device) -> bool:
+def has_programmatic_launch(device: torch.device) -> bool:
     """Programmatic dependent launch: a CUDA GPU of compute capability 9.0 or newer (never the
     interpreter)."""
     return (device.type == "cuda" and not INTERPRETED

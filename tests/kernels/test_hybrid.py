@@ -356,10 +356,10 @@ def test_fp8_prefill_reads_a_widened_copy_of_its_pages_or_widens_where_it_loads(
 
 
 def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(monkeypatch):
-    """HybridConfig.ordered_launch (colocated on sm_90+): the persistent prefill grid signals
-    (GDC_TRIGGER), the decode grid and then the tail launch as programmatic dependents on the same
-    stream; without it neither flag is passed. The launches are recorded, not run (the
-    interpreter has no programmatic launch)."""
+    """HybridConfig.ordered_launch (opt-in, colocated on sm_90+): the persistent prefill grid
+    signals (GDC_TRIGGER), the decode grid and then the tail launch as programmatic dependents
+    on the same stream; without it neither flag is passed. The launches are recorded, not run
+    (the interpreter has no programmatic launch)."""
     from kvtune.kernels import hybrid as hybrid_mod
 
     calls = []
@@ -376,7 +376,8 @@ def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(
     cache = PagedKVCache.from_lengths(kv_lens, shape, seed=1)
     q = make_hybrid_queries(q_lens, shape, seed=1)
     launch = prepare_hybrid(plan, cache, q_lens)
-    assert not launch.config.ordered_launch  # no programmatic launch on the interpreter
+    assert not launch.config.ordered_launch  # off by default (kernels/hybrid.py HybridConfig)
+    assert not hybrid_mod.has_programmatic_launch(cache.device)
     monkeypatch.setattr(hybrid_mod, "_hybrid_kernel", Recorder())
     monkeypatch.setattr(hybrid_mod, "_merge_rows_kernel", Recorder())
     from kvtune.kernels.hybrid import run_hybrid

@@ -109,7 +109,7 @@ def _token_rows(page, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE: tl.constexp
 
 
 @triton.jit
-def _query_rows_to_f16(q):
+def query_rows_to_f16(q):
     """(q16, q_inv): bf16 query rows [R, D] taken to fp16 exactly, each row scaled by the power of
     two that puts its largest magnitude in [2^14, 2^15) (every element within 2^31 of it then fits
     fp16's range and precision), and the float32 inverse scale per row [R] that the caller folds
@@ -337,7 +337,7 @@ def _attend_kernel(
         if Q_TO_FP16:
             # fp8 pages with bf16 queries: the products run in fp16, since e4m3 -> fp16 is one
             # hardware conversion per two elements and e4m3 -> bf16 is three.
-            q, q_inv = _query_rows_to_f16(q)
+            q, q_inv = query_rows_to_f16(q)
             score_scale = (qk_scale_log2 * q_inv)[:, None]
         if UPCAST_DOT:
             q = q.to(tl.float32)
@@ -721,5 +721,6 @@ __all__ = [
     "default_config",
     "launch_config",
     "prepare_decode",
+    "query_rows_to_f16",
     "run_decode",
 ]

@@ -23,7 +23,7 @@ raw e4m3 values (every e4m3 value is exactly a bf16 and an fp16 value).
   decode items do.
 - Decode items widen each tile where they load it, to fp16 (one cvt.rn.f16x2.e4m3x2 per two
   elements on sm_90; bf16 would cost a second conversion per element), with bf16 queries taken to
-  fp16 exactly by a power-of-two row scale (kernels/decode.py `_query_rows_to_f16`) and the
+  fp16 exactly by a power-of-two row scale (kernels/decode.py `query_rows_to_f16`) and the
   softmax weights rounded to fp16. The decode kernel's V-as-pairs loop (`-vp`) is not used here.
 A task of a split tile/request writes a float32 partial output and its base-2 log-sum-exp; the
 merge launch (`_merge_rows_kernel`) combines the partials of every split token row. Rows that see
@@ -65,7 +65,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
-from kvtune.kernels.decode import _query_rows_to_f16
+from kvtune.kernels.decode import query_rows_to_f16
 from kvtune.kernels.decode_config import default_config
 from kvtune.kernels.hybrid_plan import MAX_DECODE_Q_LEN, HybridPlan, widened_prefill_pages
 from kvtune.kernels.paged import PagedKVCache
@@ -120,7 +120,7 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     KV_TY: tl.constexpr = _kv_dot_dtype(q_ptr.dtype.element_ty, k_ptr.dtype.element_ty)
     score_scale = qk_scale_log2
     if q_ptr.dtype.element_ty != KV_TY:  # fp8 pages, bf16 queries: fp16 products
-        q, q_inv = _query_rows_to_f16(q)
+        q, q_inv = query_rows_to_f16(q)
         score_scale = (qk_scale_log2 * q_inv)[:, None]
     if UPCAST_DOT:
         q = q.to(tl.float32)
@@ -231,7 +231,7 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     KV_TY: tl.constexpr = _kv_dot_dtype(q_ptr.dtype.element_ty, k_ptr.dtype.element_ty)
     score_scale = qk_scale_log2
     if q_ptr.dtype.element_ty != KV_TY:  # fp8 pages, bf16 queries: fp16 products
-        q, q_inv = _query_rows_to_f16(q)
+        q, q_inv = query_rows_to_f16(q)
         score_scale = (qk_scale_log2 * q_inv)[:, None]
     if UPCAST_DOT:
         q = q.to(tl.float32)
@@ -312,7 +312,8 @@ def _dispatch(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indpt
     with DECODE_AHEAD through _prefill_task's page-ahead loop, for the persistent decode grid
     whose one program per SM must keep several K/V tiles in flight). Prefill tiles read their
     K/V through kp_ptr / vp_ptr and the pp_* page table: the cache's own pages, or for an fp8
-    cache their 16-bit copy (HybridLaunch.widen); decode items always read the cache's pages."""
+    cache their 16-bit copy (HybridLaunch.prefill_pages); decode items always read the cache's
+    own pages."""
     if DECODE_AHEAD:
         _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
                       page_indices_ptr, task_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h,

@@ -202,8 +202,8 @@ PREFILL_WIDEN_MAX_BYTES = 1 << 31
 
 def widened_prefill_pages(plan: HybridPlan, shape) -> int:
     """Pages of the 16-bit copy kernels/hybrid.py makes of an fp8 cache's prefill requests (every
-    page of each request with a prefill tile), or 0 where it makes none: a 16-bit cache, 16-bit
-    queries missing (float32 tests), no prefill tile, or a copy above PREFILL_WIDEN_MAX_BYTES.
+    page of each request with a prefill tile), or 0 where it makes none: a 16-bit cache, queries
+    that are not 16-bit (float32 tests), no prefill tile, or a copy above PREFILL_WIDEN_MAX_BYTES.
     `shape` is the plan's AttentionShape (page_size, heads, head_dim, dtype, kv_dtype)."""
     reqs = np.unique(plan.tile_request)
     if not shape.kv_is_fp8 or reqs.size == 0 or shape.dtype not in ("bf16", "fp16"):

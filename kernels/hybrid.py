@@ -358,7 +358,7 @@ def _hybrid_kernel(
     HAS_PREFILL: tl.constexpr, HAS_DECODE: tl.constexpr, USE_SMID: tl.constexpr,
     NUM_SMS: tl.constexpr, CTR_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DECODE_AHEAD: tl.constexpr = False,
-    GDC_TRIGGER: tl.constexpr = False,
+    GDC_TRIGGER: tl.constexpr = False, ORDERED_ROLE: tl.constexpr = 0,
 ):
     pid = tl.program_id(0)
     if GDC_TRIGGER:
@@ -398,10 +398,27 @@ def _hybrid_kernel(
                       BLOCK_MD, BLOCK_ND, HAS_PREFILL, HAS_DECODE, DOT_PRECISION, UPCAST_DOT,
                       DECODE_AHEAD)
             t = tl.atomic_add(counter_ptr + NUM_SMS, 1)
-        done = tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
-        if done == dynamic_programs - 1:
-            offs = tl.arange(0, CTR_PAD)
-            tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 3)
+        if ORDERED_ROLE == 0:
+            done = tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
+            if done == dynamic_programs - 1:
+                offs = tl.arange(0, CTR_PAD)
+                tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 4)
+        elif ORDERED_ROLE == 1:
+            # The persistent grid of an ordered chain (HybridConfig.ordered_launch): count out
+            # (the atomic orders this program's stores before it); the tail resets.
+            tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
+        else:
+            # The tail of an ordered chain, the last launch of it: leave only once every one of
+            # the dynamic_programs persistent programs has counted out, so that the tail's
+            # completion, which is all the next launch on the stream is sure to wait for,
+            # follows every write of the persistent grid. Its last program resets the counters.
+            out_count = tl.atomic_add(counter_ptr + NUM_SMS + 2, 0)
+            while out_count < dynamic_programs:
+                out_count = tl.atomic_add(counter_ptr + NUM_SMS + 2, 0)
+            left = tl.atomic_add(counter_ptr + NUM_SMS + 3, 1)
+            if left == tl.num_programs(0) - 1:
+                offs = tl.arange(0, CTR_PAD)
+                tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 4)
     elif MODE == 2:
         # Persistent grid: a few programs stride over the tasks so the launch holds only part of
         # the SMs (`partitioned`: the decodes, through the page-ahead loop) or only part of each
@@ -426,7 +443,7 @@ def _hybrid_kernel(
         done = tl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
         if done == num_prefill + num_decode - 1:
             offs = tl.arange(0, CTR_PAD)
-            tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 3)
+            tl.store(counter_ptr + offs, tl.zeros_like(offs), mask=offs < NUM_SMS + 4)
 
 
 @triton.jit
@@ -518,10 +535,12 @@ class HybridConfig:
     # (then the tail) launch as its dependents, so every persistent prefill program is resident
     # before any decode program. On two streams the order is a race: the decode grid sometimes
     # fills the SMs first, and the same step then reads 248 or 436 us (docs/PERFORMANCE.md).
-    # Off by default, opt-in (benchmarks/bench_colocated_order.py): no grid here waits
-    # (griddepcontrol.wait), so whether the launch after the chain waits for the persistent
-    # prefill grid itself, not only for the tail, rests on stream semantics that nothing here
-    # has checked under repeated replays (docs/KERNEL_NOTES.md, "Ordered launch").
+    # No grid of the chain waits (griddepcontrol.wait), so the next launch on the stream is
+    # only sure to wait for the tail: the tail's programs therefore leave only once every
+    # persistent program has counted out of its loop (after its last store), and the tail's last
+    # program resets the counters. Off by default, opt-in (benchmarks/bench_colocated_order.py):
+    # the GPU rows of docs/PERFORMANCE.md (twelfth session) ran the chain before the tail left
+    # last, and no output has been checked after many replays (docs/KERNEL_NOTES.md).
     ordered_launch: bool = False
 
 
@@ -741,7 +760,8 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
         partial_lse=torch.empty((part_rows, shape.num_qo_heads), dtype=torch.float32,
                                 device=device),
         merge=as_dev(merge, 4),
-        counter=torch.zeros(plan.sm_count + 3, dtype=torch.int32, device=device),
+        # Per-SM tickets, the two kinds' task counters, programs out, tail programs out.
+        counter=torch.zeros(plan.sm_count + 4, dtype=torch.int32, device=device),
         num_prefill=int(pre_tasks.shape[0]), num_decode=int(dec_tasks.shape[0]),
         side_stream=side, prefill_pages=prefill_pages(plan, cache),
     )
@@ -786,10 +806,10 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         widen_prefill_pages(widened, cache)
 
     def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None,
-                      ahead=False, dynamic_programs=0, trigger=False, dependent=False):
+                      ahead=False, dynamic_programs=0, trigger=False, dependent=False, role=0):
         """trigger: let the next launch start once this one's programs are resident;
-        dependent: launch as the programmatic dependent of the previous launch (both:
-        HybridConfig.ordered_launch)."""
+        dependent: launch as the programmatic dependent of the previous launch; role: 1 for the
+        persistent grid of that chain, 2 for its tail (all: HybridConfig.ordered_launch)."""
         both = has_p and has_d
         if n_pre + n_dec == 0:
             return
@@ -798,9 +818,12 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         block_nd = cfg.block_nd_fused if both else (cfg.ahead_block_n if ahead else cfg.block_nd)
         extra = {"maxnreg": cfg.prefill_maxnreg} \
             if has_p and not has_d and cfg.prefill_maxnreg and not INTERPRETED else {}
-        if trigger:
+        if role:
+            extra["ORDERED_ROLE"] = role
+        # The interpreter has no programmatic launch: there the chain runs as launched, in order.
+        if trigger and not INTERPRETED:
             extra["GDC_TRIGGER"] = True
-        if dependent:
+        if dependent and not INTERPRETED:
             extra["launch_pdl"] = True
         _hybrid_kernel[(programs or n_pre + n_dec,)](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
@@ -816,7 +839,7 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             PAGE_SIZE=shape.page_size, BLOCK_MP=plan.prefill_block_m, BLOCK_NP=cfg.block_np,
             BLOCK_MD=cfg.block_md, BLOCK_ND=block_nd, MODE=mode, HAS_PREFILL=has_p,
             HAS_DECODE=has_d, USE_SMID=not INTERPRETED, NUM_SMS=plan.sm_count,
-            CTR_PAD=triton.next_power_of_2(plan.sm_count + 3),
+            CTR_PAD=triton.next_power_of_2(plan.sm_count + 4),
             DOT_PRECISION=precision, UPCAST_DOT=upcast, DECODE_AHEAD=ahead, num_warps=warps,
             num_stages=stages, **extra,
         )
@@ -840,13 +863,13 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             if cfg.persistent_prefill_programs and both else 0
         tprog = min(P, cfg.prefill_tail_programs) if pprog else 0
 
-        def prefill_launch(programs, **order):
+        def prefill_launch(programs):
             if programs:
                 launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
-                              False, programs, dynamic_programs=pprog + tprog, **order)
+                              False, programs, dynamic_programs=pprog + tprog)
             else:
                 launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
-                              False, **order)
+                              False)
 
         def decode_launch(**order):
             launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog,
@@ -854,13 +877,15 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
 
         # The persistent launch goes first: it must be resident before the other one fills SMs.
         prefill_first = cfg.prefill_first or (pprog > 0 and dmode == MODE_GRID)
-        if cfg.ordered_launch and both and pprog and dmode == MODE_GRID:
+        if cfg.ordered_launch and both and pprog and tprog and dmode == MODE_GRID:
             # One stream: the decode grid starts once every persistent prefill program is
-            # resident, the tail once the decode grid is done (HybridConfig.ordered_launch).
-            prefill_launch(pprog, trigger=True)
+            # resident, the tail once the decode grid is done, and the tail leaves last
+            # (HybridConfig.ordered_launch).
+            launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
+                          False, pprog, trigger=True, role=1)
             decode_launch(dependent=True)
-            if tprog:
-                prefill_launch(tprog, dependent=True)
+            launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
+                          False, tprog, dynamic_programs=pprog, dependent=True, role=2)
         elif side is not None and both:
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)

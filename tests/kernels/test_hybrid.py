@@ -357,9 +357,10 @@ def test_fp8_prefill_reads_a_widened_copy_of_its_pages_or_widens_where_it_loads(
 
 def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(monkeypatch):
     """HybridConfig.ordered_launch (opt-in, colocated on sm_90+): the persistent prefill grid
-    signals (GDC_TRIGGER), the decode grid and then the tail launch as programmatic dependents
-    on the same stream; without it neither flag is passed. The launches are recorded, not run
-    (the interpreter has no programmatic launch)."""
+    signals (GDC_TRIGGER) and counts out (role 1), the decode grid and then the tail launch as
+    programmatic dependents on the same stream, and the tail (role 2) waits for the persistent
+    programs (dynamic_programs of them); without it no flag is passed. Recorded as on a GPU (the
+    interpreter passes no programmatic-launch flag), not run."""
     from kvtune.kernels import hybrid as hybrid_mod
 
     calls = []
@@ -368,7 +369,8 @@ def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(
         def __getitem__(self, grid):
             def launch(*args, **kw):
                 calls.append((grid[0], kw["HAS_PREFILL"], kw["HAS_DECODE"],
-                              kw.get("GDC_TRIGGER", False), kw.get("launch_pdl", False)))
+                              kw.get("GDC_TRIGGER", False), kw.get("launch_pdl", False),
+                              kw.get("ORDERED_ROLE", 0), args[14]))  # args[14]: dynamic_programs
             return launch
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
     q_lens, kv_lens = [24, 1, 1], [50, 40, 23]
@@ -380,6 +382,7 @@ def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(
     assert not hybrid_mod.has_programmatic_launch(cache.device)
     monkeypatch.setattr(hybrid_mod, "_hybrid_kernel", Recorder())
     monkeypatch.setattr(hybrid_mod, "_merge_rows_kernel", Recorder())
+    monkeypatch.setattr(hybrid_mod, "INTERPRETED", False)
     from kvtune.kernels.hybrid import run_hybrid
 
     ordered = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
@@ -388,9 +391,32 @@ def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(
     pprog = min(launch.num_prefill, TOY.sm_count)  # one persistent prefill program per SM
     assert launch.num_prefill > pprog and launch.num_decode > 0
     assert [c for c in calls if c[1] or c[2]] == [
-        (pprog, True, False, True, False),            # prefill grid, signals when resident
-        (launch.num_decode, False, True, False, True),  # decode grid, its dependent
-        (pprog, True, False, False, True)]            # the tail, dependent of the decode grid
+        (pprog, True, False, True, False, 1, 0),              # prefill grid: signals, counts out
+        (launch.num_decode, False, True, False, True, 0, 0),  # decode grid, its dependent
+        (pprog, True, False, False, True, 2, pprog)]          # the tail: leaves after them
     calls.clear()
     run_hybrid(launch, q, cache)
-    assert all(not c[3] and not c[4] for c in calls if c[1] or c[2])
+    assert all(c[3:6] == (False, False, 0) for c in calls if c[1] or c[2])
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_colocated_counters_are_reset_for_the_next_step(ordered):
+    """The colocated step, on two streams or as the ordered chain (run in launch order on the
+    interpreter, with the tail's wait for the persistent programs and its reset): correct twice
+    in a row, the counters all back at zero after each step."""
+    from kvtune.kernels.hybrid import run_hybrid
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    q_lens, kv_lens = [24, 1, 1, 3], [50, 40, 23, 30]
+    plan = policies.get("hybrid-colocated").plan_hybrid(q_lens, kv_lens, shape, TOY)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, seed=4)
+    q = make_hybrid_queries(q_lens, shape, seed=4)
+    launch = prepare_hybrid(plan, cache, q_lens)
+    launch = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                     ordered_launch=ordered))
+    assert launch.config.persistent_prefill_programs and launch.config.prefill_tail_programs
+    ref = attention_reference(q, cache, q_lens)
+    for _ in range(2):
+        out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+        assert relative_error(out, ref) < 2e-3
+        assert int(launch.counter.abs().sum()) == 0

@@ -877,7 +877,8 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
 
         # The persistent launch goes first: it must be resident before the other one fills SMs.
         prefill_first = cfg.prefill_first or (pprog > 0 and dmode == MODE_GRID)
-        if cfg.ordered_launch and both and pprog and tprog and dmode == MODE_GRID:
+        if cfg.ordered_launch and both and pprog and tprog and dmode == MODE_GRID \
+                and (INTERPRETED or has_programmatic_launch(q.device)):
             # One stream: the decode grid starts once every persistent prefill program is
             # resident, the tail once the decode grid is done, and the tail leaves last
             # (HybridConfig.ordered_launch).

@@ -385,6 +385,14 @@ def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(
     monkeypatch.setattr(hybrid_mod, "INTERPRETED", False)
     from kvtune.kernels.hybrid import run_hybrid
 
+    # A GPU without programmatic launch keeps the two-stream order even when asked.
+    asked = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                    ordered_launch=True))
+    run_hybrid(asked, q, cache)
+    assert all(c[3:6] == (False, False, 0) for c in calls if c[1] or c[2])
+    calls.clear()
+    monkeypatch.setattr(hybrid_mod, "has_programmatic_launch", lambda device: True)
+
     ordered = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
                                                                       ordered_launch=True))
     run_hybrid(ordered, q, cache)

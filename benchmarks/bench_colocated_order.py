@@ -39,11 +39,10 @@ if "--dry-run" in sys.argv:
 
 import torch  # noqa: E402
 
-from bench_hybrid import (BatchData, EventTimer, WallTimer, checked, copy_bandwidth,  # noqa: E402
-                          dry_cases, geomean)
+from bench_hybrid import (BatchData, EventTimer, WallTimer, check_launch,  # noqa: E402
+                          copy_bandwidth, dry_cases, geomean, time_launch)
 from kvtune.kernels import policies  # noqa: E402
-from kvtune.kernels.hybrid import (has_programmatic_launch, prepare_hybrid,  # noqa: E402
-                                   run_hybrid)
+from kvtune.kernels.hybrid import has_programmatic_launch, prepare_hybrid  # noqa: E402
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 
 VARIANTS = ("serial", "two-streams", "ordered", "heuristic")
@@ -71,18 +70,13 @@ def run_case(case, device, dtype, spec, timer, rounds, heuristic) -> dict:
     entry = {"case_id": case.case_id, "ordered_launch": lch["ordered"].config.ordered_launch,
              "variants": {}}
     for name, launch in lch.items():
-        def run_into_nan(launch=launch):
-            return run_hybrid(launch, data.q, data.cache, out=torch.full_like(data.q, float("nan")))
         print(f"  check {name}", flush=True)  # where a hung launch stopped, in the log
-        ok, err, msg = checked(run_into_nan, data.ref)
-        entry["variants"][name] = {"ok": ok, "rel_error": err, "message": msg, "rounds": []}
-    out = torch.empty_like(data.q)
+        entry["variants"][name] = {**check_launch(launch, data), "rounds": []}
     for _ in range(rounds):  # interleaved, so a slow window hits every variant alike
         for name, launch in lch.items():
             row = entry["variants"][name]
             if row["ok"]:
-                row["rounds"].append(timer(lambda launch=launch: run_hybrid(
-                    launch, data.q, data.cache, out=out)))
+                row["rounds"].append(time_launch(launch, data, timer))
     for row in entry["variants"].values():
         med = [r["median_us"] for r in row["rounds"]]
         if med:

@@ -168,23 +168,38 @@ def checked(out_fn, ref) -> tuple[bool, float, str]:
     return ok, err, "" if ok else f"rel error {err:.3e}"
 
 
+def check_launch(launch, data: BatchData) -> dict:
+    """{ok, rel_error, message}: one run of a HybridLaunch on data, written into a NaN-filled
+    output, against the float64 reference."""
+    ok, err, msg = checked(lambda: run_hybrid(launch, data.q, data.cache,
+                                              out=torch.full_like(data.q, float("nan"))), data.ref)
+    return {"ok": ok, "rel_error": err, "message": msg}
+
+
+def time_launch(launch, data: BatchData, timer) -> dict:
+    """The timer's row of a launch (median_us, p10_us, ...) into a preallocated output."""
+    out = torch.empty_like(data.q)
+    return timer(lambda: run_hybrid(launch, data.q, data.cache, out=out))
+
+
+def check_and_time(launch, data: BatchData, timer) -> dict:
+    """check_launch's row, with time_launch's added where the check passed (never timed else)."""
+    row = check_launch(launch, data)
+    if row["ok"]:
+        row.update(time_launch(launch, data, timer))
+    return row
+
+
 def time_triton(data: BatchData, policy, device_spec, timer) -> dict:
     b = data.batch
     plan = policy.plan_hybrid(b.q_lens, b.kv_lens, b.shape, device_spec)
     launch = prepare_hybrid(plan, data.cache, b.q_lens)
-
-    def run_into_nan():
-        out = torch.full_like(data.q, float("nan"))
-        return run_hybrid(launch, data.q, data.cache, out=out)
-
-    ok, err, msg = checked(run_into_nan, data.ref)
-    row = {"ok": ok, "rel_error": err, "message": msg, "schedule": plan.schedule,
-           "ctas_per_sm": plan.ctas_per_sm, "sm_policy": plan.sm_policy,
-           "prefill_block_m": plan.prefill_block_m, "prefill_tasks": plan.num_prefill_tasks,
-           "decode_tasks": plan.num_decode_tasks}
-    if ok:
-        out = torch.empty_like(data.q)
-        row.update(timer(lambda: run_hybrid(launch, data.q, data.cache, out=out)))
+    row = check_launch(launch, data)
+    row.update({"schedule": plan.schedule, "ctas_per_sm": plan.ctas_per_sm,
+                "sm_policy": plan.sm_policy, "prefill_block_m": plan.prefill_block_m,
+                "prefill_tasks": plan.num_prefill_tasks, "decode_tasks": plan.num_decode_tasks})
+    if row["ok"]:
+        row.update(time_launch(launch, data, timer))
     try:  # the simulator's prediction next to the measurement (what its constants are fitted to)
         from kvtune.harness.sim_hybrid import simulate_hybrid
 

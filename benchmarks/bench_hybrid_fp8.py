@@ -35,13 +35,11 @@ if "--dry-run" in sys.argv:
 
 import torch  # noqa: E402
 
-from bench_hybrid import EventTimer, WallTimer, checked, copy_bandwidth  # noqa: E402
+from bench_hybrid import (BatchData, EventTimer, WallTimer, check_and_time,  # noqa: E402
+                          copy_bandwidth)
 from kvtune.kernels import policies  # noqa: E402
-from kvtune.kernels.hybrid import (make_hybrid_queries, prepare_hybrid, run_hybrid,  # noqa: E402
-                                   widen_prefill_pages)
-from kvtune.kernels.paged import PagedKVCache  # noqa: E402
+from kvtune.kernels.hybrid import prepare_hybrid, widen_prefill_pages  # noqa: E402
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
-from kvtune.kernels.reference import attention_reference  # noqa: E402
 from kvtune.workloads.hybrid import HybridCase  # noqa: E402
 
 # (context tokens, chunk tokens, decodes): the suite's sweep corners and middle.
@@ -75,9 +73,9 @@ def run_case(params, device, spec, timer, policy_names, dry) -> list[dict]:
         else:
             shape = AttentionShape(dtype="bf16", kv_dtype=kv)  # llama3-8b, page 16
         batch = HybridCase({"context_tokens": ctx, "chunk_tokens": chunk}, b, shape).batch()
-        cache = PagedKVCache.from_lengths(batch.kv_lens, shape, device=device, seed=batch.seed)
-        q = make_hybrid_queries(batch.q_lens, shape, device=device, seed=batch.seed)
-        ref = attention_reference(q, cache, batch.q_lens)
+        # The reference is of the cache's own values (the dequantised ones for fp8).
+        data = BatchData(batch, device, torch.bfloat16)
+        cache = data.cache
         for name in policy_names:
             plan = policies.get(name).plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
             launch = prepare_hybrid(plan, cache, batch.q_lens)
@@ -85,17 +83,9 @@ def run_case(params, device, spec, timer, policy_names, dry) -> list[dict]:
             if kv != "bf16" and launch.prefill_pages is not None:
                 variants["fp8-tile"] = dataclasses.replace(launch, prefill_pages=None)
             for variant, lch in variants.items():
-                def run_into_nan(lch=lch, q=q, cache=cache):
-                    return run_hybrid(lch, q, cache, out=torch.full_like(q, float("nan")))
-                ok, err, msg = checked(run_into_nan, ref)
-                row = {"context": ctx, "chunk": chunk, "decodes": b, "policy": name,
-                       "variant": variant, "ok": ok, "rel_error": err, "message": msg,
-                       "launches": lch.num_launches}
-                if ok:
-                    out = torch.empty_like(q)
-                    row.update(timer(lambda lch=lch, q=q, c=cache, o=out: run_hybrid(lch, q, c,
-                                                                                   out=o)))
-                rows.append(row)
+                rows.append({"context": ctx, "chunk": chunk, "decodes": b, "policy": name,
+                             "variant": variant, "launches": lch.num_launches,
+                             **check_and_time(lch, data, timer)})
             if kv != "bf16" and launch.prefill_pages is not None and name == policy_names[0]:
                 pages = launch.prefill_pages
                 row = {"context": ctx, "chunk": chunk, "decodes": b, "policy": "-",
@@ -105,7 +95,7 @@ def run_case(params, device, spec, timer, policy_names, dry) -> list[dict]:
                 src = pages.src_pages.long()
                 row["ok"] = bool(torch.equal(pages.k, cache.k_pages[src].to(pages.k.dtype)))
                 rows.append(row)
-        del cache, q, ref
+        del data, cache
         if device == "cuda":
             torch.cuda.empty_cache()
     return rows

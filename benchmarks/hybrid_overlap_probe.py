@@ -31,16 +31,17 @@ from bench_hybrid import (  # noqa: E402  (the benchmark's cases, data, check an
     BatchData,
     EventTimer,
     WallTimer,
-    checked,
+    check_launch,
     copy_bandwidth,
     dry_cases,
     geomean,
     gpu_cases,
     sub_batch,
+    time_launch,
 )
 
 from kvtune.kernels import policies  # noqa: E402
-from kvtune.kernels.hybrid import prepare_hybrid, run_hybrid  # noqa: E402
+from kvtune.kernels.hybrid import prepare_hybrid  # noqa: E402
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 
 # (label, hybrid policy kwargs, HybridConfig overrides)
@@ -113,15 +114,11 @@ def run_variant(data: BatchData, spec, timer, policy, overrides: dict) -> dict:
                   (v * spec.sm_count if k.endswith("_per_sm") else v) for k, v in overrides.items()}
         launch = dataclasses.replace(launch, config=dataclasses.replace(launch.config, **fields))
 
-    def run_into_nan():
-        return run_hybrid(launch, data.q, data.cache, out=torch.full_like(data.q, float("nan")))
-
-    ok, err, msg = checked(run_into_nan, data.ref)
-    row = {"ok": ok, "rel_error": err, "message": msg, "prefill_block_m": plan.prefill_block_m,
-           "config": dataclasses.asdict(launch.config)}
-    if ok:
-        out = torch.empty_like(data.q)
-        row.update(timer(lambda: run_hybrid(launch, data.q, data.cache, out=out)))
+    row = check_launch(launch, data)
+    row.update({"prefill_block_m": plan.prefill_block_m,
+                "config": dataclasses.asdict(launch.config)})
+    if row["ok"]:
+        row.update(time_launch(launch, data, timer))
     return row
 
 

@@ -179,12 +179,10 @@ def hybrid_task_ids(plan: HybridPlan, shape: AttentionShape) -> dict:
                                 ("keys", keys))}
 
 
-def hybrid_tasks(plan: HybridPlan, shape: AttentionShape, widen_pages: int | None = None):
+def hybrid_tasks(plan: HybridPlan, shape: AttentionShape, widen_pages: int):
     """(kind, flops, bytes, rows) float64 arrays: prefill tasks (tile-major), then decode tasks.
-    widen_pages: the pages of the step's 16-bit copy of an fp8 cache's prefill pages (None: as
-    kernels/hybrid_plan.py `widened_prefill_pages` says); with a copy, tiles read 16-bit bytes."""
-    if widen_pages is None:
-        widen_pages = widened_prefill_pages(plan, shape)
+    widen_pages: the pages of the step's 16-bit copy of an fp8 cache's prefill pages (0: none);
+    with a copy, tiles read 16-bit bytes."""
     H, D = shape.num_kv_heads, shape.head_dim
     per_tok = shape.kv_bytes_per_token_per_head
     keys = (plan.tile_kv_end - plan.tile_kv_start).astype(np.float64)

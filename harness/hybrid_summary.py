@@ -9,6 +9,10 @@ specs of one policy stay apart) with:
       chunk alone and its decodes alone (the `hybrid` suite holds both halves of every sweep
       case), bound_us: their max,
   speedup_vs_serial = serial_us / latency_us, over_bound = latency_us / bound_us.
+Rows of different attention setups (heads, head_dim, page, query dtype, KV dtype: a bf16 run
+and an fp8 run of the same cases) are never compared with each other: serial and the bound come
+from the row's own setup, and where the rows hold more than one setup each series label gets the
+fields that tell them apart (e.g. "hybrid-serial · kv_dtype=fp8_e4m3").
 `targets(frame)` gives per policy the geometric means and the worst case that issue 15's
 targets name (>= 1.25x serial in geomean, never slower than serial by > 2%, within 1.2x of the
 bound in geomean).
@@ -30,6 +34,28 @@ def _params(value) -> dict:
     return json.loads(value) if isinstance(value, str) else dict(value or {})
 
 
+# The row columns that make an attention setup; a row without one (older runs) has the default.
+SETUP_COLUMNS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype", "kv_dtype")
+
+
+def _setups(df: pd.DataFrame) -> pd.Series:
+    """Per row, the fields of its setup that differ among the rows ("" where all rows share one
+    setup): "kv_dtype=fp8_e4m3", "head_dim=64,page_size=1", ... Rows without kv_dtype (written
+    before fp8 caches) have a cache of the query dtype."""
+    cols = {}
+    for c in SETUP_COLUMNS:
+        if c == "kv_dtype" and "dtype" in df:
+            kv = df[c] if c in df else pd.Series(np.nan, index=df.index)
+            cols[c] = kv.where(kv.notna() & (kv != ""), df["dtype"]).astype(str)
+        elif c in df:
+            cols[c] = df[c].astype(str)
+    varying = [c for c, v in cols.items() if v.nunique() > 1]
+    if not varying:
+        return pd.Series("", index=df.index)
+    return pd.Series([",".join(f"{c}={cols[c][i]}" for c in varying) for i in df.index],
+                     index=df.index)
+
+
 def hybrid_frame(rows) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     cols = ["case_id", "policy", "context_tokens", "chunk_tokens", "num_decodes", "latency_us",
@@ -43,11 +69,12 @@ def hybrid_frame(rows) -> pd.DataFrame:
     # One entry per series as the user named it (two hybrid-parametric specs are two series);
     # rows without a series column (older runs) by policy name.
     label = df["series"].fillna(df["policy"]) if "series" in df else df["policy"]
-    df["label"] = label
-    best = df.groupby("case_id")["latency_us"].min()
-    serial = df[df["label"] == SERIAL_POLICY].groupby("case_id")["latency_us"].min()
+    df["setup"] = _setups(df)
+    df["label"] = label + df["setup"].map(lambda t: f" · {t}" if t else "")
+    best = df.groupby(["setup", "case_id"])["latency_us"].min()
+    serial = df[label == SERIAL_POLICY].groupby(["setup", "case_id"])["latency_us"].min()
     out = []
-    for (case_id, policy), part in df.groupby(["case_id", "label"], sort=False):
+    for (setup, case_id, policy), part in df.groupby(["setup", "case_id", "label"], sort=False):
         row = part.iloc[0]
         p = _params(row["dist_params"])
         pair = halves(p)
@@ -55,9 +82,9 @@ def hybrid_frame(rows) -> pd.DataFrame:
             continue
         pre_id = HybridCase(pair[0], 1, seed=int(row["seed"])).case_id
         dec_id = HybridCase(pair[1], int(row["num_decodes"]), seed=int(row["seed"])).case_id
-        pre, dec = best.get(pre_id, np.nan), best.get(dec_id, np.nan)
+        pre, dec = best.get((setup, pre_id), np.nan), best.get((setup, dec_id), np.nan)
         lat = float(part["latency_us"].median())
-        s = serial.get(case_id, np.nan)
+        s = serial.get((setup, case_id), np.nan)
         bound = max(pre, dec)
         out.append({"case_id": case_id, "policy": policy, "context_tokens": p["context_tokens"],
                     "chunk_tokens": p["chunk_tokens"], "num_decodes": int(row["num_decodes"]),

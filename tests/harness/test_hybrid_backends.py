@@ -429,3 +429,30 @@ def test_simulator_counts_the_fp8_prefill_copy(monkeypatch):
                            widen_prefill=False).time_us == r_tile.time_us
     dec = policies.get("hybrid-serial").plan_hybrid([1] * 16, [8192] * 16, shape8, H100)
     assert widened_prefill_pages(dec, shape8) == 0
+
+
+def test_hybrid_summary_keeps_kv_dtypes_apart():
+    """A bf16 run and an fp8 run of the same cases (same case ids): each row is compared with
+    serial and the bound of its own KV type, and the series labels say which is which; one KV
+    type alone keeps the plain labels."""
+    from kvtune.harness.hybrid_summary import hybrid_frame
+    from kvtune.workloads.hybrid import halves
+
+    runner = Runner(SimulatorBackend(H100), H100)
+    rows = {}
+    for kv in ("bf16", "fp8_e4m3"):
+        shape = AttentionShape(kv_dtype=kv)
+        sweep = HybridCase({"chunk_tokens": 512, "context_tokens": 4096}, 16, shape)
+        pre_p, dec_p = halves(sweep.params)
+        cases = [sweep, HybridCase(pre_p, 1, shape), HybridCase(dec_p, 16, shape)]
+        rows[kv] = [runner.measure_one(CaseRun(c.case_id, c.batch()), policies.get(p))[0]
+                    for c in cases for p in ("hybrid-serial", "pod")]
+    assert rows["bf16"][0]["case_id"] == rows["fp8_e4m3"][0]["case_id"]
+    alone = hybrid_frame(rows["fp8_e4m3"]).set_index("policy")
+    both = hybrid_frame(rows["bf16"] + rows["fp8_e4m3"]).set_index("policy")
+    assert sorted(alone.index) == ["hybrid-serial", "pod"]
+    assert sorted(both.index) == [f"{p} · kv_dtype={kv}" for p in ("hybrid-serial", "pod")
+                                  for kv in ("bf16", "fp8_e4m3")]
+    for col in ("latency_us", "serial_us", "bound_us", "speedup_vs_serial"):
+        assert both.loc["pod · kv_dtype=fp8_e4m3", col] == alone.loc["pod", col], col
+    assert both.loc["pod · kv_dtype=bf16", "serial_us"] != alone.loc["pod", "serial_us"]

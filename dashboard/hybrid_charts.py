@@ -68,7 +68,9 @@ def hybrid_figure(frame: pd.DataFrame, policies=None) -> go.Figure:
             fig.update_xaxes(type="log", dtick=0.30103, row=i, col=j,
                              title_text="decodes" if i == len(contexts) else None)
             fig.update_yaxes(title_text="latency (us)" if j == 1 else None, row=i, col=j)
-    fig.update_layout(height=260 * max(1, len(contexts)) + 80, margin={"t": 60})
+    # Tall enough for one legend line per series (many when runs of several setups are picked).
+    legend_px = 24 * (len(colors) + 1) + 160  # the legend sits inside the plot area
+    fig.update_layout(height=max(260 * max(1, len(contexts)) + 80, legend_px), margin={"t": 60})
     return fig
 
 

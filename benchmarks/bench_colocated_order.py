@@ -17,7 +17,20 @@ Every variant is checked against the float64 reference before it is timed. Timer
 CUDA-event pairs, L2 flushed before each, median of --reps per round; the spread across rounds
 (max / min of the round medians) and p90 / p10 within them show a bimodal step.
 
+--replays N (0: off) then checks that the step replays: for each variant that passed its check,
+one CUDA graph of run_hybrid is captured (after one warm-up run on a side stream) and replayed N
+times back to back, with no host sync between replays. Before each replay the output and the
+launch's partial_out / partial_lse are filled with NaN (what a next launch racing ahead would
+read stale); each replay's output must equal the checked run's output bit for bit, and after
+the last one launch.counter must be all zeros (the step's last program resets it; a nonzero
+counter would start the next step wrong). The variant row gets "replays": {n, mismatches,
+first_bad (replay index or None), max_abs_diff (output units; NaN where a replay left NaN),
+counter_zero}, or {error} where the capture or a replay raised; a variant that fails is not ok
+and not timed. On the CPU (the interpreter has no graphs) the same loop calls run_hybrid
+directly, at most 2 times with --dry-run.
+
   PYTHONPATH=/tmp/site python3 benchmarks/bench_colocated_order.py --max-cases 36 --out $OUT
+  python benchmarks/bench_colocated_order.py --replays 200 --max-cases 36 --out $OUT
   python benchmarks/bench_colocated_order.py --dry-run --out /tmp/co    # CPU, interpreter
 Writes results.json and results.md to --out.
 """
@@ -39,13 +52,15 @@ if "--dry-run" in sys.argv:
 
 import torch  # noqa: E402
 
-from bench_hybrid import (BatchData, EventTimer, WallTimer, check_launch,  # noqa: E402
+from bench_hybrid import (BatchData, EventTimer, WallTimer, checked,  # noqa: E402
                           copy_bandwidth, dry_cases, geomean, time_launch)
 from kvtune.kernels import policies  # noqa: E402
-from kvtune.kernels.hybrid import has_programmatic_launch, prepare_hybrid  # noqa: E402
+from kvtune.kernels.hybrid import (has_programmatic_launch, prepare_hybrid,  # noqa: E402
+                                   run_hybrid)
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 
 VARIANTS = ("serial", "two-streams", "ordered", "heuristic")
+DRY_REPLAYS = 2  # --dry-run runs at most this many replays (each is a run under the interpreter)
 
 
 def launches(data: BatchData, spec, heuristic: str | None) -> dict:
@@ -64,14 +79,110 @@ def launches(data: BatchData, spec, heuristic: str | None) -> dict:
     return out
 
 
-def run_case(case, device, dtype, spec, timer, rounds, heuristic) -> dict:
+def check_keep(launch, data: BatchData) -> tuple[dict, torch.Tensor]:
+    """bench_hybrid.py's check_launch ({ok, rel_error, message}: one run into a NaN-filled
+    output against the float64 reference), and the output it checked: the replays' reference."""
+    out = torch.full_like(data.q, float("nan"))
+    ok, err, msg = checked(lambda: run_hybrid(launch, data.q, data.cache, out=out), data.ref)
+    return {"ok": ok, "rel_error": err, "message": msg}, out
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """t viewed as integers of its element size: != on them compares bit patterns (a NaN
+    never matches a number, -0.0 does not match 0.0)."""
+    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    return t.view(ints[t.element_size()])
+
+
+def replay_check(launch, data: BatchData, ref_out: torch.Tensor, n: int) -> dict:
+    """{n, mismatches, first_bad, max_abs_diff, counter_zero}: n runs of a checked launch,
+    `out`, partial_out and partial_lse NaN-filled before each, compared bitwise with ref_out.
+
+    On CUDA the runs are replays of one CUDA graph of run_hybrid, enqueued back to back: the
+    comparisons stay on the device and the host syncs once, after the last replay, since a
+    sync per replay would let a launch that leaves late finish before the next one starts.
+    Elsewhere (the interpreter has no graphs) run_hybrid is called directly. first_bad: the
+    index of the first mismatching run (None: none); max_abs_diff: the largest |out - ref_out|
+    over the runs, in the output's units (NaN where a run left NaN); counter_zero:
+    launch.counter all zeros after the last run. Raises where the capture or a run fails."""
+    q, cache = data.q, data.cache
+    out = torch.empty_like(q)
+    if q.device.type == "cuda":
+        # One warm-up run outside the capture, on a side stream (torch.cuda.graphs): compiles
+        # every kernel, so the capture holds launches only.
+        main, side = torch.cuda.current_stream(q.device), torch.cuda.Stream(q.device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            run_hybrid(launch, q, cache, out=out)
+        main.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run_hybrid(launch, q, cache, out=out)
+        step = graph.replay
+    else:
+        def step():
+            run_hybrid(launch, q, cache, out=out)
+    bad = torch.zeros(n, dtype=torch.bool, device=q.device)
+    diff = torch.zeros(n, dtype=torch.float32, device=q.device)
+    ref_bits = _bits(ref_out)
+    for i in range(n):
+        # On the current stream, so that each replay follows its fills and the previous
+        # replay's comparisons.
+        for t in (out, launch.partial_out, launch.partial_lse):
+            t.fill_(float("nan"))
+        step()
+        bad[i] = (_bits(out) != ref_bits).any() | torch.isnan(out).any()
+        diff[i] = (out.float() - ref_out.float()).abs().amax()
+    if q.device.type == "cuda":
+        torch.cuda.synchronize(q.device)
+    bad, diff = bad.cpu(), diff.cpu()
+    k = int(bad.sum())
+    return {"n": n, "mismatches": k,
+            "first_bad": int(bad.nonzero()[0, 0]) if k else None,
+            "max_abs_diff": (math.nan if bool(diff.isnan().any()) else float(diff.max()))
+            if n else 0.0,
+            "counter_zero": not bool(launch.counter.any())}
+
+
+def add_replays(row: dict, name: str, launch, data: BatchData, ref_out: torch.Tensor,
+                n: int) -> None:
+    """row["replays"] of replay_check (or {error}: the exception's first line), one log line;
+    a failed or raising check makes the row not ok, so that it is not timed."""
+    try:
+        r = replay_check(launch, data, ref_out, n)
+    except Exception as exc:  # noqa: BLE001 - recorded, never timed
+        lines = str(exc).splitlines()
+        r = {"error": f"{type(exc).__name__}: {lines[0][:200] if lines else ''}"}
+        traceback.print_exc()
+    row["replays"] = r
+    if "error" in r:
+        row["ok"], row["message"] = False, f"replays: {r['error']}"
+        print(f"  replays {name}: error {r['error']}", flush=True)
+        return
+    if r["mismatches"] or not r["counter_zero"]:
+        why = [f"{r['mismatches']}/{r['n']} mismatched (first {r['first_bad']})"] \
+            if r["mismatches"] else []
+        why += [] if r["counter_zero"] else ["counter nonzero after the last"]
+        row["ok"], row["message"] = False, "replays: " + ", ".join(why)
+    print(f"  replays {name}: n {r['n']}, mismatches {r['mismatches']}, first bad "
+          f"{r['first_bad']}, max abs diff {r['max_abs_diff']:.3g}, counter zero "
+          f"{r['counter_zero']}", flush=True)
+
+
+def run_case(case, device, dtype, spec, timer, rounds, heuristic, replays=0) -> dict:
     data = BatchData(case.batch(), device, dtype)
     lch = launches(data, spec, heuristic)
     entry = {"case_id": case.case_id, "ordered_launch": lch["ordered"].config.ordered_launch,
              "variants": {}}
+    refs = {}
     for name, launch in lch.items():
         print(f"  check {name}", flush=True)  # where a hung launch stopped, in the log
-        entry["variants"][name] = {**check_launch(launch, data), "rounds": []}
+        row, refs[name] = check_keep(launch, data)
+        entry["variants"][name] = {**row, "rounds": []}
+    for name, launch in lch.items():
+        if replays and entry["variants"][name]["ok"]:
+            print(f"  replay {name}", flush=True)
+            add_replays(entry["variants"][name], name, launch, data, refs[name], replays)
     for _ in range(rounds):  # interleaved, so a slow window hits every variant alike
         for name, launch in lch.items():
             row = entry["variants"][name]
@@ -97,6 +208,10 @@ def summarize(cases: list[dict]) -> dict:
             s[f"{name}_over_serial_min"] = min(sp)
             s[f"{name}_round_spread_max"] = max(c["variants"][name]["round_spread"]
                                                  for c in cases if us(c, name))
+    rep = [r["replays"] for c in cases for r in c["variants"].values() if "replays" in r]
+    if rep:  # variants that raised, mismatched or left the counter nonzero on replay
+        s["replay_failures"] = sum("error" in r or bool(r["mismatches"]) or not r["counter_zero"]
+                                   for r in rep)
     return s
 
 
@@ -120,8 +235,29 @@ def markdown(results: dict) -> str:
         lines.append(f"| {c['case_id']} | {cell('serial', False)} | {cell('two-streams')} | "
                      f"{cell('ordered')} | {cell('heuristic', False)} | {s / t:.3f} | "
                      f"{s / o:.3f} |")
+    lines += replay_markdown(results)
     lines += ["", json.dumps(results["summary"], default=float)]
     return "\n".join(lines) + "\n"
+
+
+def replay_markdown(results: dict) -> list[str]:
+    """The replay section of results.md (no lines where no variant replayed)."""
+    rows = [(c["case_id"], name, r["replays"]) for c in results["cases"]
+            for name, r in c["variants"].items() if "replays" in r]
+    if not rows:
+        return []
+    lines = ["", ("Replays (one CUDA graph, or direct calls on the CPU; output and partials "
+                  "NaN-filled before each, compared bitwise with the checked run):"), "",
+             "| case | variant | replays | mismatches | first bad | max abs diff | counter zero |",
+             "|---|---|---|---|---|---|---|"]
+    for case_id, name, r in rows:
+        if "error" in r:
+            lines.append(f"| {case_id} | {name} | error: {r['error']} | - | - | - | - |")
+        else:
+            first = "-" if r["first_bad"] is None else r["first_bad"]
+            lines.append(f"| {case_id} | {name} | {r['n']} | {r['mismatches']} | {first} | "
+                         f"{r['max_abs_diff']:.3g} | {'yes' if r['counter_zero'] else 'NO'} |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -134,10 +270,13 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-cases", type=int, default=0)
     ap.add_argument("--max-cases", type=int, default=36)
     ap.add_argument("--heuristic", metavar="FILE", default=None)
+    ap.add_argument("--replays", type=int, default=0, metavar="N",
+                    help="replays of each checked variant before timing (0: off; at most "
+                         f"{DRY_REPLAYS} with --dry-run)")
     args = ap.parse_args(argv)
-    if args.rounds < 1 or args.skip_cases < 0 or args.max_cases < 1:
+    if args.rounds < 1 or args.skip_cases < 0 or args.max_cases < 1 or args.replays < 0:
         print("bench_colocated_order: error: --rounds / --max-cases must be >= 1, --skip-cases "
-              ">= 0", file=sys.stderr)
+              "/ --replays >= 0", file=sys.stderr)
         return 2
     if args.heuristic:
         try:
@@ -164,8 +303,9 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     if not dry:  # a launch that never returns shows where it hangs in the log, then exits
         faulthandler.dump_traceback_later(args.budget_s + 60, exit=True)
+    replays = min(args.replays, DRY_REPLAYS) if dry else args.replays
     results = {"device": spec.to_dict(), "dry_run": dry, "timer": timer.name,
-               "rounds": args.rounds, "cases": [], "skipped": []}
+               "rounds": args.rounds, "replays": replays, "cases": [], "skipped": []}
     results["copy"] = copy_bandwidth(timer, device)
     t0 = time.time()
     for case in cases:
@@ -174,7 +314,7 @@ def main(argv=None) -> int:
             continue
         try:
             results["cases"].append(run_case(case, device, dtype, spec, timer, args.rounds,
-                                             args.heuristic))
+                                             args.heuristic, replays))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             results["cases"].append({"case_id": case.case_id, "variants": {},
                                      "error": f"{type(exc).__name__}: {exc}"})

@@ -169,11 +169,13 @@ def checked(out_fn, ref) -> tuple[bool, float, str]:
 
 
 def check_launch(launch, data: BatchData) -> dict:
-    """{ok, rel_error, message}: one run of a HybridLaunch on data, written into a NaN-filled
-    output, against the float64 reference."""
+    """{ok, rel_error, message, decode_kernel}: one run of a HybridLaunch on data, written into a
+    NaN-filled output, against the float64 reference; decode_kernel: whether its decodes ran
+    kernels/decode.py (the simulator's fit reads it)."""
     ok, err, msg = checked(lambda: run_hybrid(launch, data.q, data.cache,
                                               out=torch.full_like(data.q, float("nan"))), data.ref)
-    return {"ok": ok, "rel_error": err, "message": msg}
+    return {"ok": ok, "rel_error": err, "message": msg,
+            "decode_kernel": launch.decode_kernel is not None}
 
 
 def time_launch(launch, data: BatchData, timer) -> dict:

@@ -9,7 +9,10 @@ suite's batches) and each named hybrid policy (serial, colocated by default), in
   fp8-tile   the same fp8 launch without the copy: prefill tiles widen each K/V tile where they
              load it (the path above hybrid_plan.PREFILL_WIDEN_MAX_BYTES, and the only path
              before the copy existed);
-  widen      the copy's launch alone (part of `fp8`).
+  widen      the copy's launch alone (part of `fp8`);
+  bf16-items, fp8-items   where the step's single-token decodes run kernels/decode.py (serial,
+             streams), the same step with them as the hybrid kernel's decode items instead
+             (prepare_hybrid(decode_kernel=False); every step ran so before this variant existed).
 Every variant's output is checked against the float64 reference of its own cache (the
 dequantised values for fp8) before it is timed; a failed check is recorded and never timed.
 Timer: bench_hybrid.py's CUDA-event pairs, L2 flushed before each, median of --reps.
@@ -79,9 +82,13 @@ def run_case(params, device, spec, timer, policy_names, dry) -> list[dict]:
         for name in policy_names:
             plan = policies.get(name).plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
             launch = prepare_hybrid(plan, cache, batch.q_lens)
-            variants = {"bf16": launch} if kv == "bf16" else {"fp8": launch}
+            base = "bf16" if kv == "bf16" else "fp8"
+            variants = {base: launch}
             if kv != "bf16" and launch.prefill_pages is not None:
                 variants["fp8-tile"] = dataclasses.replace(launch, prefill_pages=None)
+            if launch.decode_kernel is not None:  # the decodes as the hybrid kernel's items
+                variants[f"{base}-items"] = prepare_hybrid(plan, cache, batch.q_lens,
+                                                           decode_kernel=False)
             for variant, lch in variants.items():
                 rows.append({"context": ctx, "chunk": chunk, "decodes": b, "policy": name,
                              "variant": variant, "launches": lch.num_launches,
@@ -114,7 +121,8 @@ def markdown(results: dict) -> str:
     lines = [f"copy bandwidth {results['copy']['bytes_per_s'] / 1e12:.3f} TB/s; "
              f"timer: {results['timer']}", "",
              "| case (context, chunk, decodes) | policy | bf16 us | fp8 us | fp8-tile us | "
-             "fp8 / bf16 | fp8-tile / fp8 | widen us (GB/s) |", "|---|---|---|---|---|---|---|---|"]
+             "fp8 / bf16 | fp8-tile / fp8 | widen us (GB/s) | bf16-items / bf16 | "
+             "fp8-items / fp8 |", "|---|---|---|---|---|---|---|---|---|---|"]
 
     def us(r):
         return r.get("median_us", math.nan) if r and r.get("ok") else math.nan
@@ -123,8 +131,9 @@ def markdown(results: dict) -> str:
         w = widen.get(key[:3])
         wtxt = (f"{w['median_us']:.1f} ({w['bytes'] / w['median_us'] / 1e3:.0f})"
                 if w and w.get("median_us") else "-")
+        bi, fi = us(v.get("bf16-items")), us(v.get("fp8-items"))
         lines.append(f"| {key[0]}, {key[1]}, {key[2]} | {key[3]} | {b:.1f} | {f:.1f} | {t:.1f} | "
-                     f"{f / b:.3f} | {t / f:.3f} | {wtxt} |")
+                     f"{f / b:.3f} | {t / f:.3f} | {wtxt} | {bi / b:.3f} | {fi / f:.3f} |")
     bad = [r for r in results["rows"] if not r.get("ok")]
     lines += ["", f"{len(results['rows'])} rows, {len(bad)} not ok"
               + "".join(f"\n- {r['policy']} {r['variant']}: {r.get('message')}" for r in bad)]

@@ -13,8 +13,10 @@ Fit, three 1-D searches of the median log error, each on the rows that constant 
    constant sets);
 2. then `decode_cta_rate_cap_bytes_per_s` (the most bytes/s one decode program of the hybrid
    kernel streams) on the two-launch rows (serial, streams, decode-alone) of the
-   continuous-batching cases (case param source=continuous). Why those: only there does one
-   long unsplit decode outlast the rest of the step, so that one program's rate sets the time;
+   continuous-batching cases (case param source=continuous) whose decodes ran those programs
+   (rows recorded with decode_kernel true ran kernels/decode.py instead). Why those: only
+   there does one long unsplit decode outlast the rest of the step, so that one program's rate
+   sets the time;
    the sweep's many equal decodes get shares of the bandwidth below any cap from about 18 GB/s
    up, so they cannot fix it (they are checked, held out). Two-launch only: a one-launch
    kernel adds one_launch_decode_efficiency, colocated its co-location limit
@@ -27,9 +29,11 @@ Fit, three 1-D searches of the median log error, each on the rows that constant 
 With --fp8, RESULTS.json is benchmarks/bench_hybrid_fp8.py's output (bf16, fp8 and fp8-tile
 rows of the serial and colocated policies) and the fit is of the two fp8 terms instead, each a
 1-D search of the same kind on the serial rows: `fp8_decode_efficiency` on the `serial fp8`
-rows (the step with the 16-bit copy of its prefill pages: its decode items are the fp8 part
-left), then `fp8_tile_prefill_efficiency` on the `serial fp8-tile` rows (no copy). Held out:
-the colocated rows, and the bf16 rows, which neither term may move.
+rows whose decodes ran the hybrid kernel's items (recorded before kernels/decode.py took
+single-token decodes) and the `serial fp8-items` rows (the step with the 16-bit copy of its
+prefill pages: its decode items are the fp8 part left), then `fp8_tile_prefill_efficiency` on
+the `serial fp8-tile` rows (no copy). Held out: the colocated rows, and the bf16 rows, which
+neither term may move.
 Held out: everything else (pod, partitioned, colocated, the tuned grid, the sweep's serial,
 streams and decode-alone rows) and every row of another run given to --held-out; --by-source
 splits each table by case source, so that the sweep's rows can be checked apart.
@@ -107,7 +111,10 @@ def rows(results: dict) -> list[dict]:
             out.append({"case": entry["case_id"], "variant": name.rstrip("0123456789"),
                         "plan": plan, "shape": shape, "device": device,
                         "gpu_us": float(r["median_us"]),
-                        "continuous": case.params["source"] == "continuous"})
+                        "continuous": case.params["source"] == "continuous",
+                        # Rows without the field ran every decode through the hybrid kernel's
+                        # items (before kernels/decode.py took single-token decodes).
+                        "decode_kernel": r.get("decode_kernel", False)})
     return out
 
 
@@ -116,7 +123,8 @@ def errors(data: list[dict], hybrid: HybridSimConstants, by_source: bool = False
     by = {}
     for d in data:
         sim = simulate_hybrid(d["plan"], d["shape"], d["device"], hybrid=hybrid,
-                              widen_prefill=d.get("widen_prefill")).time_us
+                              widen_prefill=d.get("widen_prefill"),
+                              decode_kernel=d.get("decode_kernel")).time_us
         key = d["variant"]
         if by_source:
             key += " (continuous)" if d["continuous"] else " (sweep)"
@@ -148,7 +156,8 @@ def _fit_one(train: list[dict], start: HybridSimConstants, field: str,
 
 def cap_rows(data: list[dict]) -> list[dict]:
     """The rows that fit decode_cta_rate_cap_bytes_per_s (module docstring, step 2)."""
-    return [d for d in data if d["continuous"] and d["variant"] in CAP_VARIANTS]
+    return [d for d in data if d["continuous"] and d["variant"] in CAP_VARIANTS
+            and not d.get("decode_kernel")]
 
 
 def fit(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
@@ -212,10 +221,11 @@ def fp8_rows(results: dict) -> list[dict]:
     device = DeviceSpec(**results["device"])
     out = []
     for r in results["rows"]:
-        if r["variant"] not in ("bf16", "fp8", "fp8-tile") or not r.get("ok") \
+        if r["variant"] not in ("bf16", "fp8", "fp8-tile", "bf16-items", "fp8-items") \
+                or not r.get("ok") \
                 or not r.get("median_us"):
             continue
-        shape = AttentionShape(dtype="bf16", kv_dtype="bf16" if r["variant"] == "bf16"
+        shape = AttentionShape(dtype="bf16", kv_dtype="bf16" if r["variant"].startswith("bf16")
                                else "fp8_e4m3")
         b = HybridCase({"context_tokens": r["context"], "chunk_tokens": r["chunk"]},
                        r["decodes"], shape).batch()
@@ -224,7 +234,11 @@ def fp8_rows(results: dict) -> list[dict]:
                     "variant": f"{r['policy'].removeprefix('hybrid-')} {r['variant']}",
                     "plan": plan, "shape": shape, "device": device,
                     "gpu_us": float(r["median_us"]), "continuous": False,
-                    "widen_prefill": False if r["variant"] == "fp8-tile" else None})
+                    "widen_prefill": False if r["variant"] == "fp8-tile" else None,
+                    # Rows without the field ran before single-token decodes of serial steps
+                    # went through kernels/decode.py: the hybrid kernel's items.
+                    "decode_kernel": r.get("decode_kernel", False)
+                    and not r["variant"].endswith("-items")})
     return out
 
 
@@ -234,7 +248,9 @@ def fit_fp8(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
     out = start
     for field, variant in (("fp8_decode_efficiency", "serial fp8"),
                            ("fp8_tile_prefill_efficiency", "serial fp8-tile")):
-        train = [d for d in data if d["variant"] == variant]
+        # Only steps whose decodes ran the hybrid kernel's items say anything about them.
+        train = [d for d in data if d["variant"] in (variant, variant + "-items")
+                 and not d.get("decode_kernel")]
         if not train:
             raise ValueError(f"results: no '{variant}' rows to fit {field} on")
         out = _fit_one(train, out, field, FRACTION_GRID)

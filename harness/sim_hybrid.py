@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS, FLOAT32_BYTES, SimConstants
-from kvtune.kernels.hybrid_plan import HybridPlan, widened_prefill_pages
+from kvtune.kernels.hybrid_plan import (HybridPlan, decodes_through_decode_kernel,
+                                        widened_prefill_pages)
 from kvtune.kernels.hybrid_policies import tensor_flops_per_s
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
 
@@ -212,14 +213,24 @@ def hybrid_tasks(plan: HybridPlan, shape: AttentionShape, widen_pages: int):
 def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                     constants: SimConstants = DEFAULT_CONSTANTS,
                     hybrid: HybridSimConstants = HybridSimConstants(),
-                    widen_prefill: bool | None = None) -> HybridSimResult:
+                    widen_prefill: bool | None = None,
+                    decode_kernel: bool | None = None) -> HybridSimResult:
     """Predict the time of `plan` on `device` (module docstring). widen_prefill: whether an fp8
     step copies its prefill pages to 16 bits first (None: as the kernel decides,
-    kernels/hybrid_plan.py `widened_prefill_pages`; False: the tiles widen where they load)."""
+    kernels/hybrid_plan.py `widened_prefill_pages`; False: the tiles widen where they load).
+    decode_kernel: whether single-token decodes run kernels/decode.py (None: as the kernel
+    decides, hybrid_plan.decodes_through_decode_kernel; False: the hybrid kernel's items, as
+    every step ran before the twelfth session's last commit; True is taken only where the kernel
+    could)."""
+    via_decode_kernel = decodes_through_decode_kernel(plan) and decode_kernel is not False
     widen_pages = widened_prefill_pages(plan, shape) if widen_prefill is not False else 0
     kind, flops, nbytes, rows = hybrid_tasks(plan, shape, widen_pages)
     if shape.kv_is_fp8:  # the fp8 terms: slower per byte, so priced as more bytes / more math
-        nbytes = np.where(kind == 0, nbytes / hybrid.fp8_decode_efficiency, nbytes)
+        # Decodes through kernels/decode.py stream e4m3 as its model says (fp8_stream_efficiency
+        # of SimConstants); the hybrid kernel's items at fp8_decode_efficiency.
+        dec_eff = (constants.fp8_stream_efficiency if via_decode_kernel
+                   else hybrid.fp8_decode_efficiency)
+        nbytes = np.where(kind == 0, nbytes / dec_eff, nbytes)
         if not widen_pages:
             flops = np.where(kind == 1, flops / hybrid.fp8_tile_prefill_efficiency, flops)
     n = kind.shape[0]
@@ -235,7 +246,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     # Per-task streaming cap: the decode items that run `_attend_task` stream at the hybrid
     # kernel's own per-program rate; prefill tiles and page-ahead decode items at decode.py's.
     cap = np.full(n, float(constants.cta_rate_cap_bytes_per_s))
-    if attend_task_decodes(plan):
+    if attend_task_decodes(plan, decode_kernel=via_decode_kernel):
         cap[P:] = hybrid.decode_cta_rate_cap_bytes_per_s
 
     def run(queue_fn, t0: float, decode_rate: float = 1.0) -> float:
@@ -370,12 +381,16 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         slot=slot_of)
 
 
-def attend_task_decodes(plan: HybridPlan) -> bool:
+def attend_task_decodes(plan: HybridPlan, decode_kernel: bool | None = None) -> bool:
     """Whether the plan's decode items run kernels/hybrid.py's `_attend_task` loop (one K/V tile
     in flight) rather than its page-ahead loop (run_hybrid): a one-launch kernel (fused,
-    sm-aware) always does; `partitioned` beside prefill tiles never (its persistent decode grid
+    sm-aware) with prefill tiles always does; decodes through kernels/decode.py
+    (decode_kernel; None: hybrid_plan.decodes_through_decode_kernel) never; `partitioned`
+    beside prefill tiles never (its persistent decode grid
     is page-ahead); any other decode launch unless the plan asks for page-ahead
     (HybridPlan.decode_ahead)."""
+    if decode_kernel if decode_kernel is not None else decodes_through_decode_kernel(plan):
+        return False  # kernels/decode.py's own launch
     if plan.schedule in ONE_LAUNCH:
         return True
     if plan.schedule == "partitioned" and plan.num_prefill_tasks and plan.num_decode_tasks:

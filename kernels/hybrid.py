@@ -13,6 +13,10 @@ group): row r is token r // G, head g = r % G, so GQA heads share each K/V load.
   tiles in flight; tensor-core tiles of BLOCK_M x BLOCK_N.
 - decode item (kind 0): all q_len x G rows of one request (padded to 16..256), keys of one split of
   the decode plan; the causal mask only bites for speculative decodes (q_len > 1).
+- Single-token decodes with a launch of their own (serial, streams, or no prefill in the batch:
+  hybrid_plan.decodes_through_decode_kernel) run kernels/decode.py instead: its launch over the
+  decodes' own page tables (`PagedKVCache.subset`), its tuned configuration and merge, so a
+  decode-only batch runs exactly today's decode kernel and fp8 decodes its fp8 loops.
 FP8 caches (e4m3 pages, per-tensor k_scale / v_scale): k_scale is folded into the score scale
 and v_scale multiplies the float32 output, so both products run as for a 16-bit cache of the
 raw e4m3 values (every e4m3 value is exactly a bf16 and an fp16 value).
@@ -65,9 +69,10 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
-from kvtune.kernels.decode import query_rows_to_f16
+from kvtune.kernels.decode import DecodeLaunch, prepare_decode, query_rows_to_f16, run_decode
 from kvtune.kernels.decode_config import default_config
-from kvtune.kernels.hybrid_plan import MAX_DECODE_Q_LEN, HybridPlan, widened_prefill_pages
+from kvtune.kernels.hybrid_plan import (MAX_DECODE_Q_LEN, HybridPlan,
+                                        decodes_through_decode_kernel, widened_prefill_pages)
 from kvtune.kernels.paged import PagedKVCache
 
 LOG2_E = 1.4426950408889634
@@ -660,16 +665,40 @@ class HybridLaunch:
     # fp8 caches: the prefill requests' pages widened to 16 bits once per step (None: prefill
     # tiles read the cache's own pages).
     prefill_pages: PrefillPages | None = None
+    # Decodes through kernels/decode.py (None: the hybrid kernel's decode items): its launch on
+    # decode_cache (the decodes' page tables); their query rows are q[decode_rows[0]:
+    # decode_rows[1]] when contiguous (decode_index None), else gathered through decode_index
+    # (int64 [Bd]) into decode_q and scattered back from decode_out.
+    decode_kernel: DecodeLaunch | None = None
+    decode_cache: PagedKVCache | None = None
+    decode_rows: tuple = (0, 0)
+    decode_index: torch.Tensor | None = None
+    decode_q: torch.Tensor | None = None
+    decode_out: torch.Tensor | None = None
 
     @property
     def num_launches(self) -> int:
-        attend = 2 if self.plan.schedule in TWO_LAUNCH \
-            and self.num_prefill and self.num_decode else 1
+        if self.decode_kernel is not None:
+            gather = 2 if self.decode_index is not None else 0
+            attend = (1 if self.num_prefill else 0) + self.decode_kernel.num_launches + gather
+        else:
+            attend = 2 if self.plan.schedule in TWO_LAUNCH \
+                and self.num_prefill and self.num_decode else 1
         return attend + (self.merge.shape[0] > 0) + (self.prefill_pages is not None)
 
 
-def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> HybridLaunch:
-    """Check `plan` against `cache` (and q_lens) and build the device tables."""
+def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
+                   decode_kernel: bool | None = None) -> HybridLaunch:
+    """Check `plan` against `cache` (and q_lens) and build the device tables.
+
+    decode_kernel: run the decodes through kernels/decode.py (True) or the hybrid kernel's decode
+    items (False); None: hybrid_plan.decodes_through_decode_kernel. True needs every decode at
+    q_len 1 and a schedule whose decodes launch on their own (serial, streams, or no prefill).
+    """
+    use_dk = decodes_through_decode_kernel(plan) if decode_kernel is None else bool(decode_kernel)
+    if use_dk and not decodes_through_decode_kernel(plan):
+        raise ValueError("decode_kernel: True needs decodes of q_len 1 in a serial or streams "
+                         "schedule or a batch without prefill; allowed here: False or None")
     shape = cache.shape
     if q_lens is not None and not np.array_equal(np.asarray(q_lens, dtype=np.int64), plan.q_lens):
         raise ValueError("q_lens: differ from the plan's q_lens (a plan of another batch)")
@@ -710,7 +739,7 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
 
     # Decode items: head-major task order, as kernels/decode.py.
     dp = plan.decode_plan
-    if dp is not None:
+    if dp is not None and not use_dk:
         reqs = plan.decode_requests
         r = reqs[dp.work_request]
         ql = q[r]
@@ -751,6 +780,7 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
     side = None
     if plan.schedule in TWO_STREAMS and device.type == "cuda":
         side = torch.cuda.Stream(device=device)
+    dk = decode_parts(plan, cache) if use_dk else {}
     return HybridLaunch(
         plan=plan, config=hybrid_config(plan, cache),
         prefill_tasks=as_dev(pre_tasks, FIELDS), decode_tasks=as_dev(dec_tasks, FIELDS),
@@ -762,9 +792,44 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None) -> Hybrid
         merge=as_dev(merge, 4),
         # Per-SM tickets, the two kinds' task counters, programs out, tail programs out.
         counter=torch.zeros(plan.sm_count + 4, dtype=torch.int32, device=device),
-        num_prefill=int(pre_tasks.shape[0]), num_decode=int(dec_tasks.shape[0]),
-        side_stream=side, prefill_pages=prefill_pages(plan, cache),
+        num_prefill=int(pre_tasks.shape[0]),
+        num_decode=plan.num_decode_tasks if use_dk else int(dec_tasks.shape[0]),
+        side_stream=side, prefill_pages=prefill_pages(plan, cache), **dk,
     )
+
+
+def decode_parts(plan: HybridPlan, cache: PagedKVCache) -> dict:
+    """HybridLaunch's decode_* fields for decodes through kernels/decode.py: its launch of
+    plan.decode_plan over the decodes' own page tables, and where their query rows are."""
+    reqs = plan.decode_requests
+    sub = cache.subset(reqs)
+    q_start = np.concatenate(([0], np.cumsum(plan.q_lens)[:-1]))
+    rows = q_start[reqs]  # one row each (q_len 1)
+    parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub), "decode_cache": sub}
+    if np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size)):
+        parts["decode_rows"] = (int(rows[0]), int(rows[0] + rows.size))
+    else:  # decodes between prefill chunks in batch order: gather, run, scatter
+        s = cache.shape
+        buf = (rows.size, s.num_qo_heads, s.head_dim)
+        parts["decode_index"] = torch.from_numpy(rows.astype(np.int64)).to(cache.device)
+        parts["decode_q"] = torch.empty(buf, dtype=cache.dtype, device=cache.device)
+        parts["decode_out"] = torch.empty(buf, dtype=cache.dtype, device=cache.device)
+    return parts
+
+
+def run_decode_part(launch: HybridLaunch, q: torch.Tensor, out: torch.Tensor,
+                    scale: float) -> None:
+    """The decodes of a launch with decode_kernel: kernels/decode.py's launches (and the gather
+    and scatter of their rows where they are not contiguous in q) on the current stream."""
+    if launch.decode_index is None:
+        lo, hi = launch.decode_rows
+        run_decode(launch.decode_kernel, q[lo:hi], launch.decode_cache, sm_scale=scale,
+                   out=out[lo:hi])
+        return
+    torch.index_select(q, 0, launch.decode_index, out=launch.decode_q)
+    run_decode(launch.decode_kernel, launch.decode_q, launch.decode_cache, sm_scale=scale,
+               out=launch.decode_out)
+    out.index_copy_(0, launch.decode_index, launch.decode_out)
 
 
 def widen_prefill_pages(pages: PrefillPages, cache: PagedKVCache) -> None:
@@ -872,12 +937,16 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
                               False)
 
         def decode_launch(**order):
+            if launch.decode_kernel is not None:
+                run_decode_part(launch, q, out, scale)
+                return
             launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog,
                           ahead, **order)
 
         # The persistent launch goes first: it must be resident before the other one fills SMs.
         prefill_first = cfg.prefill_first or (pprog > 0 and dmode == MODE_GRID)
         if cfg.ordered_launch and both and pprog and tprog and dmode == MODE_GRID \
+                and launch.decode_kernel is None \
                 and (INTERPRETED or has_programmatic_launch(q.device)):
             # One stream: the decode grid starts once every persistent prefill program is
             # resident, the tail once the decode grid is done, and the tail leaves last
@@ -904,6 +973,8 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             decode_launch()
             if tprog:
                 prefill_launch(tprog)
+    elif launch.decode_kernel is not None:  # one-launch schedules on a decode-only batch
+        run_decode_part(launch, q, out, scale)
     else:
         mode = MODE_SM_AWARE if plan.schedule == "sm-aware" else MODE_GRID
         warps = cfg.fused_warps if P and D else (cfg.prefill_warps if P else cfg.decode_warps)

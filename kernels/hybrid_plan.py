@@ -213,6 +213,29 @@ def widened_prefill_pages(plan: HybridPlan, shape) -> int:
     return pages if copy_bytes <= PREFILL_WIDEN_MAX_BYTES else 0
 
 
+# Schedules whose decodes get a launch of their own that nothing runs beside by design: there
+# kernels/hybrid.py runs single-token decodes through kernels/decode.py.
+DECODE_KERNEL_SCHEDULES = ("serial", "streams")
+
+
+def decodes_through_decode_kernel(plan: HybridPlan) -> bool:
+    """Whether kernels/hybrid.py runs the plan's decodes as kernels/decode.py's own launch (the
+    decode plan's schedule, tuned configuration, page-ahead and fp8 loops, its merge) instead of
+    the hybrid kernel's decode items: every decode has q_len 1 (decode.py packs one query token per
+    request) and the decodes have a launch of their own that is not meant to share SMs: a serial
+    or streams schedule, or a batch without prefill tiles (any schedule).
+
+    Why: a decode-only batch then runs exactly today's decode kernel, and fp8 decodes keep
+    decode.py's fp8 loops (the hybrid item streamed e4m3 no faster per token than 16-bit pages,
+    docs/KERNEL_NOTES.md). colocated / partitioned keep the hybrid items: their footprint beside
+    the persistent grid is what those schedules were measured and tuned with."""
+    if plan.decode_plan is None:
+        return False
+    if not np.all(plan.q_lens[plan.decode_requests] == 1):
+        return False
+    return plan.schedule in DECODE_KERNEL_SCHEDULES or plan.num_prefill_tiles == 0
+
+
 def causal_end(q_lens: np.ndarray, kv_lens: np.ndarray, req: np.ndarray,
                q_end: np.ndarray) -> np.ndarray:
     """Keys a tile of tokens [.., q_end) of request `req` reads: kv_len - q_len + q_end."""
@@ -354,6 +377,7 @@ def prefill_kv_splits(q_lens, kv_lens, *, group_size: int, block_m: int, num_kv_
 
 
 __all__ = [
+    "DECODE_KERNEL_SCHEDULES",
     "HYBRID_SCHEDULES",
     "MAX_DECODE_Q_LEN",
     "MAX_KV_LEN_TOKENS",
@@ -362,6 +386,7 @@ __all__ = [
     "HybridPlan",
     "build_prefill_tiles",
     "causal_end",
+    "decodes_through_decode_kernel",
     "prefill_kv_splits",
     "validate_hybrid_plan",
 ]

@@ -238,6 +238,28 @@ class PagedKVCache:
             k, v = k.to(dtype), v.to(dtype)
         return k, v
 
+    def subset(self, requests) -> PagedKVCache:
+        """The cache of `requests` (batch indices, in the order given, each 0..B-1) as a batch of
+        its own: new page tables on the device, the same K/V pages and scales (nothing copied).
+        Request i of the result is request requests[i] of this one."""
+        req = np.asarray(requests, dtype=np.int64).reshape(-1)
+        if req.size == 0:
+            raise ValueError("requests: empty; allowed: 1..B batch indices")
+        if req.min() < 0 or req.max() >= self.batch_size:
+            raise ValueError(f"requests: index out of range; allowed: 0..{self.batch_size - 1}")
+        indptr = self.page_indptr.cpu().numpy().astype(np.int64)
+        counts = indptr[req + 1] - indptr[req]
+        sub_indptr = np.concatenate(([0], np.cumsum(counts)))
+        take = np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in req])
+        device = self.device
+        kv = self.kv_lens[req]
+        return PagedKVCache(
+            shape=self.shape, kv_lens=kv, k_pages=self.k_pages, v_pages=self.v_pages,
+            page_indptr=torch.from_numpy(sub_indptr.astype(np.int32)).to(device),
+            page_indices=self.page_indices[torch.from_numpy(take).to(device)],
+            kv_lens_dev=torch.from_numpy(kv.astype(np.int32)).to(device), seed=self.seed,
+            query_dtype=self.query_dtype, k_scale=self.k_scale, v_scale=self.v_scale)
+
     def fill_unused_slots(self, value: float) -> None:
         """Write `value` into every slot past a request's kv_len in its last page (in place).
 

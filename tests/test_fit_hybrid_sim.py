@@ -34,7 +34,9 @@ def _results(tmp_path, mod, truth, names, hybrid_cases=SWEEP):
             pol, kw = mod.VARIANT_POLICIES[name]
             sub = mod.variant_batch(batch, name)
             plan = policies.get(pol, **kw).plan_hybrid(sub.q_lens, sub.kv_lens, SHAPE, DEVICE)
-            t = simulate_hybrid(plan, SHAPE, DEVICE, hybrid=truth).time_us
+            # As the runs the fit was made for ran them: every decode as the hybrid kernel's
+            # items (rows without a decode_kernel field).
+            t = simulate_hybrid(plan, SHAPE, DEVICE, hybrid=truth, decode_kernel=False).time_us
             variants[name] = {"ok": True, "median_us": t}
         cases.append({"case_id": case.case_id, "variants": variants})
     path = tmp_path / "results.json"
@@ -128,7 +130,8 @@ def test_fp8_fit_recovers_the_fp8_terms(tmp_path, capsys):
             for pol in ("hybrid-serial", "hybrid-colocated"):
                 plan = policies.get(pol).plan_hybrid(batch.q_lens, batch.kv_lens, shape, DEVICE)
                 t = simulate_hybrid(plan, shape, DEVICE, hybrid=truth,
-                                    widen_prefill=False if variant == "fp8-tile" else None)
+                                    widen_prefill=False if variant == "fp8-tile" else None,
+                                    decode_kernel=False)
                 rows.append({"context": ctx, "chunk": chunk, "decodes": b, "policy": pol,
                              "variant": variant, "ok": True, "median_us": t.time_us})
     path = tmp_path / "fp8.json"
@@ -145,3 +148,15 @@ def test_fp8_fit_recovers_the_fp8_terms(tmp_path, capsys):
         assert max(abs(e) for e in fitted["before"][name]) > 0.05, name  # the terms mattered
     assert fitted["before"]["serial bf16"] == fitted["after"]["serial bf16"]
     assert "fp8_decode_efficiency: 1.0 -> 0.62" in capsys.readouterr().out
+
+
+def test_rows_whose_decodes_ran_the_decode_kernel_do_not_fit_the_item_terms():
+    """The decode cap and fp8_decode_efficiency belong to the hybrid kernel's decode items: rows
+    recorded with decode_kernel true (single-token decodes through kernels/decode.py) are left
+    out of their fits."""
+    mod = load_benchmark("fit_hybrid_sim")
+    row = {"continuous": True, "variant": "serial", "decode_kernel": True}
+    assert mod.cap_rows([row]) == []
+    assert mod.cap_rows([{**row, "decode_kernel": False}]) != []
+    with pytest.raises(ValueError, match="no 'serial fp8' rows"):
+        mod.fit_fp8([{"variant": "serial fp8", "decode_kernel": True}], HybridSimConstants())

@@ -143,14 +143,18 @@ def test_prefill_tile_probe_dry_run_checks_every_tile(tmp_path):
 
 
 def test_fp8_bench_dry_run_checks_every_variant(tmp_path):
-    """benchmarks/bench_hybrid_fp8.py: bf16, fp8 (the widened copy), fp8-tile (without it) and
-    the copy's launch alone, each checked before it is timed; a bad --cases is one line, exit 2."""
+    """benchmarks/bench_hybrid_fp8.py: bf16, fp8 (the widened copy), fp8-tile (without it), the
+    serial step's single-token decodes as the hybrid kernel's items (-items, beside their run
+    through kernels/decode.py) and the copy's launch alone, each checked before it is timed; a
+    bad --cases is one line, exit 2."""
     _dry_run("bench_hybrid_fp8.py", tmp_path, "--policies", "hybrid-serial")
     res = json.loads((tmp_path / "results.json").read_text())
-    assert [r["variant"] for r in res["rows"]] == ["bf16", "fp8", "fp8-tile", "widen"]
+    rows = {r["variant"]: r for r in res["rows"]}
+    assert list(rows) == ["bf16", "bf16-items", "fp8", "fp8-tile", "fp8-items", "widen"]
     assert all(r["ok"] for r in res["rows"]), res["rows"]
-    fp8, tile = res["rows"][1], res["rows"][2]
-    assert fp8["launches"] == tile["launches"] + 1  # the widening launch
+    assert rows["fp8"]["launches"] == rows["fp8-tile"]["launches"] + 1  # the widening launch
+    assert rows["fp8"]["decode_kernel"] and rows["bf16"]["decode_kernel"]
+    assert not rows["fp8-items"]["decode_kernel"] and not rows["bf16-items"]["decode_kernel"]
     assert "| 48, 24, 3 | hybrid-serial |" in (tmp_path / "results.md").read_text()
     bad = _dry_run("bench_hybrid_fp8.py", tmp_path, "--cases", "8x2", rc=2)
     assert bad.stderr.strip().splitlines() == [

@@ -140,11 +140,17 @@ def test_simulator_runs_partitioned_as_streams():
     # loop beside the prefill tiles and so keep decode.py's per-program cap.
     decode_py_cap = HybridSimConstants(
         decode_cta_rate_cap_bytes_per_s=DEFAULT_CONSTANTS.cta_rate_cap_bytes_per_s)
-    t = [simulate_hybrid(p, shape, H100, hybrid=h).time_us
-         for p, h in zip(pars, (HybridSimConstants(), decode_py_cap))]
+    t_part = simulate_hybrid(pars[0], shape, H100).time_us
     assert pars[0].decode_programs == 66
-    assert t[0] == pytest.approx(t[1])
-    assert not attend_task_decodes(pars[0]) and attend_task_decodes(pars[1])
+    # streams' single-token decodes run kernels/decode.py, so at decode.py's cap too ...
+    assert t_part == pytest.approx(simulate_hybrid(pars[1], shape, H100).time_us)
+    assert not attend_task_decodes(pars[0]) and not attend_task_decodes(pars[1])
+    # ... and as the hybrid kernel's items (steps measured before that) at the items' own cap.
+    assert attend_task_decodes(pars[1], decode_kernel=False)
+    items = simulate_hybrid(pars[1], shape, H100, decode_kernel=False).time_us
+    assert items > t_part
+    assert t_part == pytest.approx(simulate_hybrid(pars[1], shape, H100, hybrid=decode_py_cap,
+                                                   decode_kernel=False).time_us)
 
 
 def test_simulator_colocated_slots():
@@ -207,7 +213,12 @@ def test_long_unsplit_decode_streams_at_the_hybrid_decode_cap():
     # (nothing split: no merge).
     want_us = c.launch_us + c.cta_start_us + LONG_BYTES / 20e9 * 1e6
     assert want_us == pytest.approx(843.36, abs=0.01)
-    assert simulate_hybrid(plan, b.shape, H100).time_us == pytest.approx(want_us, rel=1e-9)
+    assert simulate_hybrid(plan, b.shape, H100, decode_kernel=False).time_us == pytest.approx(
+        want_us, rel=1e-9)
+    # As the kernel runs it now (its single-token decodes through kernels/decode.py, the batch
+    # has no prefill): decode.py's 40 GB/s, 3 + 1.5 + 419.43 us.
+    assert simulate_hybrid(plan, b.shape, H100).time_us == pytest.approx(
+        c.launch_us + c.cta_start_us + LONG_BYTES / 40e9 * 1e6, rel=1e-9)
     # The decode-only simulator keeps decode.py's 40 GB/s: 3 + 1.5 + 419.48 us (its task bytes
     # add the query and output rows, 2 x 4 heads x 128 x 2 bytes).
     assert c.cta_rate_cap_bytes_per_s == 40e9
@@ -220,13 +231,16 @@ def test_long_unsplit_decode_streams_at_the_hybrid_decode_cap():
 @pytest.mark.parametrize("schedule", ["fused", "sm-aware", "streams", "colocated"])
 def test_long_decode_beside_prefill_keeps_the_hybrid_decode_cap(schedule):
     # A one-launch kernel scales a decode task's share of the bandwidth, not a lone program's
-    # cap, so the long task ends at its start + 1.5 us + bytes / cap under every schedule.
+    # cap, so the long task ends at its start + 1.5 us + bytes / cap under every schedule;
+    # streams runs single-token decodes through kernels/decode.py, at its 40 GB/s.
     b = _long_decode_batch(prefill_tokens=256)
     plan = policies.get("hybrid-parametric", schedule=schedule, max_splits=1).plan_hybrid(
         b.q_lens, b.kv_lens, b.shape, H100)
-    assert attend_task_decodes(plan) and (plan.decode_plan.splits == 1).all()
+    assert (plan.decode_plan.splits == 1).all()
+    assert attend_task_decodes(plan) == (schedule != "streams")
+    cap = 40e9 if schedule == "streams" else 20e9
     r = simulate_hybrid(plan, b.shape, H100)
-    assert r.decode_us == pytest.approx(1.5 + LONG_BYTES / 20e9 * 1e6, rel=1e-9)  # 840.36
+    assert r.decode_us == pytest.approx(1.5 + LONG_BYTES / cap * 1e6, rel=1e-9)  # 840.36
 
 
 def test_page_ahead_decodes_keep_decode_py_cap():
@@ -246,12 +260,13 @@ def test_plan_decode_ahead_keeps_decode_py_cap():
     plan = policies.get("hybrid-serial", decode_policy="no-split").plan_hybrid(
         b.q_lens, b.kv_lens, b.shape, H100)
     ahead = replace(plan, decode_ahead=True)
-    assert attend_task_decodes(plan) and not attend_task_decodes(ahead)
+    assert attend_task_decodes(plan, decode_kernel=False)
+    assert not attend_task_decodes(ahead, decode_kernel=False)
     c = DEFAULT_CONSTANTS
-    assert simulate_hybrid(ahead, b.shape, H100).time_us == pytest.approx(
+    assert simulate_hybrid(ahead, b.shape, H100, decode_kernel=False).time_us == pytest.approx(
         c.launch_us + c.cta_start_us + LONG_BYTES / 40e9 * 1e6, rel=1e-9)
     # One-launch schedules have no page-ahead decode loop.
-    assert attend_task_decodes(replace(ahead, schedule="fused"))
+    assert attend_task_decodes(replace(ahead, schedule="fused"), decode_kernel=False)
 
 
 def test_stream_rates_water_filling():

@@ -428,3 +428,60 @@ def test_colocated_counters_are_reset_for_the_next_step(ordered):
         out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
         assert relative_error(out, ref) < 2e-3
         assert int(launch.counter.abs().sum()) == 0
+
+
+@pytest.mark.parametrize("q_lens, kv_lens, schedule, kv_dtype", [
+    ([1, 24, 1, 17, 1], [40, 50, 9, 17, 33], "serial", "fp16"),     # decodes between chunks
+    ([1, 1, 24], [40, 9, 50], "streams", "fp8_e4m3"),                # decodes first, fp8 pages
+    ([1, 1, 1], [40, 9, 33], "fused", "fp16"),                       # decode-only, one launch
+])
+def test_single_token_decodes_run_the_decode_kernel(q_lens, kv_lens, schedule, kv_dtype):
+    """Where the decodes (q_len 1) have a launch of their own, kernels/decode.py runs them on the
+    decodes' page tables: its output rows are bit for bit those of decode.py on the same decode
+    plan, and the whole step matches the float64 reference; forced back to the hybrid kernel's
+    items (decode_kernel=False) it matches too."""
+    from kvtune.kernels.decode import decode
+    from kvtune.kernels.hybrid import run_hybrid
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4,
+                           dtype="fp16", kv_dtype=kv_dtype)
+    scales = {"k_scale": 0.05, "v_scale": 3.0} if kv_dtype == "fp8_e4m3" else {}
+    cache = PagedKVCache.from_lengths(kv_lens, shape, dtype=torch.float16, seed=4, **scales)
+    cache.fill_unused_slots(float("nan"))
+    q = make_hybrid_queries(q_lens, shape, dtype=torch.float16, seed=4)
+    pol = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64, **SPLITTY)
+    plan = pol.plan_hybrid(q_lens, kv_lens, shape, TOY)
+    assert plan.splits[plan.decode_requests].max() > 1  # decode.py's own merge runs too
+    launch = prepare_hybrid(plan, cache, q_lens)
+    assert launch.decode_kernel is not None and launch.decode_tasks.shape[0] == 0
+    contiguous = np.array_equal(plan.decode_requests, np.arange(plan.num_decodes))
+    assert (launch.decode_index is None) == contiguous
+    out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+    ref = attention_reference(q, cache, q_lens)
+    tol = 2e-3 if kv_dtype == "fp16" else 5e-3
+    assert relative_error(out, ref) < tol
+    rows = np.concatenate(([0], np.cumsum(q_lens)[:-1]))[plan.decode_requests]
+    alone = decode(q[torch.from_numpy(rows)], cache.subset(plan.decode_requests),
+                   plan.decode_plan)
+    assert torch.equal(out[torch.from_numpy(rows)], alone)
+    items = prepare_hybrid(plan, cache, q_lens, decode_kernel=False)
+    assert items.decode_kernel is None and items.decode_tasks.shape[0] == plan.num_decode_tasks
+    out_items = run_hybrid(items, q, cache, out=torch.full_like(q, float("nan")))
+    assert relative_error(out_items, ref) < tol
+
+
+def test_decodes_that_share_sms_or_verify_several_tokens_keep_the_hybrid_items():
+    """colocated / fused beside prefill tiles and speculative decodes (q_len > 1) keep the hybrid
+    kernel's decode items; asking for decode.py there is refused naming the argument."""
+    from kvtune.kernels.hybrid_plan import decodes_through_decode_kernel
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    cache = PagedKVCache.from_lengths([40, 50, 9], shape, dtype=torch.float16)
+    for schedule, q_lens in (("colocated", [1, 24, 1]), ("fused", [1, 24, 1]),
+                             ("serial", [1, 24, 3])):
+        plan = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64,
+                            **SPLITTY).plan_hybrid(q_lens, [40, 50, 9], shape, TOY)
+        assert not decodes_through_decode_kernel(plan)
+        assert prepare_hybrid(plan, cache, q_lens).decode_kernel is None
+        with pytest.raises(ValueError, match="decode_kernel"):
+            prepare_hybrid(plan, cache, q_lens, decode_kernel=True)

@@ -94,3 +94,18 @@ def test_bad_input_names_the_field(kwargs, field):
     args = {"kv_lens": [3, 4], "dtype": None, "seed": 0} | kwargs
     with pytest.raises(ValueError, match=field):
         PagedKVCache.from_lengths(args["kv_lens"], SHAPE, dtype=args["dtype"], seed=args["seed"])
+
+
+def test_subset_is_a_batch_of_the_chosen_requests_on_the_same_pages():
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4,
+                           dtype="bf16", kv_dtype="fp8_e4m3")
+    cache = PagedKVCache.from_lengths([9, 30, 5, 17], shape, seed=2, k_scale=0.5, v_scale=2.0)
+    sub = cache.subset([3, 0])
+    assert sub.kv_lens.tolist() == [17, 9] and sub.batch_size == 2
+    assert sub.k_pages is cache.k_pages and (sub.k_scale, sub.v_scale) == (0.5, 2.0)
+    for i, b in enumerate([3, 0]):
+        for mine, theirs in zip(sub.request_kv(i), cache.request_kv(b)):
+            assert torch.equal(mine, theirs)
+    for bad in ([], [4], [-1]):
+        with pytest.raises(ValueError, match="requests"):
+            cache.subset(bad)

@@ -9,9 +9,10 @@ programmatic dependent of the prefill grid, so it starts only once every prefill
 resident. Per case of the `hybrid` suite (the paper's sweep first), in one process and
 interleaved over --rounds rounds:
   serial        kvtune's serial step (the baseline);
-  two-streams   `hybrid-colocated` as it runs by default: two streams;
+  two-streams   `hybrid-colocated` on two streams (HybridConfig.ordered_launch off; the default
+                before the thirteenth session);
   ordered       the same with HybridConfig.ordered_launch on where the GPU has programmatic
-                dependent launch (opt-in; the two-stream path elsewhere);
+                dependent launch (the default since; the two-stream path elsewhere);
   heuristic     `hybrid-tuned` with --heuristic (optional), as it runs by default.
 Every variant is checked against the float64 reference before it is timed. Timer: bench_hybrid.py's
 CUDA-event pairs, L2 flushed before each, median of --reps per round; the spread across rounds
@@ -70,10 +71,12 @@ def launches(data: BatchData, spec, heuristic: str | None) -> dict:
     def prep(name, **kw):
         plan = policies.get(name, **kw).plan_hybrid(b.q_lens, b.kv_lens, b.shape, spec)
         return prepare_hybrid(plan, data.cache, b.q_lens)
-    two = prep("hybrid-colocated")
-    out = {"serial": prep("hybrid-serial"), "two-streams": two,
-           "ordered": dataclasses.replace(two, config=dataclasses.replace(
-               two.config, ordered_launch=has_programmatic_launch(data.cache.device)))}
+    col = prep("hybrid-colocated")
+    out = {"serial": prep("hybrid-serial"),
+           "two-streams": dataclasses.replace(col, config=dataclasses.replace(
+               col.config, ordered_launch=False)),
+           "ordered": dataclasses.replace(col, config=dataclasses.replace(
+               col.config, ordered_launch=has_programmatic_launch(data.cache.device)))}
     if heuristic:
         out["heuristic"] = prep("hybrid-tuned", path=heuristic)
     return out

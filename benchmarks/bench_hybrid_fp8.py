@@ -12,7 +12,9 @@ suite's batches) and each named hybrid policy (serial, colocated by default), in
   widen      the copy's launch alone (part of `fp8`);
   bf16-items, fp8-items   where the step's single-token decodes run kernels/decode.py (serial,
              streams), the same step with them as the hybrid kernel's decode items instead
-             (prepare_hybrid(decode_kernel=False); every step ran so before this variant existed).
+             (prepare_hybrid(decode_kernel=False); every step ran so before this variant existed);
+  bf16-dk, fp8-dk   where they do not by default but can (colocated), the same step with its
+             decodes through kernels/decode.py (prepare_hybrid(decode_kernel=True)).
 Every variant's output is checked against the float64 reference of its own cache (the
 dequantised values for fp8) before it is timed; a failed check is recorded and never timed.
 Timer: bench_hybrid.py's CUDA-event pairs, L2 flushed before each, median of --reps.
@@ -42,6 +44,7 @@ from bench_hybrid import (BatchData, EventTimer, WallTimer, check_and_time,  # n
                           copy_bandwidth)
 from kvtune.kernels import policies  # noqa: E402
 from kvtune.kernels.hybrid import prepare_hybrid, widen_prefill_pages  # noqa: E402
+from kvtune.kernels.hybrid_plan import decode_kernel_allowed  # noqa: E402
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 from kvtune.workloads.hybrid import HybridCase  # noqa: E402
 
@@ -89,6 +92,9 @@ def run_case(params, device, spec, timer, policy_names, dry) -> list[dict]:
             if launch.decode_kernel is not None:  # the decodes as the hybrid kernel's items
                 variants[f"{base}-items"] = prepare_hybrid(plan, cache, batch.q_lens,
                                                            decode_kernel=False)
+            elif decode_kernel_allowed(plan):  # colocated: the decodes through decode.py
+                variants[f"{base}-dk"] = prepare_hybrid(plan, cache, batch.q_lens,
+                                                        decode_kernel=True)
             for variant, lch in variants.items():
                 rows.append({"context": ctx, "chunk": chunk, "decodes": b, "policy": name,
                              "variant": variant, "launches": lch.num_launches,
@@ -122,7 +128,8 @@ def markdown(results: dict) -> str:
              f"timer: {results['timer']}", "",
              "| case (context, chunk, decodes) | policy | bf16 us | fp8 us | fp8-tile us | "
              "fp8 / bf16 | fp8-tile / fp8 | widen us (GB/s) | bf16-items / bf16 | "
-             "fp8-items / fp8 |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "fp8-items / fp8 | bf16-dk / bf16 | fp8-dk / fp8 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def us(r):
         return r.get("median_us", math.nan) if r and r.get("ok") else math.nan
@@ -132,8 +139,10 @@ def markdown(results: dict) -> str:
         wtxt = (f"{w['median_us']:.1f} ({w['bytes'] / w['median_us'] / 1e3:.0f})"
                 if w and w.get("median_us") else "-")
         bi, fi = us(v.get("bf16-items")), us(v.get("fp8-items"))
+        bd, fd = us(v.get("bf16-dk")), us(v.get("fp8-dk"))
         lines.append(f"| {key[0]}, {key[1]}, {key[2]} | {key[3]} | {b:.1f} | {f:.1f} | {t:.1f} | "
-                     f"{f / b:.3f} | {t / f:.3f} | {wtxt} | {bi / b:.3f} | {fi / f:.3f} |")
+                     f"{f / b:.3f} | {t / f:.3f} | {wtxt} | {bi / b:.3f} | {fi / f:.3f} | "
+                     f"{bd / b:.3f} | {fd / f:.3f} |")
     bad = [r for r in results["rows"] if not r.get("ok")]
     lines += ["", f"{len(results['rows'])} rows, {len(bad)} not ok"
               + "".join(f"\n- {r['policy']} {r['variant']}: {r.get('message')}" for r in bad)]

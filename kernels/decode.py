@@ -627,8 +627,13 @@ def _v_path_obstacle(config: KernelConfig, flag: str, cache: PagedKVCache) -> st
 
 
 def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
-               sm_scale: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+               sm_scale: float | None = None, out: torch.Tensor | None = None,
+               launch_pdl: bool = False) -> torch.Tensor:
     """Launch stage 1 and, when a request is split, stage 2. Returns `out` [B, num_qo_heads, D].
+
+    launch_pdl: launch stage 1 as the programmatic dependent of the stream's previous launch
+    (sm_90+, never under the interpreter): kernels/hybrid.py's ordered colocated chain, where it
+    may start once the previous grid's programs signal, not when they end.
 
     Nothing here touches the host beyond the launches, so this is what a timer wraps. Two
     launches of one `DecodeLaunch` must not run concurrently (they share scratch and counter).
@@ -670,6 +675,7 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         V_PAIRS=cfg.v_pairs and fp16_products,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
+        **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}),
     )
     if launch.merge_requests.shape[0] > 0:
         launch_merge(launch.partial_out, launch.partial_lse, launch.merge_requests,

@@ -71,7 +71,7 @@ from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
 from kvtune.kernels.decode import DecodeLaunch, prepare_decode, query_rows_to_f16, run_decode
 from kvtune.kernels.decode_config import default_config
-from kvtune.kernels.hybrid_plan import (MAX_DECODE_Q_LEN, HybridPlan,
+from kvtune.kernels.hybrid_plan import (MAX_DECODE_Q_LEN, HybridPlan, decode_kernel_allowed,
                                         decodes_through_decode_kernel, widened_prefill_pages)
 from kvtune.kernels.paged import PagedKVCache
 
@@ -543,9 +543,11 @@ class HybridConfig:
     # No grid of the chain waits (griddepcontrol.wait), so the next launch on the stream is
     # only sure to wait for the tail: the tail's programs therefore leave only once every
     # persistent program has counted out of its loop (after its last store), and the tail's last
-    # program resets the counters. Off by default, opt-in (benchmarks/bench_colocated_order.py):
-    # the GPU rows of docs/PERFORMANCE.md (twelfth session) ran the chain before the tail left
-    # last, and no output has been checked after many replays (docs/KERNEL_NOTES.md).
+    # program resets the counters. hybrid_config turns it on for the colocated schedule (it
+    # falls back to two streams where the GPU has no programmatic launch): on an H100 (thirteenth
+    # session, docs/PERFORMANCE.md) this version replayed 100 times per case bit for bit with its
+    # scratch NaN-filled between replays, and ran 1.07x faster than serial in geomean over 12
+    # sweep cases against 1.04x for two streams (worst 0.92x against 0.79x).
     ordered_launch: bool = False
 
 
@@ -583,7 +585,8 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         prefill_stages=3 if shape.head_dim <= 128 else 2,
                         ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd,
                         decode_ahead=bool(plan.decode_ahead),
-                        persistent_prefill_programs=colocated, prefill_tail_programs=colocated)
+                        persistent_prefill_programs=colocated, prefill_tail_programs=colocated,
+                        ordered_launch=colocated > 0)
 
 
 def has_programmatic_launch(device: torch.device) -> bool:
@@ -693,12 +696,14 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
 
     decode_kernel: run the decodes through kernels/decode.py (True) or the hybrid kernel's decode
     items (False); None: hybrid_plan.decodes_through_decode_kernel. True needs every decode at
-    q_len 1 and a schedule whose decodes launch on their own (serial, streams, or no prefill).
+    q_len 1 and a schedule whose decodes launch on their own (hybrid_plan.decode_kernel_allowed:
+    serial, streams, colocated, or no prefill).
     """
     use_dk = decodes_through_decode_kernel(plan) if decode_kernel is None else bool(decode_kernel)
-    if use_dk and not decodes_through_decode_kernel(plan):
-        raise ValueError("decode_kernel: True needs decodes of q_len 1 in a serial or streams "
-                         "schedule or a batch without prefill; allowed here: False or None")
+    if use_dk and not decode_kernel_allowed(plan):
+        raise ValueError("decode_kernel: True needs decodes of q_len 1 in a serial, streams or "
+                         "colocated schedule or a batch without prefill; allowed here: False or "
+                         "None")
     shape = cache.shape
     if q_lens is not None and not np.array_equal(np.asarray(q_lens, dtype=np.int64), plan.q_lens):
         raise ValueError("q_lens: differ from the plan's q_lens (a plan of another batch)")
@@ -817,19 +822,21 @@ def decode_parts(plan: HybridPlan, cache: PagedKVCache) -> dict:
     return parts
 
 
-def run_decode_part(launch: HybridLaunch, q: torch.Tensor, out: torch.Tensor,
-                    scale: float) -> None:
-    """The decodes of a launch with decode_kernel: kernels/decode.py's launches (and the gather
-    and scatter of their rows where they are not contiguous in q) on the current stream."""
+def run_decode_part(launch: HybridLaunch, q: torch.Tensor, out: torch.Tensor, scale: float,
+                    dependent: bool = False) -> None:
+    """The decodes of a launch with decode_kernel: kernels/decode.py's launches on the current
+    stream (dependent: its first launch as the programmatic dependent of the previous one). Rows
+    that are not contiguous in q read decode_q and write decode_out: run_hybrid gathers them
+    before its first launch and scatters them after its last, so that no other launch sits in a
+    programmatic chain."""
+    pdl = dependent and not INTERPRETED
     if launch.decode_index is None:
         lo, hi = launch.decode_rows
         run_decode(launch.decode_kernel, q[lo:hi], launch.decode_cache, sm_scale=scale,
-                   out=out[lo:hi])
-        return
-    torch.index_select(q, 0, launch.decode_index, out=launch.decode_q)
-    run_decode(launch.decode_kernel, launch.decode_q, launch.decode_cache, sm_scale=scale,
-               out=launch.decode_out)
-    out.index_copy_(0, launch.decode_index, launch.decode_out)
+                   out=out[lo:hi], launch_pdl=pdl)
+    else:
+        run_decode(launch.decode_kernel, launch.decode_q, launch.decode_cache, sm_scale=scale,
+                   out=launch.decode_out, launch_pdl=pdl)
 
 
 def widen_prefill_pages(pages: PrefillPages, cache: PagedKVCache) -> None:
@@ -869,6 +876,8 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         p_indptr, p_indices = widened.page_indptr, widened.page_indices
         # First, on the current stream, so that every launch below (either stream) follows it.
         widen_prefill_pages(widened, cache)
+    if launch.decode_index is not None:  # decodes through decode.py, rows apart in q
+        torch.index_select(q, 0, launch.decode_index, out=launch.decode_q)
 
     def launch_kernel(tasks, n_pre, n_dec, mode, warps, has_p, has_d, programs=None,
                       ahead=False, dynamic_programs=0, trigger=False, dependent=False, role=0):
@@ -938,7 +947,7 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
 
         def decode_launch(**order):
             if launch.decode_kernel is not None:
-                run_decode_part(launch, q, out, scale)
+                run_decode_part(launch, q, out, scale, dependent=order.get("dependent", False))
                 return
             launch_kernel(launch.decode_tasks, 0, D, dmode, cfg.decode_warps, False, True, dprog,
                           ahead, **order)
@@ -946,7 +955,6 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         # The persistent launch goes first: it must be resident before the other one fills SMs.
         prefill_first = cfg.prefill_first or (pprog > 0 and dmode == MODE_GRID)
         if cfg.ordered_launch and both and pprog and tprog and dmode == MODE_GRID \
-                and launch.decode_kernel is None \
                 and (INTERPRETED or has_programmatic_launch(q.device)):
             # One stream: the decode grid starts once every persistent prefill program is
             # resident, the tail once the decode grid is done, and the tail leaves last
@@ -979,6 +987,8 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         mode = MODE_SM_AWARE if plan.schedule == "sm-aware" else MODE_GRID
         warps = cfg.fused_warps if P and D else (cfg.prefill_warps if P else cfg.decode_warps)
         launch_kernel(launch.fused_tasks, P, D, mode, warps, P > 0, D > 0)
+    if launch.decode_index is not None:
+        out.index_copy_(0, launch.decode_index, launch.decode_out)
     if launch.merge.shape[0]:
         _merge_rows_kernel[(launch.merge.shape[0], shape.num_qo_heads)](
             launch.partial_out, launch.partial_lse, launch.merge, out, out.stride(0),

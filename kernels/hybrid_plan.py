@@ -218,6 +218,17 @@ def widened_prefill_pages(plan: HybridPlan, shape) -> int:
 DECODE_KERNEL_SCHEDULES = ("serial", "streams")
 
 
+def decode_kernel_allowed(plan: HybridPlan) -> bool:
+    """Whether kernels/hybrid.py can run the plan's decodes through kernels/decode.py: every
+    decode has q_len 1 and the decodes have a launch of their own (serial, streams, colocated,
+    or a batch without prefill tiles). decodes_through_decode_kernel says where it does by
+    default."""
+    if plan.decode_plan is None or not np.all(plan.q_lens[plan.decode_requests] == 1):
+        return False
+    return plan.schedule in (*DECODE_KERNEL_SCHEDULES, "colocated") \
+        or plan.num_prefill_tiles == 0
+
+
 def decodes_through_decode_kernel(plan: HybridPlan) -> bool:
     """Whether kernels/hybrid.py runs the plan's decodes as kernels/decode.py's own launch (the
     decode plan's schedule, tuned configuration, page-ahead and fp8 loops, its merge) instead of
@@ -229,11 +240,8 @@ def decodes_through_decode_kernel(plan: HybridPlan) -> bool:
     decode.py's fp8 loops (the hybrid item streamed e4m3 no faster per token than 16-bit pages,
     docs/KERNEL_NOTES.md). colocated / partitioned keep the hybrid items: their footprint beside
     the persistent grid is what those schedules were measured and tuned with."""
-    if plan.decode_plan is None:
-        return False
-    if not np.all(plan.q_lens[plan.decode_requests] == 1):
-        return False
-    return plan.schedule in DECODE_KERNEL_SCHEDULES or plan.num_prefill_tiles == 0
+    return decode_kernel_allowed(plan) and (plan.schedule in DECODE_KERNEL_SCHEDULES
+                                            or plan.num_prefill_tiles == 0)
 
 
 def causal_end(q_lens: np.ndarray, kv_lens: np.ndarray, req: np.ndarray,
@@ -386,6 +394,7 @@ __all__ = [
     "HybridPlan",
     "build_prefill_tiles",
     "causal_end",
+    "decode_kernel_allowed",
     "decodes_through_decode_kernel",
     "prefill_kv_splits",
     "validate_hybrid_plan",

@@ -356,7 +356,7 @@ def test_fp8_prefill_reads_a_widened_copy_of_its_pages_or_widens_where_it_loads(
 
 
 def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(monkeypatch):
-    """HybridConfig.ordered_launch (opt-in, colocated on sm_90+): the persistent prefill grid
+    """HybridConfig.ordered_launch (colocated's default, sm_90+): the persistent prefill grid
     signals (GDC_TRIGGER) and counts out (role 1), the decode grid and then the tail launch as
     programmatic dependents on the same stream, and the tail (role 2) waits for the persistent
     programs (dynamic_programs of them); without it no flag is passed. Recorded as on a GPU (the
@@ -378,24 +378,23 @@ def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(
     cache = PagedKVCache.from_lengths(kv_lens, shape, seed=1)
     q = make_hybrid_queries(q_lens, shape, seed=1)
     launch = prepare_hybrid(plan, cache, q_lens)
-    assert not launch.config.ordered_launch  # off by default (kernels/hybrid.py HybridConfig)
+    assert launch.config.ordered_launch  # colocated's default (kernels/hybrid.py hybrid_config)
+    serial = prepare_hybrid(policies.get("hybrid-serial").plan_hybrid(q_lens, kv_lens, shape,
+                                                                       TOY), cache, q_lens)
+    assert not serial.config.ordered_launch
     assert not hybrid_mod.has_programmatic_launch(cache.device)
     monkeypatch.setattr(hybrid_mod, "_hybrid_kernel", Recorder())
     monkeypatch.setattr(hybrid_mod, "_merge_rows_kernel", Recorder())
     monkeypatch.setattr(hybrid_mod, "INTERPRETED", False)
     from kvtune.kernels.hybrid import run_hybrid
 
-    # A GPU without programmatic launch keeps the two-stream order even when asked.
-    asked = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
-                                                                    ordered_launch=True))
-    run_hybrid(asked, q, cache)
+    # A GPU without programmatic launch keeps the two-stream order.
+    run_hybrid(launch, q, cache)
     assert all(c[3:6] == (False, False, 0) for c in calls if c[1] or c[2])
     calls.clear()
     monkeypatch.setattr(hybrid_mod, "has_programmatic_launch", lambda device: True)
 
-    ordered = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
-                                                                      ordered_launch=True))
-    run_hybrid(ordered, q, cache)
+    run_hybrid(launch, q, cache)
     pprog = min(launch.num_prefill, TOY.sm_count)  # one persistent prefill program per SM
     assert launch.num_prefill > pprog and launch.num_decode > 0
     assert [c for c in calls if c[1] or c[2]] == [
@@ -403,8 +402,25 @@ def test_ordered_launch_chains_decode_and_tail_behind_the_resident_prefill_grid(
         (launch.num_decode, False, True, False, True, 0, 0),  # decode grid, its dependent
         (pprog, True, False, False, True, 2, pprog)]          # the tail: leaves after them
     calls.clear()
-    run_hybrid(launch, q, cache)
+    off = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                  ordered_launch=False))
+    run_hybrid(off, q, cache)
     assert all(c[3:6] == (False, False, 0) for c in calls if c[1] or c[2])
+    # Decodes through kernels/decode.py in the chain: its stage-1 launch is the dependent.
+    from kvtune.kernels import decode as decode_mod
+
+    dec_calls = []
+
+    class DecodeRecorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: dec_calls.append(kw.get("launch_pdl", False))
+    monkeypatch.setattr(decode_mod, "_attend_kernel", DecodeRecorder())
+    monkeypatch.setattr(decode_mod, "INTERPRETED", False)
+    monkeypatch.setattr(decode_mod, "launch_merge", lambda *a: dec_calls.append("merge"))
+    calls.clear()
+    run_hybrid(prepare_hybrid(plan, cache, q_lens, decode_kernel=True), q, cache)
+    assert dec_calls[0] is True
+    assert [c[3:6] for c in calls if c[1] or c[2]] == [(True, False, 1), (False, True, 2)]
 
 
 @pytest.mark.parametrize("ordered", [False, True])
@@ -472,7 +488,8 @@ def test_single_token_decodes_run_the_decode_kernel(q_lens, kv_lens, schedule, k
 
 def test_decodes_that_share_sms_or_verify_several_tokens_keep_the_hybrid_items():
     """colocated / fused beside prefill tiles and speculative decodes (q_len > 1) keep the hybrid
-    kernel's decode items; asking for decode.py there is refused naming the argument."""
+    kernel's decode items by default; asking for decode.py is refused naming the argument where
+    it cannot run (one launch, several query tokens)."""
     from kvtune.kernels.hybrid_plan import decodes_through_decode_kernel
 
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
@@ -483,5 +500,34 @@ def test_decodes_that_share_sms_or_verify_several_tokens_keep_the_hybrid_items()
                             **SPLITTY).plan_hybrid(q_lens, [40, 50, 9], shape, TOY)
         assert not decodes_through_decode_kernel(plan)
         assert prepare_hybrid(plan, cache, q_lens).decode_kernel is None
+        if schedule == "colocated":  # allowed when asked (measured, not the default)
+            assert prepare_hybrid(plan, cache, q_lens, decode_kernel=True).decode_kernel
+            continue
         with pytest.raises(ValueError, match="decode_kernel"):
             prepare_hybrid(plan, cache, q_lens, decode_kernel=True)
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_colocated_step_with_decodes_through_the_decode_kernel(ordered):
+    """decode_kernel=True on a colocated plan (not its default): kernels/decode.py's launch takes
+    the decode grid's place beside the persistent prefill grid, on two streams or in the ordered
+    chain (launch order on the interpreter); correct twice in a row, counters back at zero."""
+    from kvtune.kernels.hybrid import run_hybrid
+    from kvtune.kernels.hybrid_plan import decode_kernel_allowed, decodes_through_decode_kernel
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4,
+                           dtype="bf16", kv_dtype="fp8_e4m3")
+    q_lens, kv_lens = [1, 24, 1, 1], [40, 50, 23, 30]
+    plan = policies.get("hybrid-colocated").plan_hybrid(q_lens, kv_lens, shape, TOY)
+    assert decode_kernel_allowed(plan) and not decodes_through_decode_kernel(plan)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, seed=6, k_scale=0.05, v_scale=3.0)
+    q = make_hybrid_queries(q_lens, shape, seed=6)
+    launch = prepare_hybrid(plan, cache, q_lens, decode_kernel=True)
+    launch = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                     ordered_launch=ordered))
+    assert launch.decode_index is not None  # rows 0, 25, 26: gathered before, scattered after
+    ref = attention_reference(q, cache, q_lens)
+    for _ in range(2):
+        out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+        assert relative_error(out, ref) < 2e-2
+        assert int(launch.counter.abs().sum()) == 0

@@ -92,6 +92,31 @@ def test_triton_backend_runs_hybrid_plans_on_the_interpreter():
         assert row["checked"] and row["rel_error"] < 2e-2
 
 
+def test_triton_backend_drops_hybrid_launches_with_an_evicted_batch():
+    """A prepared HybridLaunch holds its batch's tensors (the decodes' page-table view shares the
+    cache's pages): evicting a batch must drop the launches and verifications too, or a tune's
+    validation keeps every batch it saw alive (an H100 ran out of memory so)."""
+    import os
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
+
+    dev = DeviceSpec("cpu", sm_count=4, l2_bytes=0, hbm_bytes_per_s=1e9)
+    backend = TritonBackend(dev, timer=WallClockTimer(reps=1), torch_device="cpu")
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=8, dtype="fp16")
+    first = AttentionBatch([1, 1, 40], [30, 20, 72], shape)
+    plan = policies.get("hybrid-serial").plan_hybrid(first.q_lens, first.kv_lens, shape, dev)
+    assert backend.verify(first, plan).ok
+    (launch,) = backend._launches.values()
+    assert launch.decode_cache.k_pages is next(iter(backend._batches.values())).cache.k_pages
+    second = AttentionBatch([1, 24], [30, 50], shape, seed=1)  # the CPU keeps one batch
+    plan2 = policies.get("hybrid-serial").plan_hybrid(second.q_lens, second.kv_lens, shape, dev)
+    assert backend.verify(second, plan2).ok
+    assert len(backend._batches) == 1
+    assert all(v.plan is plan2 for v in backend._launches.values())
+    assert id(plan) not in backend._verified
+
+
 def test_hybrid_summary_bound_and_speedups():
     from kvtune.harness.hybrid_summary import hybrid_frame, targets
     from kvtune.workloads.hybrid import halves

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Session 13, call 4 (issue 15): the hybrid tune of call 2 resumed (results/s13/res carried: 1 of
+# Session 13, calls 4 and 5 (issue 15): the hybrid tune of call 2 resumed (results/s13/res carried: 1 of
 # 6 buckets decided there, the rest of call 2's 400 s went to compiling on a fresh machine).
 # Same command as call 2 with --resume. Timer: CUDA events, cold L2, one guard retry.
+# Call 5: the same after commit "Triton backend: evicting a hybrid batch drops the prepared
+# launches" (call 4 decided 3 more buckets, then ran the H100 out of memory in validation).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader

@@ -197,7 +197,8 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     serial_policy = policies.get(BASELINE)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     shipped, deferred = [], []
-    earlier, resumed_from = (earlier_decisions(settings.out, settings.study, shape)
+    earlier, resumed_from = (earlier_decisions(settings.out, settings.study, shape,
+                                               opened.device.name, opened.backend.name)
                              if settings.resume else ({}, None))
     unbucketed = sorted(c.case_id for k, cs in held_groups.items() if k not in groups
                         for c in cs)
@@ -255,11 +256,14 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     return doc
 
 
-def earlier_decisions(out: str, study: str, shape) -> tuple[dict, str | None]:
+def earlier_decisions(out: str, study: str, shape, device_name: str | None = None,
+                      backend: str | None = None) -> tuple[dict, str | None]:
     """({bucket key: bucket entry}, the file) of the newest hybrid heuristic under `out` (a
     complete `hybrid_heuristic.json` or a run's `hybrid_heuristic.partial.json`) written by
-    `study` for `shape`; ({}, None) when there is none. Newest: the largest run id (run ids
-    start with their UTC start time)."""
+    `study` for `shape` on the device named `device_name` with `backend` (None: any); ({}, None)
+    when there is none. Newest: the largest run id (run ids start with their UTC start time).
+    Why the device: a bucket decided on an H100 is no decision for an H200 (their bandwidths
+    differ by about 1.4x); a resumed tune that got the other card once mixed both in one file."""
     from pathlib import Path
 
     found = []
@@ -269,7 +273,9 @@ def earlier_decisions(out: str, study: str, shape) -> tuple[dict, str | None]:
         except (OSError, json.JSONDecodeError):
             continue  # a file being written, or not ours: nothing to resume from
         if (str(doc.get("schema", "")).split("/")[0] == HYBRID_SCHEMA.split("/")[0]
-                and doc.get("study") == study and doc.get("shape") == shape.to_dict()):
+                and doc.get("study") == study and doc.get("shape") == shape.to_dict()
+                and device_name in (None, (doc.get("device") or {}).get("name"))
+                and backend in (None, doc.get("backend"))):
             found.append((str(doc.get("run_id", "")), f.name == "hybrid_heuristic.json", f, doc))
     if not found:
         return {}, None

@@ -4,6 +4,8 @@
 # Same command as call 2 with --resume. Timer: CUDA events, cold L2, one guard retry.
 # Call 5: the same after commit "Triton backend: evicting a hybrid batch drops the prepared
 # launches" (call 4 decided 3 more buckets, then ran the H100 out of memory in validation).
+# Call 6: again on an H100 (kind nvidia-h100-x1), after the fix that keeps a resumed tune to
+# decisions of its own device: call 5 came up on an H200 and took the H100 buckets into its file.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader

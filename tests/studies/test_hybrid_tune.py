@@ -265,3 +265,29 @@ def test_a_stopped_tune_keeps_its_decided_buckets_and_resume_searches_only_the_r
                  f"{kept['min_prefill_tokens']}-{kept['max_prefill_tokens']}")
     assert kept_name not in set(rows["bucket"])  # nothing of the kept bucket measured again
     assert not list(Path(doc["path"]).parent.glob("hybrid_heuristic.partial.json"))
+
+
+def test_resume_keeps_only_decisions_made_on_the_same_device_and_backend(tmp_path):
+    """A bucket decided on one card is no decision for another: earlier_decisions skips files of
+    another device name or backend (a resumed GPU tune that got an H200 after an H100 once mixed
+    both in one file)."""
+    from kvtune.kernels.plan import AttentionShape
+    from kvtune.studies.hybrid_tune import HYBRID_SCHEMA, earlier_decisions
+
+    shape = AttentionShape()
+    bucket = {"min_decodes": 1, "max_decodes": 16, "min_prefill_tokens": 1,
+              "max_prefill_tokens": 1024}
+    for run, device, backend in (("20261127-1", "NVIDIA H100 80GB HBM3", "triton"),
+                                 ("20261127-2", "NVIDIA H200", "triton")):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "hybrid_heuristic.partial.json").write_text(json.dumps(
+            {"schema": HYBRID_SCHEMA, "study": "s", "run_id": run, "shape": shape.to_dict(),
+             "device": {"name": device}, "backend": backend, "buckets": [bucket],
+             "deferred_buckets": []}))
+    newest = earlier_decisions(str(tmp_path), "s", shape)[1]
+    assert newest.endswith("20261127-2/hybrid_heuristic.partial.json")
+    h100 = earlier_decisions(str(tmp_path), "s", shape, "NVIDIA H100 80GB HBM3", "triton")
+    assert h100[1].endswith("20261127-1/hybrid_heuristic.partial.json") and len(h100[0]) == 1
+    assert earlier_decisions(str(tmp_path), "s", shape, "NVIDIA H100 80GB HBM3",
+                             "simulator") == ({}, None)
+    assert earlier_decisions(str(tmp_path), "s", shape, "NVIDIA A100", "triton") == ({}, None)

@@ -248,9 +248,10 @@ def fit_fp8(data: list[dict], start: HybridSimConstants) -> HybridSimConstants:
     out = start
     for field, variant in (("fp8_decode_efficiency", "serial fp8"),
                            ("fp8_tile_prefill_efficiency", "serial fp8-tile")):
-        # Only steps whose decodes ran the hybrid kernel's items say anything about them.
-        train = [d for d in data if d["variant"] in (variant, variant + "-items")
-                 and not d.get("decode_kernel")]
+        train = [d for d in data if d["variant"] in (variant, variant + "-items")]
+        if field == "fp8_decode_efficiency":
+            # Only steps whose decodes ran the hybrid kernel's items say anything about them.
+            train = [d for d in train if not d.get("decode_kernel")]
         if not train:
             raise ValueError(f"results: no '{variant}' rows to fit {field} on")
         out = _fit_one(train, out, field, FRACTION_GRID)
@@ -304,7 +305,10 @@ def main(argv=None) -> int:
     if args.fp8:
         with open(args.results) as f:
             data = fp8_rows(json.load(f))
-        after = fit_fp8(data, before)
+        try:
+            after = fit_fp8(data, before)
+        except ValueError as e:
+            ap.error(str(e))  # one line, exit 2
         fitted = FITTED_FP8
         for name in fitted:
             print(f"{name}: {getattr(before, name)} -> {getattr(after, name)}")

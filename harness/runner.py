@@ -26,7 +26,7 @@ MAX_STORED_REQUESTS = 4096
 # Hybrid plans add their knobs; AttentionBatch rows add prefill_tokens, num_prefills,
 # num_decodes, max_q_len, q_tokens (and q_lens up to MAX_STORED_REQUESTS requests).
 HYBRID_PLAN_COLUMNS = ("sm_policy", "prefill_split_cap_waves", "prefill_block_m", "prefill_tasks",
-                       "decode_tasks", "decode_schedule", "decode_ahead")
+                       "decode_tasks", "decode_schedule", "decode_ahead", "decode_kernel")
 
 
 def plan_case(policy: Policy, batch, device: DeviceSpec):

@@ -695,7 +695,8 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
     """Check `plan` against `cache` (and q_lens) and build the device tables.
 
     decode_kernel: run the decodes through kernels/decode.py (True) or the hybrid kernel's decode
-    items (False); None: hybrid_plan.decodes_through_decode_kernel. True needs every decode at
+    items (False); None: hybrid_plan.decodes_through_decode_kernel (the plan's decode_kernel
+    knob, else the schedule's default). True needs every decode at
     q_len 1 and a schedule whose decodes launch on their own (hybrid_plan.decode_kernel_allowed:
     serial, streams, colocated, or no prefill).
     """

@@ -73,6 +73,10 @@ class HybridPlan:
     streams, colocated) runs its items through the page-ahead loop (K/V tiles in flight, as
     kernels/decode.py's page-ahead configurations; `partitioned` always does, one-launch
     schedules never); other bits than the plain loop's (another key block), like any plan knob.
+    decode_kernel: run the single-token decodes through kernels/decode.py (True) or as the hybrid
+    kernel's decode items (False) wherever decode.py can take them (decode_kernel_allowed); None:
+    the schedule's default (decodes_through_decode_kernel). With decode.py, decode_ahead has no
+    effect (decode.py picks its own loop).
     """
 
     q_lens: np.ndarray
@@ -97,6 +101,7 @@ class HybridPlan:
     group_size: int
     decode_programs: int = 0
     decode_ahead: bool = False
+    decode_kernel: bool | None = None
     notes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -181,6 +186,7 @@ class HybridPlan:
             "decode_tasks": self.num_decode_tasks,
             "decode_schedule": dp.schedule if dp else "",
             "decode_ahead": bool(self.decode_ahead),
+            "decode_kernel": decodes_through_decode_kernel(self),
             "decode_programs": self.decode_programs,
         }
 
@@ -234,14 +240,18 @@ def decodes_through_decode_kernel(plan: HybridPlan) -> bool:
     decode plan's schedule, tuned configuration, page-ahead and fp8 loops, its merge) instead of
     the hybrid kernel's decode items: every decode has q_len 1 (decode.py packs one query token per
     request) and the decodes have a launch of their own that is not meant to share SMs: a serial
-    or streams schedule, or a batch without prefill tiles (any schedule).
+    or streams schedule, or a batch without prefill tiles (any schedule). A plan's decode_kernel
+    (True / False) overrides that default wherever decode_kernel_allowed.
 
     Why: a decode-only batch then runs exactly today's decode kernel, and fp8 decodes keep
     decode.py's fp8 loops (the hybrid item streamed e4m3 no faster per token than 16-bit pages,
     docs/KERNEL_NOTES.md). colocated / partitioned keep the hybrid items: their footprint beside
     the persistent grid is what those schedules were measured and tuned with."""
-    return decode_kernel_allowed(plan) and (plan.schedule in DECODE_KERNEL_SCHEDULES
-                                            or plan.num_prefill_tiles == 0)
+    if not decode_kernel_allowed(plan):
+        return False
+    if plan.decode_kernel is not None:  # the plan's knob (hybrid-parametric, a tuned bucket)
+        return bool(plan.decode_kernel)
+    return plan.schedule in DECODE_KERNEL_SCHEDULES or plan.num_prefill_tiles == 0
 
 
 def causal_end(q_lens: np.ndarray, kv_lens: np.ndarray, req: np.ndarray,
@@ -268,6 +278,9 @@ def validate_hybrid_plan(p: HybridPlan) -> None:
     _check_int("sm_count", p.sm_count, 1, 1024)
     if not isinstance(p.decode_ahead, (bool, np.bool_)):
         raise ValueError(f"decode_ahead: {p.decode_ahead!r} not allowed; allowed: true, false")
+    if p.decode_kernel is not None and not isinstance(p.decode_kernel, (bool, np.bool_)):
+        raise ValueError(f"decode_kernel: {p.decode_kernel!r} not allowed; allowed: true, false, "
+                         "null (the schedule's default)")
     if p.schedule == "partitioned" and q.size and (q <= MAX_DECODE_Q_LEN).any():
         _check_int("decode_programs", p.decode_programs, 1, p.sm_count * p.ctas_per_sm)
     elif p.decode_programs != 0 and p.schedule != "partitioned":

@@ -111,12 +111,13 @@ def make_hybrid_plan(q_lens, kv_lens, shape: AttentionShape, device: DeviceSpec,
                      decode_planner, schedule: str, ctas_per_sm: int, sm_policy: str,
                      prefill_split_cap_waves: int, prefill_block_m: int,
                      min_prefill_split_tokens: int = 1024, decode_sm_share: float = 0.0,
-                     decode_ahead: bool = False, notes: dict | None = None) -> HybridPlan:
+                     decode_ahead: bool = False, decode_kernel: bool | None = None,
+                     notes: dict | None = None) -> HybridPlan:
     """Cut the batch: decodes by `decode_planner(kv_lens) -> Plan`, prefill tiles of
     `prefill_block_m` rows split along the keys within `prefill_split_cap_waves` waves.
     The `partitioned` schedule gets decode_programs = its decode share of the SMs (one program
     each): `decode_sm_share` in 0.05..0.95, or 0 for decode_sm_share_rule (proportional).
-    decode_ahead: HybridPlan.decode_ahead."""
+    decode_ahead, decode_kernel: HybridPlan.decode_ahead, HybridPlan.decode_kernel."""
     q, kv = check_lengths(q_lens, kv_lens)
     G = shape.group_size
     if G > prefill_block_m:
@@ -139,6 +140,7 @@ def make_hybrid_plan(q_lens, kv_lens, shape: AttentionShape, device: DeviceSpec,
         notes = dict(notes or {}, decode_sm_share=share)
     return HybridPlan(q_lens=q, kv_lens=kv, decode_requests=dec, decode_plan=decode_plan,
                       decode_programs=programs, decode_ahead=bool(decode_ahead),
+                      decode_kernel=None if decode_kernel is None else bool(decode_kernel),
                       prefill_block_m=prefill_block_m, schedule=schedule, ctas_per_sm=ctas_per_sm,
                       sm_policy=sm_policy, prefill_split_cap_waves=prefill_split_cap_waves,
                       sm_count=device.sm_count, num_kv_heads=shape.num_kv_heads,
@@ -269,6 +271,9 @@ class HybridParametricPolicy(_HybridBase):
     decode_schedule (one of kernels.plan.SCHEDULES). decode_sm_share (schedule partitioned): the
     decodes' share of SMs, 0.05..0.95, or 0 for the proportional rule (decode_sm_share_rule).
     decode_ahead: true or false, the decode launch's loop (HybridPlan.decode_ahead).
+    decode_kernel: true, false or null: single-token decodes through kernels/decode.py or as the
+    hybrid kernel's items where both can run; null: the schedule's default
+    (HybridPlan.decode_kernel).
     """
 
     schedule: str = "sm-aware"
@@ -283,6 +288,7 @@ class HybridParametricPolicy(_HybridBase):
     decode_schedule: str = "static"
     decode_sm_share: float = 0.0
     decode_ahead: bool = False
+    decode_kernel: bool | None = None
     name: ClassVar[str] = "hybrid-parametric"
 
     def __post_init__(self) -> None:
@@ -303,6 +309,9 @@ class HybridParametricPolicy(_HybridBase):
         if not isinstance(self.decode_ahead, bool):
             raise ValueError(f"decode_ahead: {self.decode_ahead!r} not allowed; allowed: true, "
                              "false")
+        if self.decode_kernel is not None and not isinstance(self.decode_kernel, bool):
+            raise ValueError(f"decode_kernel: {self.decode_kernel!r} not allowed; allowed: true, "
+                             "false, null (the schedule's default)")
         self.split_params()  # validates the decode knobs
 
     def split_params(self) -> SplitParams:
@@ -323,7 +332,8 @@ class HybridParametricPolicy(_HybridBase):
                                 prefill_block_m=self.prefill_block_m,
                                 min_prefill_split_tokens=self.min_prefill_split_tokens,
                                 decode_sm_share=float(self.decode_sm_share),
-                                decode_ahead=self.decode_ahead, notes={"policy": self.name})
+                                decode_ahead=self.decode_ahead,
+                                decode_kernel=self.decode_kernel, notes={"policy": self.name})
 
 
 # Buckets of a tuned hybrid heuristic (studies/hybrid_tune.py): decodes in the batch and prefill
@@ -337,7 +347,8 @@ CHUNK_BUCKETS = ((0, 0), (1, 1024), (1025, 4096), (4097, 1 << 36))
 # 1.2: `deferred_buckets` (buckets whose winner failed its held-out check; a reader of 1.1 sees
 # them as outside every bucket, which is what they mean), `validation`, and the knob
 # `decode_ahead` (kvtune before 1.2 refuses a bucket that names it).
-HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.2"
+# 1.3: the knob `decode_kernel` (kvtune before 1.3 refuses a bucket that names it).
+HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.3"
 
 
 def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, int] | None:

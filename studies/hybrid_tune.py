@@ -65,6 +65,10 @@ SPACE = {
     # The decode launch's page-ahead loop (two-launch schedules): 4-12% faster where few decode
     # programs run, 3-5% slower at 128 decodes (eighth session, call 2), so tuned per bucket.
     "decode_ahead": (False, True),
+    # Single-token decodes through kernels/decode.py instead of the hybrid kernel's items where
+    # both can run (serial, streams, colocated): beside a colocated fp8 prefill 1.14-1.47x
+    # faster with 32-128 decodes, 1.12-1.22x slower with 8-16 (thirteenth session, call 2).
+    "decode_kernel": (False, True),
 }
 
 
@@ -127,14 +131,17 @@ COLOCATED_START = {"schedule": "colocated", "prefill_block_m": 64, "ctas_per_sm"
 
 def start_points(bucket_cases, device) -> list[dict]:
     """Trials enqueued before the sampler's own, in this order: the co-located schedule with the
-    plain and the page-ahead decode loop, the serial schedule with the same decode knobs and the
+    plain and the page-ahead decode loop (the hybrid kernel's decode items, as colocated runs by
+    default), the serial schedule (its decodes through kernels/decode.py, its default) with the
+    same decode knobs and the
     128-row prefill tile (the decode split alone: on the H200 it gave the continuous mixes 1.67x
     of their 1.79x, ninth session call 3, without co-location's losses on the sweep), the
     two-stream schedule, and last the pod rule's knobs (its score is reported as
     pod_score_vs_serial). Knobs a start does not set are the sampler's."""
-    return [{**COLOCATED_START, "decode_ahead": False}, {**COLOCATED_START, "decode_ahead": True},
+    return [{**COLOCATED_START, "decode_ahead": False, "decode_kernel": False},
+            {**COLOCATED_START, "decode_ahead": True, "decode_kernel": False},
             {**COLOCATED_START, "schedule": "serial", "prefill_block_m": 128,
-             "decode_ahead": False},
+             "decode_ahead": False, "decode_kernel": True},
             {"schedule": "streams", "prefill_block_m": 128},
             pod_start_point(bucket_cases, device)]
 

@@ -531,3 +531,32 @@ def test_colocated_step_with_decodes_through_the_decode_kernel(ordered):
         out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
         assert relative_error(out, ref) < 2e-2
         assert int(launch.counter.abs().sum()) == 0
+
+
+def test_decode_kernel_plan_knob_reaches_the_launch():
+    """hybrid-parametric's decode_kernel (a tuned knob): True puts a colocated plan's decodes on
+    kernels/decode.py, False keeps a serial plan's as hybrid items, None is the schedule's
+    default; where decode.py cannot run (speculative decodes) the knob has no effect; the
+    result matches the reference either way; a non-bool is refused naming the field."""
+    from kvtune.kernels.hybrid import run_hybrid
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4, dtype="fp16")
+    q_lens, kv_lens = [1, 24, 1], [40, 50, 23]
+    cache = PagedKVCache.from_lengths(kv_lens, shape, dtype=torch.float16, seed=7)
+    q = make_hybrid_queries(q_lens, shape, dtype=torch.float16, seed=7)
+    ref = attention_reference(q, cache, q_lens)
+    for schedule, knob, want in (("colocated", True, True), ("colocated", None, False),
+                                 ("serial", False, False), ("serial", None, True)):
+        pol = policies.get("hybrid-parametric", schedule=schedule, prefill_block_m=64,
+                           decode_kernel=knob, **SPLITTY)
+        plan = pol.plan_hybrid(q_lens, kv_lens, shape, TOY)
+        assert plan.decode_kernel is knob and plan.summary()["decode_kernel"] is want
+        launch = prepare_hybrid(plan, cache, q_lens)
+        assert (launch.decode_kernel is not None) is want, (schedule, knob)
+        out = run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
+        assert relative_error(out, ref) < 2e-3
+    spec = policies.get("hybrid-parametric", schedule="serial", decode_kernel=True).plan_hybrid(
+        [3, 24], [40, 50], shape, TOY)
+    assert spec.summary()["decode_kernel"] is False
+    with pytest.raises(ValueError, match="decode_kernel"):
+        policies.get("hybrid-parametric", decode_kernel="yes")

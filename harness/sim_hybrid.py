@@ -12,9 +12,12 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
   (hbm_efficiency x datasheet) is split equally among all tasks still streaming, each capped
   (a capped task's unused share goes to the others: stream_rates): a decode item that runs the
   hybrid kernel's `_attend_task` loop (attend_task_decodes: all but the page-ahead ones of
-  partitioned beside prefill tiles and of plan.decode_ahead) at
+  partitioned beside prefill tiles and of plan.decode_ahead, and the decodes that run
+  kernels/decode.py itself, hybrid_plan.decodes_through_decode_kernel) at
   `decode_cta_rate_cap_bytes_per_s`, any other task at `cta_rate_cap_bytes_per_s` (decode.py's,
-  whose page-ahead configurations the page-ahead loop copies). A task progresses at 1 / max(FLOPs /
+  whose page-ahead configurations the page-ahead loop copies). On an fp8 cache, decodes through
+  decode.py stream at sim_model's `fp8_stream_efficiency`, the hybrid items at
+  `fp8_decode_efficiency`. A task progresses at 1 / max(FLOPs /
   compute, bytes / bandwidth); a decode task in a one-launch kernel (fused, sm-aware) that also
   holds prefill tiles gets `one_launch_decode_efficiency` x its share of the bandwidth, its cap
   kept (decode_scaled_rates).

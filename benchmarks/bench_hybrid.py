@@ -15,9 +15,11 @@ One invocation:
            every Triton case; their JIT is built by 3 background processes from the start), and
            prefill-alone / decode-alone (the two halves as their own batches, serial policy)
            whose max is the overlap bound;
-  parity   decode-only batches: the hybrid kernel against today's decode kernel
-           (kernels/decode.py) on the same decode plan; a prefill-only batch: the hybrid kernel
-           against FlashInfer's BatchPrefill (kvtune has no other prefill kernel).
+  parity   decode-only batches: the hybrid path against today's decode kernel
+           (kernels/decode.py) on the same decode plan (since the thirteenth session the hybrid
+           path runs single-token decodes through decode.py itself, so this measures its
+           wrapper); a prefill-only batch: the hybrid kernel against FlashInfer's BatchPrefill
+           (kvtune has no other prefill kernel).
 Every variant's output is checked against the float64 causal reference (NaN-poisoned output,
 relative error <= 2e-2) before it is timed; a failed check is recorded and never timed.
 Timer: CUDA events around one call, L2 flushed before each (outside the events), median of
@@ -585,8 +587,9 @@ def compiled_checks(device, spec, dry, log) -> list[dict]:
 
 def run_parity(batches, results, device, dtype, spec, timer, have_fi, over_budget, log,
                save) -> None:
-    """Decode-only: the hybrid kernel against kernels/decode.py on the same decode plan.
-    Prefill-only: the hybrid kernel against FlashInfer's BatchPrefill."""
+    """Decode-only: the hybrid path (decode.py's launch through run_hybrid) against
+    kernels/decode.py on the same decode plan. Prefill-only: the hybrid kernel against
+    FlashInfer's BatchPrefill."""
     for kind, pb in batches:
         if over_budget():
             results["skipped"].append(f"parity {kind} B{pb.batch_size}")

@@ -53,7 +53,7 @@ if "--dry-run" in sys.argv:
 
 import torch  # noqa: E402
 
-from bench_hybrid import (BatchData, EventTimer, WallTimer, checked,  # noqa: E402
+from bench_hybrid import (BatchData, EventTimer, WallTimer, check_launch,  # noqa: E402
                           copy_bandwidth, dry_cases, geomean, time_launch)
 from kvtune.kernels import policies  # noqa: E402
 from kvtune.kernels.hybrid import (has_programmatic_launch, prepare_hybrid,  # noqa: E402
@@ -80,14 +80,6 @@ def launches(data: BatchData, spec, heuristic: str | None) -> dict:
     if heuristic:
         out["heuristic"] = prep("hybrid-tuned", path=heuristic)
     return out
-
-
-def check_keep(launch, data: BatchData) -> tuple[dict, torch.Tensor]:
-    """bench_hybrid.py's check_launch ({ok, rel_error, message}: one run into a NaN-filled
-    output against the float64 reference), and the output it checked: the replays' reference."""
-    out = torch.full_like(data.q, float("nan"))
-    ok, err, msg = checked(lambda: run_hybrid(launch, data.q, data.cache, out=out), data.ref)
-    return {"ok": ok, "rel_error": err, "message": msg}, out
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -180,8 +172,8 @@ def run_case(case, device, dtype, spec, timer, rounds, heuristic, replays=0) -> 
     refs = {}
     for name, launch in lch.items():
         print(f"  check {name}", flush=True)  # where a hung launch stopped, in the log
-        row, refs[name] = check_keep(launch, data)
-        entry["variants"][name] = {**row, "rounds": []}
+        refs[name] = torch.empty_like(data.q)  # the checked output: the replays' reference
+        entry["variants"][name] = {**check_launch(launch, data, out=refs[name]), "rounds": []}
     for name, launch in lch.items():
         if replays and entry["variants"][name]["ok"]:
             print(f"  replay {name}", flush=True)

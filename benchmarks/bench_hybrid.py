@@ -170,12 +170,13 @@ def checked(out_fn, ref) -> tuple[bool, float, str]:
     return ok, err, "" if ok else f"rel error {err:.3e}"
 
 
-def check_launch(launch, data: BatchData) -> dict:
+def check_launch(launch, data: BatchData, out: torch.Tensor | None = None) -> dict:
     """{ok, rel_error, message, decode_kernel}: one run of a HybridLaunch on data, written into a
-    NaN-filled output, against the float64 reference; decode_kernel: whether its decodes ran
+    NaN-filled output (`out`, filled here, where the caller keeps the checked output; else a new
+    one), against the float64 reference; decode_kernel: whether its decodes ran
     kernels/decode.py (the simulator's fit reads it)."""
-    ok, err, msg = checked(lambda: run_hybrid(launch, data.q, data.cache,
-                                              out=torch.full_like(data.q, float("nan"))), data.ref)
+    out = torch.full_like(data.q, float("nan")) if out is None else out.fill_(float("nan"))
+    ok, err, msg = checked(lambda: run_hybrid(launch, data.q, data.cache, out=out), data.ref)
     return {"ok": ok, "rel_error": err, "message": msg,
             "decode_kernel": launch.decode_kernel is not None}
 

@@ -223,9 +223,9 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     kernels/hybrid_plan.py `widened_prefill_pages`; False: the tiles widen where they load).
     decode_kernel: whether single-token decodes run kernels/decode.py (None: as the kernel
     decides, hybrid_plan.decodes_through_decode_kernel; False: the hybrid kernel's items, as
-    every step ran before the twelfth session's last commit; True is taken only where the kernel
-    could)."""
-    via_decode_kernel = decodes_through_decode_kernel(plan) and decode_kernel is not False
+    every step ran before commit 73208f6 of the thirteenth session; True: decode.py wherever
+    hybrid_plan.decode_kernel_allowed, as prepare_hybrid(decode_kernel=True) runs it)."""
+    via_decode_kernel = decodes_through_decode_kernel(plan, decode_kernel)
     widen_pages = widened_prefill_pages(plan, shape) if widen_prefill is not False else 0
     kind, flops, nbytes, rows = hybrid_tasks(plan, shape, widen_pages)
     if shape.kv_is_fp8:  # the fp8 terms: slower per byte, so priced as more bytes / more math
@@ -392,7 +392,7 @@ def attend_task_decodes(plan: HybridPlan, decode_kernel: bool | None = None) -> 
     beside prefill tiles never (its persistent decode grid
     is page-ahead); any other decode launch unless the plan asks for page-ahead
     (HybridPlan.decode_ahead)."""
-    if decode_kernel if decode_kernel is not None else decodes_through_decode_kernel(plan):
+    if decodes_through_decode_kernel(plan, decode_kernel):
         return False  # kernels/decode.py's own launch
     if plan.schedule in ONE_LAUNCH:
         return True

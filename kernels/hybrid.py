@@ -630,12 +630,10 @@ def prefill_pages(plan: HybridPlan, cache: PagedKVCache) -> PrefillPages | None:
                 or pages.stride(0) != cache.k_pages.stride(0):
             return None
     reqs = np.unique(plan.tile_request)
-    indptr = cache.page_indptr.cpu().numpy().astype(np.int64)
-    counts = np.zeros(indptr.size - 1, dtype=np.int64)
-    counts[reqs] = indptr[reqs + 1] - indptr[reqs]
+    prefills = cache.subset(reqs)  # their page ids, in request then token order
+    counts = np.zeros(cache.batch_size, dtype=np.int64)
+    counts[reqs] = np.diff(prefills.page_indptr.cpu().numpy())
     n = int(counts.sum())
-    indices = cache.page_indices.cpu().numpy()
-    src = np.concatenate([indices[indptr[r]:indptr[r + 1]] for r in reqs])
     device = cache.device
     copy_shape = (n, shape.page_size, shape.num_kv_heads, shape.head_dim)
 
@@ -645,7 +643,7 @@ def prefill_pages(plan: HybridPlan, cache: PagedKVCache) -> PrefillPages | None:
         k=torch.empty(copy_shape, dtype=cache.dtype, device=device),
         v=torch.empty(copy_shape, dtype=cache.dtype, device=device),
         page_indptr=dev(np.concatenate(([0], np.cumsum(counts)))),
-        page_indices=dev(np.arange(n)), src_pages=dev(src))
+        page_indices=dev(np.arange(n)), src_pages=prefills.page_indices)
 
 
 @dataclass(frozen=True, eq=False)
@@ -700,11 +698,11 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
     q_len 1 and a schedule whose decodes launch on their own (hybrid_plan.decode_kernel_allowed:
     serial, streams, colocated, or no prefill).
     """
-    use_dk = decodes_through_decode_kernel(plan) if decode_kernel is None else bool(decode_kernel)
-    if use_dk and not decode_kernel_allowed(plan):
+    if decode_kernel and not decode_kernel_allowed(plan):
         raise ValueError("decode_kernel: True needs decodes of q_len 1 in a serial, streams or "
                          "colocated schedule or a batch without prefill; allowed here: False or "
                          "None")
+    use_dk = decodes_through_decode_kernel(plan, decode_kernel)
     shape = cache.shape
     if q_lens is not None and not np.array_equal(np.asarray(q_lens, dtype=np.int64), plan.q_lens):
         raise ValueError("q_lens: differ from the plan's q_lens (a plan of another batch)")

@@ -235,13 +235,14 @@ def decode_kernel_allowed(plan: HybridPlan) -> bool:
         or plan.num_prefill_tiles == 0
 
 
-def decodes_through_decode_kernel(plan: HybridPlan) -> bool:
+def decodes_through_decode_kernel(plan: HybridPlan, override: bool | None = None) -> bool:
     """Whether kernels/hybrid.py runs the plan's decodes as kernels/decode.py's own launch (the
     decode plan's schedule, tuned configuration, page-ahead and fp8 loops, its merge) instead of
     the hybrid kernel's decode items: every decode has q_len 1 (decode.py packs one query token per
     request) and the decodes have a launch of their own that is not meant to share SMs: a serial
     or streams schedule, or a batch without prefill tiles (any schedule). A plan's decode_kernel
-    (True / False) overrides that default wherever decode_kernel_allowed.
+    (True / False) overrides that default wherever decode_kernel_allowed, and `override` (a
+    caller's: kernels/hybrid.py prepare_hybrid, the simulator) overrides both.
 
     Why: a decode-only batch then runs exactly today's decode kernel, and fp8 decodes keep
     decode.py's fp8 loops (the hybrid item streamed e4m3 no faster per token than 16-bit pages,
@@ -249,6 +250,8 @@ def decodes_through_decode_kernel(plan: HybridPlan) -> bool:
     the persistent grid is what those schedules were measured and tuned with."""
     if not decode_kernel_allowed(plan):
         return False
+    if override is not None:
+        return bool(override)
     if plan.decode_kernel is not None:  # the plan's knob (hybrid-parametric, a tuned bucket)
         return bool(plan.decode_kernel)
     return plan.schedule in DECODE_KERNEL_SCHEDULES or plan.num_prefill_tiles == 0

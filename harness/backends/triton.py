@@ -247,12 +247,7 @@ class TritonBackend:
             self._batches.move_to_end(key)
             return cached
         need = batch_need_bytes(batch)
-        budget = self._cache_budget_bytes()
-        while self._batches and self._used_bytes() + batch_held_bytes(batch) > budget:
-            self._batches.popitem(last=False)  # free before allocating the next
-            self._launches.clear()  # a prepared launch may hold the evicted batch's tensors
-            self._verified.clear()
-            self._empty_cache()
+        self._make_room(batch_held_bytes(batch))
         if self.torch_device == "cuda":
             check_fit(_batch_label(batch), need, self._available_bytes())
         from kvtune.kernels.paged import PagedKVCache, make_queries
@@ -265,6 +260,19 @@ class TritonBackend:
         inputs = _BatchInputs(key=key, cache=cache, q=q, ref=ref)
         self._batches[key] = inputs
         return inputs
+
+    def _make_room(self, nbytes: int) -> None:
+        """Evict cached batches, oldest first, until one of `nbytes` more fits the cache budget
+        (decode and hybrid batches alike). A prepared launch holds its batch's tensors (a hybrid
+        launch the decodes' view of the cache's pages), so the launches and verifications go
+        with them: kept, they held every evicted batch of a hybrid tune's validation alive and
+        ran an H100 out of memory (docs/PERFORMANCE.md, thirteenth session, call 4)."""
+        budget = self._cache_budget_bytes()
+        while self._batches and self._used_bytes() + nbytes > budget:
+            self._batches.popitem(last=False)  # free before allocating the next
+            self._launches.clear()
+            self._verified.clear()
+            self._empty_cache()
 
     def _cache_budget_bytes(self) -> int:
         """Device bytes the cached batches may hold: a CACHE_SHARE-th of the GPU's memory (the

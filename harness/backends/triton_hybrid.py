@@ -30,17 +30,7 @@ def batch_inputs(backend, batch: AttentionBatch):
     if cached is not None:
         backend._batches.move_to_end(key)
         return cached
-    budget = backend._cache_budget_bytes()
-    # As the decode path (TritonBackend._batch_inputs): count what the allocator holds, and drop
-    # the prepared launches and verifications with an evicted batch: a HybridLaunch keeps its
-    # batch's tensors alive (the decodes' page-table view shares the cache's pages), and an
-    # H100's 80 GB ran out in a hybrid tune's validation when they were kept (docs/PERFORMANCE.md,
-    # thirteenth session, call 4).
-    while backend._batches and backend._used_bytes() + batch.min_bytes > budget:
-        backend._batches.popitem(last=False)
-        backend._launches.clear()
-        backend._verified.clear()
-        backend._empty_cache()
+    backend._make_room(batch.min_bytes)
     from kvtune.kernels.hybrid import make_hybrid_queries
     from kvtune.kernels.paged import PagedKVCache
     from kvtune.kernels.reference import attention_reference

@@ -43,6 +43,7 @@ from kvtune.kernels.plan import (
     DeviceSpec,
     Plan,
     SplitParams,
+    check_shape,
     as_kv_lens,
 )
 from kvtune.kernels.policy_common import PolicyBase, check_choice, check_int
@@ -368,7 +369,8 @@ class HybridTunedPolicy(_HybridBase):
     bucket of it (in a deferred bucket, or in none) is planned as the engine plans it:
     `hybrid-serial` (prefill launch, then the decodes under FlashInfer's rule). So is a batch
     without a decode, whatever the file's ranges say (files before the tenth session had a
-    0-decode bucket edge; see DECODE_BUCKETS)."""
+    0-decode bucket edge; see DECODE_BUCKETS). A shape other than the file's (heads, head_dim,
+    page, query or KV dtype) is refused, naming the field, as a decode heuristic refuses it."""
 
     path: str = ""
     name: ClassVar[str] = "hybrid-tuned"
@@ -378,10 +380,13 @@ class HybridTunedPolicy(_HybridBase):
             self._buckets()
 
     def _buckets(self) -> list:
-        return _load_buckets(self.path)
+        return _load_buckets(self.path)[1]
 
     def plan_hybrid(self, q_lens, kv_lens, shape: AttentionShape,
                     device: DeviceSpec) -> HybridPlan:
+        tuned_for = _load_buckets(self.path)[0] if self.path else None
+        if tuned_for:  # every tune writes it; a hand-made file may leave it out
+            check_shape(tuned_for, shape)
         q, kv = check_lengths(q_lens, kv_lens)
         dec = int((q <= MAX_DECODE_Q_LEN).sum())
         pre = int(q[q > MAX_DECODE_Q_LEN].sum())
@@ -392,10 +397,11 @@ class HybridTunedPolicy(_HybridBase):
 
 
 @functools.lru_cache(maxsize=16)
-def _load_buckets(path: str) -> list:
-    """[((min_decodes, max_decodes, min_prefill, max_prefill), HybridParametricPolicy)] of the
-    shipped buckets of a hybrid_heuristic.json (`deferred_buckets` are not read: they plan as
-    the engine does); ValueError naming `path` for an unreadable or foreign file."""
+def _load_buckets(path: str) -> tuple[dict, list]:
+    """(the file's shape dict or None, [((min_decodes, max_decodes, min_prefill, max_prefill),
+    HybridParametricPolicy)] of the shipped buckets) of a hybrid_heuristic.json
+    (`deferred_buckets` are not read: they plan as the engine does); ValueError naming `path`
+    for an unreadable or foreign file."""
     import json
 
     try:
@@ -410,7 +416,7 @@ def _load_buckets(path: str) -> list:
         pol = HybridParametricPolicy(**b["params"])  # validates every knob
         out.append(((b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"],
                      b["max_prefill_tokens"]), pol))
-    return out
+    return doc.get("shape"), out
 
 
 HYBRID_POLICIES = (HybridSerialPolicy, HybridStreamsPolicy, HybridFusedPolicy,

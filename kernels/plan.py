@@ -437,6 +437,36 @@ def _check_int(name: str, value, lo: int, hi: int) -> None:
         raise ValueError(f"{name}: {value} out of range; allowed: {lo}..{hi}")
 
 
+# The fields of a shape a tuned file (a decode heuristic, a hybrid heuristic) is tied to.
+SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype", "kv_dtype")
+
+
+def _as_shape_dict(shape) -> dict:
+    if isinstance(shape, AttentionShape):
+        return shape.to_dict()
+    if isinstance(shape, dict):
+        return dict(shape)
+    raise ValueError(f"shape: {shape!r} is not an AttentionShape")
+
+
+def check_shape(file_shape: dict, shape=None, dtype: str | None = None) -> None:
+    """ValueError naming the field when the shape/dtype asked for differs from `file_shape`, the
+    shape a tuned file (decode or hybrid heuristic) was tuned for."""
+    asked = _as_shape_dict(shape) if shape is not None else {}
+    if dtype is not None:
+        asked["dtype"] = dtype
+    # The file says its KV type; a file without kv_dtype (before fp8) was tuned on a cache of
+    # its query type, and loading it for another KV type is refused like any other field.
+    file_shape = {**file_shape, "kv_dtype": file_shape.get("kv_dtype") or file_shape["dtype"]}
+    if "kv_dtype" in asked and asked["kv_dtype"] is None:
+        asked["kv_dtype"] = asked.get("dtype", file_shape["dtype"])
+    for key in SHAPE_FIELDS:
+        if key in asked and asked[key] != file_shape[key]:
+            raise ValueError(f"shape.{key}: the heuristic was tuned for {file_shape[key]!r}, "
+                             f"asked to plan for {asked[key]!r}; allowed: {file_shape[key]!r} "
+                             "(tune and export for this shape)")
+
+
 __all__ = [
     "AttentionShape",
     "DTYPE_BYTES",
@@ -455,4 +485,6 @@ __all__ = [
     "as_kv_lens",
     "validate_plan",
     "ceil_div",
+    "SHAPE_FIELDS",
+    "check_shape",
 ]

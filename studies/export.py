@@ -35,7 +35,8 @@ from typing import ClassVar
 from kvtune.harness.redact import redact_url
 from kvtune.kernels import tuned_planner
 from kvtune.kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, BucketedPolicy
-from kvtune.kernels.plan import MAX_KV_LEN_TOKENS, AttentionShape, DeviceSpec, SplitParams
+from kvtune.kernels.plan import (MAX_KV_LEN_TOKENS, SHAPE_FIELDS, AttentionShape, DeviceSpec,
+                                 SplitParams, check_shape)
 from kvtune.kernels.tuned_planner import (
     MAX_FILE_BYTES,
     check_document,
@@ -63,7 +64,6 @@ SCHEMA_VERSION = "1.4"
 REGRESSION_LIMIT = 1.02
 SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
 DEFAULT_STORAGE = "sqlite:///results/optuna.db"
-SHAPE_FIELDS = ("num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype", "kv_dtype")
 
 
 # --------------------------------------------------------------------------- credentials
@@ -589,30 +589,6 @@ def validate_document(doc) -> dict:
                 raise ValueError(f"evidence[{i}].{key}: {evidence[key]} does not match "
                                  f"buckets[{i}].{key} {bucket[key]}")
     return doc
-
-
-def _as_shape_dict(shape) -> dict:
-    if isinstance(shape, AttentionShape):
-        return shape.to_dict()
-    if isinstance(shape, dict):
-        return dict(shape)
-    raise ValueError(f"shape: {shape!r} is not an AttentionShape")
-
-
-def check_shape(file_shape: dict, shape=None, dtype: str | None = None) -> None:
-    """ValueError naming the field when the shape/dtype asked for differs from the file's."""
-    asked = _as_shape_dict(shape) if shape is not None else {}
-    if dtype is not None:
-        asked["dtype"] = dtype
-    # The file says its KV type; a file without kv_dtype (before fp8) was tuned on a cache of
-    # its query type, and loading it for another KV type is refused like any other field.
-    file_shape = {**file_shape, "kv_dtype": file_shape.get("kv_dtype") or file_shape["dtype"]}
-    if "kv_dtype" in asked and asked["kv_dtype"] is None:
-        asked["kv_dtype"] = asked.get("dtype", file_shape["dtype"])
-    for key in SHAPE_FIELDS:
-        if key in asked and asked[key] != file_shape[key]:
-            raise ValueError(f"shape.{key}: the heuristic was tuned for {file_shape[key]!r}, asked to plan "
-                             f"for {asked[key]!r}; allowed: {file_shape[key]!r} (tune and export for this shape)")
 
 
 @dataclass(frozen=True, eq=False)

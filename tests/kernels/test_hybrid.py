@@ -560,3 +560,18 @@ def test_decode_kernel_plan_knob_reaches_the_launch():
     assert spec.summary()["decode_kernel"] is False
     with pytest.raises(ValueError, match="decode_kernel"):
         policies.get("hybrid-parametric", decode_kernel="yes")
+
+
+def test_hybrid_tuned_file_refuses_another_shape_naming_the_field():
+    """A hybrid heuristic plans only the shape it was tuned for (as a decode heuristic): the
+    H100 file (llama3-8b, bf16 pages) refuses fp8 pages and another head_dim, naming the field,
+    and plans its own shape."""
+    path = "benchmarks/gpu_calls/s13_hybrid_heuristic_h100.json"
+    pol = policies.get("hybrid-tuned", path=path)
+    h100 = DeviceSpec("h100", sm_count=132, l2_bytes=0, hbm_bytes_per_s=3.35e12)
+    q_lens, kv_lens = [1] * 32 + [2048], [8192] * 32 + [10240]
+    assert pol.plan_hybrid(q_lens, kv_lens, AttentionShape(), h100).schedule == "colocated"
+    with pytest.raises(ValueError, match=r"shape\.kv_dtype: .*'bf16'.*'fp8_e4m3'"):
+        pol.plan_hybrid(q_lens, kv_lens, AttentionShape(kv_dtype="fp8_e4m3"), h100)
+    with pytest.raises(ValueError, match=r"shape\.head_dim"):
+        pol.plan_hybrid(q_lens, kv_lens, AttentionShape(head_dim=64), h100)

@@ -13,7 +13,11 @@ interleaved over --rounds rounds:
                 before the thirteenth session);
   ordered       the same with HybridConfig.ordered_launch on where the GPU has programmatic
                 dependent launch (the default since; the two-stream path elsewhere);
-  heuristic     `hybrid-tuned` with --heuristic (optional), as it runs by default.
+  heuristic     `hybrid-tuned` with --heuristic (optional), as it runs by default;
+  ordered-pS    (--shares S,...) ordered with a persistent prefill grid of round(S x sm_count)
+                programs instead of one per SM (S in (0, 1]): the decode grid then has whole
+                SMs on the rest until the tail (one program per SM) joins; a probe for a
+                prefill share by the decode part's weight, as POD's proportional policy.
 Every variant is checked against the float64 reference before it is timed. Timer: bench_hybrid.py's
 CUDA-event pairs, L2 flushed before each, median of --reps per round; the spread across rounds
 (max / min of the round medians) and p90 / p10 within them show a bimodal step.
@@ -64,8 +68,8 @@ VARIANTS = ("serial", "two-streams", "ordered", "heuristic")
 DRY_REPLAYS = 2  # --dry-run runs at most this many replays (each is a run under the interpreter)
 
 
-def launches(data: BatchData, spec, heuristic: str | None) -> dict:
-    """The HybridLaunch of every variant for one batch."""
+def launches(data: BatchData, spec, heuristic: str | None, shares=()) -> dict:
+    """The HybridLaunch of every variant for one batch (shares: the ordered-pS probes)."""
     b = data.batch
 
     def prep(name, **kw):
@@ -79,6 +83,10 @@ def launches(data: BatchData, spec, heuristic: str | None) -> dict:
                col.config, ordered_launch=has_programmatic_launch(data.cache.device)))}
     if heuristic:
         out["heuristic"] = prep("hybrid-tuned", path=heuristic)
+    for share in shares:
+        programs = max(1, round(share * spec.sm_count))
+        out[f"ordered-p{share:g}"] = dataclasses.replace(col, config=dataclasses.replace(
+            out["ordered"].config, persistent_prefill_programs=programs))
     return out
 
 
@@ -164,9 +172,9 @@ def add_replays(row: dict, name: str, launch, data: BatchData, ref_out: torch.Te
           f"{r['counter_zero']}", flush=True)
 
 
-def run_case(case, device, dtype, spec, timer, rounds, heuristic, replays=0) -> dict:
+def run_case(case, device, dtype, spec, timer, rounds, heuristic, replays=0, shares=()) -> dict:
     data = BatchData(case.batch(), device, dtype)
-    lch = launches(data, spec, heuristic)
+    lch = launches(data, spec, heuristic, shares)
     entry = {"case_id": case.case_id, "ordered_launch": lch["ordered"].config.ordered_launch,
              "variants": {}}
     refs = {}
@@ -196,7 +204,9 @@ def summarize(cases: list[dict]) -> dict:
     def us(c, name):
         return c["variants"].get(name, {}).get("median_us")
     s = {"cases": len(cases)}
-    for name in VARIANTS[1:]:
+    names = list(VARIANTS[1:]) + sorted({n for c in cases for n in c["variants"]
+                                         if n not in VARIANTS})
+    for name in names:
         sp = [us(c, "serial") / us(c, name) for c in cases if us(c, name) and us(c, "serial")]
         if sp:
             s[f"{name}_over_serial_geomean"] = geomean(sp)
@@ -230,9 +240,32 @@ def markdown(results: dict) -> str:
         lines.append(f"| {c['case_id']} | {cell('serial', False)} | {cell('two-streams')} | "
                      f"{cell('ordered')} | {cell('heuristic', False)} | {s / t:.3f} | "
                      f"{s / o:.3f} |")
+    lines += share_markdown(results)
     lines += replay_markdown(results)
     lines += ["", json.dumps(results["summary"], default=float)]
     return "\n".join(lines) + "\n"
+
+
+def share_markdown(results: dict) -> list[str]:
+    """serial / variant per case for the ordered-pS probes (no lines without --shares)."""
+    names = sorted({n for c in results["cases"] for n in c["variants"] if n not in VARIANTS})
+    if not names:
+        return []
+    lines = ["", "Persistent prefill share (serial / variant; round spread in parentheses):", "",
+             "| case | ordered | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for c in results["cases"]:
+        v = c["variants"]
+        s = v["serial"].get("median_us", math.nan)
+
+        def cell(name):
+            r = v.get(name, {})
+            if not r.get("median_us"):
+                return "-" if name not in v else "not ok"
+            return f"{s / r['median_us']:.3f} ({r['round_spread']:.2f})"
+        lines.append(f"| {c['case_id']} | {cell('ordered')} | "
+                     + " | ".join(cell(n) for n in names) + " |")
+    return lines
 
 
 def replay_markdown(results: dict) -> list[str]:
@@ -265,10 +298,20 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-cases", type=int, default=0)
     ap.add_argument("--max-cases", type=int, default=36)
     ap.add_argument("--heuristic", metavar="FILE", default=None)
+    ap.add_argument("--shares", default="", metavar="S,...",
+                    help="ordered-pS variants: persistent prefill programs = S x SMs, S in (0, 1]")
     ap.add_argument("--replays", type=int, default=0, metavar="N",
                     help="replays of each checked variant before timing (0: off; at most "
                          f"{DRY_REPLAYS} with --dry-run)")
     args = ap.parse_args(argv)
+    try:
+        shares = tuple(float(x) for x in args.shares.split(",") if x.strip())
+    except ValueError:
+        shares = (-1.0,)
+    if any(not 0 < x <= 1 for x in shares):
+        print(f"bench_colocated_order: error: --shares must be numbers in (0, 1], got "
+              f"{args.shares!r}", file=sys.stderr)
+        return 2
     if args.rounds < 1 or args.skip_cases < 0 or args.max_cases < 1 or args.replays < 0:
         print("bench_colocated_order: error: --rounds / --max-cases must be >= 1, --skip-cases "
               "/ --replays >= 0", file=sys.stderr)
@@ -309,7 +352,7 @@ def main(argv=None) -> int:
             continue
         try:
             results["cases"].append(run_case(case, device, dtype, spec, timer, args.rounds,
-                                             args.heuristic, replays))
+                                             args.heuristic, replays, shares))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             results["cases"].append({"case_id": case.case_id, "variants": {},
                                      "error": f"{type(exc).__name__}: {exc}"})

@@ -14,7 +14,10 @@ fraction of the copy bandwidth measured in the same process.
     PYTHONPATH=/tmp/site python3 benchmarks/profile_decode.py --shape llama3-8b \
         --kv-dtype fp8_e4m3 --dist uniform --batch 64 --chunk 2048 [--config bn128-w4-s3-pa] \
         [--iters 4] [--time]
-Prints one JSON line (case, config, error, and the timing with --time).
+Prints one JSON line (case, config, error, and the timing with --time). With --time
+--split-cost the row also has stage 1 alone (the same launch with no merge) and the merge alone
+(stage 2 over stage 1's partials), each the median of 30 event pairs with the L2 flushed: where a
+split plan's time goes beyond the bytes it reads.
 
     ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
 times several configurations on the same case in one process, each twice: through the Triton
@@ -28,6 +31,8 @@ the matrix's balanced-2x chunk (about two programs per SM).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import math
 import sys
@@ -36,6 +41,7 @@ import torch
 
 from kvtune.kernels.decode import default_config, prepare_decode, run_decode
 from kvtune.kernels.decode_config import KernelConfig
+from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.paged import PagedKVCache, make_queries
 from kvtune.kernels.reference import decode_reference, relative_error
 from kvtune.workloads.distributions import fixed_total_kv_lens
@@ -130,6 +136,22 @@ def sweep(args) -> int:
     return 0
 
 
+def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dict:
+    """Stage 1 alone (the launch without its merge requests: split rows still go to the
+    partials) and the merge alone, in us, and stage 1's fraction of copy."""
+    stage1 = dataclasses.replace(launch, merge_requests=launch.merge_requests[:0])
+    t1 = timer(lambda: run_decode(stage1, q, cache, out=out))
+    row = {"stage1_us": t1["median_us"],
+           "stage1_fraction_of_copy": nbytes / (t1["median_us"] * 1e-6) / ceiling,
+           "split_requests": int(launch.merge_requests.shape[0])}
+    if row["split_requests"]:
+        t2 = timer(functools.partial(launch_merge, launch.partial_out, launch.partial_lse,
+                                     launch.merge_requests, launch.merge_row0,
+                                     launch.merge_count, out))
+        row["merge_us"] = t2["median_us"]
+    return row
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="llama3-8b")
@@ -146,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --configs: FlashInfer's decode on the same plan as the baseline")
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--split-cost", action="store_true",
+                    help="with --time: stage 1 alone and the merge alone, too")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--settle-s", type=float, default=0.0,
                     help="--configs: first wait up to this long for a quiet machine (the guard's "
@@ -196,6 +220,8 @@ def main(argv=None) -> int:
                    copy_bytes_per_s=ceiling,
                    fraction_of_copy=nbytes / (t["median_us"] * 1e-6) / ceiling,
                    gpu=torch.cuda.get_device_name(0))
+        if args.split_cost:
+            row.update(split_cost(launch, q, cache, out, timer, nbytes, ceiling))
     print(json.dumps(row))
     return 0
 

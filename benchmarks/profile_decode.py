@@ -41,6 +41,7 @@ import torch
 
 from kvtune.kernels.decode import default_config, prepare_decode, run_decode
 from kvtune.kernels.decode_config import KernelConfig
+from kvtune.kernels import merge as merge_mod
 from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.paged import PagedKVCache, make_queries
 from kvtune.kernels.reference import decode_reference, relative_error
@@ -149,7 +150,31 @@ def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dic
                                      launch.merge_requests, launch.merge_row0,
                                      launch.merge_count, out))
         row["merge_us"] = t2["median_us"]
+        ref = out.clone()
+        for block_s, warps, stages in MERGE_VARIANTS:
+            # Another block of rows may round differently, so it is checked against the
+            # product's merge to a tolerance, not bitwise.
+            fn = functools.partial(merge_variant, launch, out, block_s, warps, stages)
+            fn()
+            err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            t = timer(fn)
+            row[f"merge_s{block_s}_w{warps}_st{stages}"] = {"us": t["median_us"], "vs_product": err}
+        out.copy_(ref)
     return row
+
+
+# (rows per step, warps, pipeline stages) of other merge configurations timed beside the
+# product's: 64 / 4 / 1 is the merge before the fourteenth session.
+MERGE_VARIANTS = ((64, 4, 1), (16, 4, 2), (16, 2, 1))
+
+
+def merge_variant(launch, out, block_s: int, warps: int, stages: int) -> None:
+    """kernels/merge.py's kernel with another block of rows, warp count and pipeline depth."""
+    num_qo_heads, head_dim = launch.partial_out.shape[1], launch.partial_out.shape[2]
+    merge_mod._merge_kernel[(launch.merge_requests.shape[0], num_qo_heads)](
+        launch.partial_out, launch.partial_lse, launch.merge_requests, launch.merge_row0,
+        launch.merge_count, out, out.stride(0), out.stride(1), NUM_QO_HEADS=num_qo_heads,
+        HEAD_DIM=head_dim, BLOCK_S=block_s, STAGES=stages, num_warps=warps)
 
 
 def build_parser() -> argparse.ArgumentParser:

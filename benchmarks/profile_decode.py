@@ -151,30 +151,32 @@ def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dic
                                      launch.merge_count, out))
         row["merge_us"] = t2["median_us"]
         ref = out.clone()
-        for block_s, warps, stages in MERGE_VARIANTS:
+        for block_s, warps in MERGE_VARIANTS:
             # Another block of rows may round differently, so it is checked against the
             # product's merge to a tolerance, not bitwise.
-            fn = functools.partial(merge_variant, launch, out, block_s, warps, stages)
+            fn = functools.partial(merge_variant, launch, out, block_s, warps)
             fn()
             err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
             t = timer(fn)
-            row[f"merge_s{block_s}_w{warps}_st{stages}"] = {"us": t["median_us"], "vs_product": err}
+            row[f"merge_s{block_s}_w{warps}"] = {"us": t["median_us"], "vs_product": err}
         out.copy_(ref)
     return row
 
 
-# (rows per step, warps, pipeline stages) of other merge configurations timed beside the
-# product's: 64 / 4 / 1 is the merge before the fourteenth session.
-MERGE_VARIANTS = ((64, 4, 1), (16, 4, 2), (16, 2, 1))
+# (rows per step, warps) of other merge configurations timed beside the product's (64 rows at
+# head_dim <= 128, 4 warps). Fourteenth session, H100: 16 rows at 2 warps (56 registers, all
+# programs resident) merged 256 two-way splits in 7.6 us against 15.0, but a request split
+# 100 ways in 22.5 us against 11.3 (docs/PERFORMANCE.md).
+MERGE_VARIANTS = ((16, 2), (16, 4), (32, 2))
 
 
-def merge_variant(launch, out, block_s: int, warps: int, stages: int) -> None:
-    """kernels/merge.py's kernel with another block of rows, warp count and pipeline depth."""
+def merge_variant(launch, out, block_s: int, warps: int) -> None:
+    """kernels/merge.py's kernel with another block of rows and warp count."""
     num_qo_heads, head_dim = launch.partial_out.shape[1], launch.partial_out.shape[2]
     merge_mod._merge_kernel[(launch.merge_requests.shape[0], num_qo_heads)](
         launch.partial_out, launch.partial_lse, launch.merge_requests, launch.merge_row0,
         launch.merge_count, out, out.stride(0), out.stride(1), NUM_QO_HEADS=num_qo_heads,
-        HEAD_DIM=head_dim, BLOCK_S=block_s, STAGES=stages, num_warps=warps)
+        HEAD_DIM=head_dim, BLOCK_S=block_s, num_warps=warps)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,25 +18,13 @@ from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-# Two warps and a [BLOCK_S, head_dim] tile of 2048 float32 (32 per thread): about 56 registers
-# in a local sm_90 compile, so every program of a merge over a few hundred split requests is
-# resident at once. The merge is latency-bound (three dependent round trips to memory per program:
-# the request's row range, its partial rows, the store); with a 64 x 128 tile at 4 warps (128
-# registers, 4 programs per SM) the 2048 programs of llama3-70b-tp8 at B=256 ran in four waves and
-# the merge alone took 14.7 us on an H100, 19-28% of the step (docs/PERFORMANCE.md, fourteenth
-# session).
-MERGE_NUM_WARPS = 2
-MERGE_TILE_ELEMENTS = 2048
-# Blocks of partial rows in flight per program (the loop's software pipeline): a request split
-# into more than BLOCK_S rows loads the next block while it folds in the current one.
-MERGE_STAGES = 2
+MERGE_NUM_WARPS = 4
 
 
 def merge_block_splits(head_dim: int) -> int:
-    """Splits merged per step: 32 at head_dim 64, 16 at 128, 8 at 256 (a [BLOCK_S, head_dim]
-    float32 tile of MERGE_TILE_ELEMENTS). Fixed per head_dim, so the reduction order never depends
-    on the batch."""
-    return max(8, MERGE_TILE_ELEMENTS // head_dim)
+    """Splits merged per step: 64 up to head_dim 128, 32 at 256 (a [BLOCK_S, head_dim] float32
+    tile in registers). Fixed per head_dim, so the reduction order never depends on the batch."""
+    return max(16, min(64, 8192 // head_dim))
 
 
 @triton.jit
@@ -44,7 +32,6 @@ def _merge_kernel(
     part_o_ptr, part_lse_ptr, requests_ptr, row0_ptr, count_ptr, out_ptr,
     stride_o_b, stride_o_h,
     NUM_QO_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
-    STAGES: tl.constexpr,
 ):
     r = tl.program_id(0)
     h = tl.program_id(1)
@@ -55,12 +42,11 @@ def _merge_kernel(
     offs_d = tl.arange(0, HEAD_DIM)
 
     # One pass with a running max: the lse and partial loads of a block go out together, so a
-    # request with up to BLOCK_S splits costs one round trip to memory, and the pipeline keeps
-    # the next block's loads in flight for longer ones.
+    # request with up to BLOCK_S splits costs one round trip to memory.
     m = tl.max(tl.full([BLOCK_S], float("-inf"), dtype=tl.float32), 0)
     w_sum = tl.sum(tl.zeros([BLOCK_S], dtype=tl.float32), 0)
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
-    for s0 in tl.range(0, n, BLOCK_S, num_stages=STAGES):
+    for s0 in range(0, n, BLOCK_S):
         valid = s0 + offs_s < n
         rows = (row0 + s0 + offs_s).to(tl.int64)
         lse = tl.load(part_lse_ptr + rows * NUM_QO_HEADS + h, mask=valid, other=float("-inf"))
@@ -92,7 +78,7 @@ def launch_merge(partial_out: torch.Tensor, partial_lse: torch.Tensor, requests:
         partial_out, partial_lse, requests, row0, count, out,
         out.stride(0), out.stride(1),
         NUM_QO_HEADS=num_qo_heads, HEAD_DIM=head_dim, BLOCK_S=merge_block_splits(head_dim),
-        STAGES=MERGE_STAGES, num_warps=MERGE_NUM_WARPS,
+        num_warps=MERGE_NUM_WARPS,
     )
 
 

@@ -3,6 +3,8 @@ kvtune's Triton kernel, and judge it on fp8 rows it was not fitted on.
 
     python benchmarks/fit_fp8_sim.py --train-sweep SWEEP/results.json [--train-shapes S.csv ...]
         --held-out SHAPES.csv [--held-out ...] [--device-model h200] [--json OUT.json]
+    python benchmarks/fit_fp8_sim.py --kernel flashinfer-tensor-core --device-model h100
+        --train-shapes S.csv --held-out SHAPES.csv      # FlashInfer's fp8 decode, same plans
 
 Order of work (nothing is written into the project; --json writes the numbers printed):
 1. Rows. --train-sweep: bench_kernels.py's `shape-configs` section (results.json); --train-shapes
@@ -86,17 +88,24 @@ def sweep_rows(path: str, device) -> list[dict]:
     return out
 
 
-def shape_rows(path: str, device) -> list[dict]:
-    """fp8 rows of a shapes.csv (the shape matrix: one row per case, Triton's time)."""
+def shape_rows(path: str, device, kernel: str = "triton") -> list[dict]:
+    """fp8 rows of a shapes.csv (the shape matrix: one row per case), with the time of `kernel`
+    (triton, or flashinfer-tensor-core: FlashInfer's decode on the same plan, whose rows all
+    count as its default configuration)."""
+    col = "triton" if kernel == "triton" else "flashinfer"
     out = []
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            if r["kv_dtype"] != FP8 or r["triton_status"] != "ok" or not r["triton_us"]:
+            if r["kv_dtype"] != FP8 or r[f"{col}_status"] != "ok" or not r[f"{col}_us"]:
                 continue
-            out.append(_row(f"{r['shape']} {r['dist']} B={r['batch']} {r['plan']}",
-                            (r["shape"], r["dtype"], r["kv_dtype"], int(r["page_size"])),
-                            r["dist"], r["batch"], r["plan"], r["triton_us"],
-                            r["triton_config"], r["chunk_tokens"], r["num_tasks"], device, path))
+            row = _row(f"{r['shape']} {r['dist']} B={r['batch']} {r['plan']}",
+                       (r["shape"], r["dtype"], r["kv_dtype"], int(r["page_size"])),
+                       r["dist"], r["batch"], r["plan"], r[f"{col}_us"],
+                       r["triton_config"] if col == "triton" else kernel, r["chunk_tokens"],
+                       r["num_tasks"], device, path)
+            if col != "triton":
+                row["default"] = True
+            out.append(row)
     return out
 
 
@@ -179,18 +188,24 @@ def main(argv=None) -> int:
     ap.add_argument("--device-model", default="h200",
                     help="preset or calibration file the replay runs on (default h200: the "
                          "shipped Triton calibration)")
+    ap.add_argument("--kernel", choices=("triton", "flashinfer-tensor-core"), default="triton",
+                    help="whose times to fit: kvtune's Triton kernel (default) or FlashInfer's "
+                         "tensor-core decode on the same plans (shapes.csv rows only)")
     ap.add_argument("--json", help="write the fitted value and every summary here")
     args = ap.parse_args(argv)
     if not args.train_sweep and not args.train_shapes:
         ap.error("give --train-sweep or --train-shapes")
+    if args.kernel != "triton" and args.train_sweep:
+        ap.error("--train-sweep holds Triton configurations only; give --train-shapes")
 
-    model = sim_model(args.device_model, "triton")
+    model = sim_model(args.device_model, args.kernel)
     device, loaded = model.device, model.constants
     print(f"model: {model.label}; fp8_stream_efficiency as loaded {loaded.fp8_stream_efficiency}")
     train = [r for p in args.train_sweep for r in sweep_rows(p, device)]
-    train += [r for p in args.train_shapes for r in shape_rows(p, device)]
+    train += [r for p in args.train_shapes for r in shape_rows(p, device, args.kernel)]
     train = keep_default(train, "training")
-    held = keep_default([r for p in args.held_out for r in shape_rows(p, device)], "held out")
+    held = keep_default([r for p in args.held_out for r in shape_rows(p, device, args.kernel)],
+                        "held out")
     if not train:
         raise SystemExit("training: no fp8 row with the table's configuration")
 
@@ -199,7 +214,7 @@ def main(argv=None) -> int:
     fitted = replace(base, fp8_stream_efficiency=value)
     print(f"fitted fp8_stream_efficiency = {value:.3f} (grid {GRID[0]:.3f}..{GRID[-1]:.3f}, "
           f"step 0.005; {len(train)} training rows)")
-    result = {"fp8_stream_efficiency": value, "device_model": model.label,
+    result = {"fp8_stream_efficiency": value, "kernel": args.kernel, "device_model": model.label,
               "train_files": args.train_sweep + args.train_shapes, "held_out_files": args.held_out}
     result["train"] = report("training", train, errors(train, device, base),
                              errors(train, device, fitted))

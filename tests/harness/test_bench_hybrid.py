@@ -175,3 +175,19 @@ def test_colocated_order_dry_run_checks_every_variant(tmp_path):
     assert "ordered_over_serial_geomean" in res["summary"]
     bad = _dry_run("bench_colocated_order.py", tmp_path, "--rounds", "0", rc=2)
     assert len(bad.stderr.strip().splitlines()) == 1 and "--rounds" in bad.stderr
+
+
+def test_colocated_order_shares_add_checked_variants(tmp_path):
+    """--shares S: an ordered variant with round(S x SMs) persistent prefill programs, checked
+    and timed like the others and summarised; a share outside (0, 1] is one line, exit 2."""
+    _dry_run("bench_colocated_order.py", tmp_path, "--rounds", "1", "--max-cases", "1",
+             "--shares", "0.5")
+    res = json.loads((tmp_path / "results.json").read_text())
+    (case,) = res["cases"]
+    row = case["variants"]["ordered-p0.5"]
+    assert row["ok"] and len(row["rounds"]) == 1
+    assert "ordered-p0.5_over_serial_geomean" in res["summary"]
+    assert "Persistent prefill share" in (tmp_path / "results.md").read_text()
+    for bad_share in ("1.5", "0", "x"):
+        bad = _dry_run("bench_colocated_order.py", tmp_path, "--shares", bad_share, rc=2)
+        assert len(bad.stderr.strip().splitlines()) == 1 and "--shares" in bad.stderr

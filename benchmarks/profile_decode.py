@@ -43,6 +43,7 @@ from kvtune.kernels.decode import default_config, prepare_decode, run_decode
 from kvtune.kernels.decode_config import KernelConfig
 from kvtune.kernels import merge as merge_mod
 from kvtune.kernels.merge import launch_merge
+from kvtune.kernels.merge_chunked import launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.paged import PagedKVCache, make_queries
 from kvtune.kernels.reference import decode_reference, relative_error
 from kvtune.workloads.distributions import fixed_total_kv_lens
@@ -159,6 +160,19 @@ def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dic
             err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
             t = timer(fn)
             row[f"merge_s{block_s}_w{warps}"] = {"us": t["median_us"], "vs_product": err}
+        # kernels/merge_chunked.py, the candidate: 16-row chunks at 2 warps, level by level.
+        shape = launch.partial_out.shape
+        chunked = prepare_chunked_merge(launch.merge_requests.cpu().numpy(),
+                                        launch.merge_row0.cpu().numpy(),
+                                        launch.merge_count.cpu().numpy(), shape[1], shape[2],
+                                        out.device)
+        fn = functools.partial(launch_chunked_merge, launch.partial_out, launch.partial_lse,
+                               chunked, out)
+        fn()
+        err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+        t = timer(fn)
+        row["merge_chunked"] = {"us": t["median_us"], "vs_product": err,
+                                "launches": chunked.num_launches}
         out.copy_(ref)
     return row
 
@@ -196,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--split-cost", action="store_true",
-                    help="with --time: stage 1 alone and the merge alone, too")
+                    help="with --time: stage 1 alone and the merge alone, too (and other merges: "
+                         "MERGE_VARIANTS and kernels/merge_chunked.py)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--settle-s", type=float, default=0.0,
                     help="--configs: first wait up to this long for a quiet machine (the guard's "

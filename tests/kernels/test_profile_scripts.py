@@ -34,3 +34,38 @@ def test_profile_driver_is_valid_bash_and_its_cases_parse():
                     from kvtune.kernels.decode_config import KernelConfig
 
                     assert KernelConfig.from_label(label).label() == label
+
+
+def test_split_cost_times_stage_one_the_merge_and_the_other_merges():
+    """profile_decode --split-cost on the interpreter with a counting timer: stage 1 alone, the
+    product's merge, MERGE_VARIANTS and the chunked merge, each checked against the product's
+    merge (which the row then keeps in `out`)."""
+    import torch
+    from kvtune.kernels.decode import prepare_decode, run_decode
+    from kvtune.kernels.paged import PagedKVCache, make_queries
+    from kvtune.kernels.plan import AttentionShape, build_plan
+
+    module = load_benchmark("profile_decode")
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4,
+                           dtype="fp16")
+    kv = [40, 9, 70]
+    cache = PagedKVCache.from_lengths(kv, shape, device="cpu", seed=0)
+    q = make_queries(len(kv), shape, device="cpu", seed=0)
+    plan = build_plan(kv, 16, num_kv_heads=2, page_size=4)
+    launch = prepare_decode(plan, cache)
+    out = torch.empty_like(q)
+    run_decode(launch, q, cache, out=out)
+    product = out.clone()
+    calls = []
+
+    def timer(fn):
+        fn()
+        calls.append(fn)
+        return {"median_us": 10.0 + len(calls)}
+    row = module.split_cost(launch, q, cache, out, timer, nbytes=1000, ceiling=1e12)
+    assert row["split_requests"] == 2 and row["stage1_us"] == 11.0 and row["merge_us"] == 12.0
+    assert len(calls) == 3 + len(module.MERGE_VARIANTS)
+    for name in [f"merge_s{b}_w{w}" for b, w in module.MERGE_VARIANTS] + ["merge_chunked"]:
+        assert row[name]["vs_product"] < 1e-3, name
+    assert row["merge_chunked"]["launches"] == 1
+    assert torch.equal(out, product)

@@ -1,0 +1,90 @@
+"""kernels/merge_chunked.py under the interpreter: the job lists level by level, the merge against
+float64 at every chunk boundary and across levels, a request's bits independent of the rest of
+the launch, bad input named."""
+
+import numpy as np
+import pytest
+import torch
+
+from kvtune.kernels.merge_chunked import (CHUNK_SPLITS, chunked_jobs, launch_chunked_merge,
+                                          prepare_chunked_merge)
+
+HEADS = 3
+
+
+def partials(counts, head_dim, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    rows = sum(counts)
+    o = torch.randn(rows, HEADS, head_dim, generator=g, dtype=torch.float32)
+    lse = (torch.rand(rows, HEADS, generator=g, dtype=torch.float32) - 0.5) * 80
+    row0 = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    lse[int(row0[0]) + 1] = float("-inf")  # an empty split
+    return o, lse, row0
+
+
+def reference(o, lse, row0, counts):
+    out = []
+    for r0, n in zip(row0.tolist(), counts):
+        lr = lse[r0:r0 + n].double()
+        w = torch.exp2(lr - lr.max(0).values)
+        out.append((w[..., None] * o[r0:r0 + n].double()).sum(0) / w.sum(0)[..., None])
+    return torch.stack(out)
+
+
+def run(o, lse, requests, row0, counts, out):
+    merge = prepare_chunked_merge(requests, row0, counts, HEADS, o.shape[2], "cpu")
+    launch_chunked_merge(o, lse, merge, out)
+    return merge
+
+
+def test_job_lists_by_level():
+    c = CHUNK_SPLITS
+    jobs = chunked_jobs([5, 9, 2], [0, 3, 3 + c + 1], [3, c + 1, c * c + 1])
+    (l0, l1, l2) = jobs["levels"]
+    # Level 0: request 5 whole (3 rows, into its output); request 9 in 2 chunks, request 2 in
+    # c + 1 chunks, all into scratch rows.
+    assert l0["dest"][0] == 5 and l0["count"][0] == 3
+    assert len(l0["dest"]) == 1 + 2 + (c + 1) and (l0["dest"][1:] < 0).all()
+    assert sorted(-l0["dest"][1:] - 1) == list(range(2 + c + 1))
+    # Level 1: request 9's two chunk rows into its output; request 2's c + 1 rows in 2 chunks.
+    assert 9 in l1["dest"].tolist() and (l1["dest"] < 0).sum() == 2
+    assert l2["dest"].tolist() == [2] and l2["count"].tolist() == [2]
+    assert jobs["scratch_rows"] == 2 + (c + 1) + 2
+    assert chunked_jobs([], [], [])["levels"] == []
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_merge_matches_float64_across_chunks_and_levels(head_dim):
+    c = CHUNK_SPLITS
+    counts = [2, c - 1, c, c + 1, 5 * c + 3, c * c + 7]  # the last one takes three levels
+    o, lse, row0 = partials(counts, head_dim)
+    out = torch.full((len(counts), HEADS, head_dim), float("nan"), dtype=torch.float32)
+    merge = run(o, lse, np.arange(len(counts)), row0, counts, out)
+    assert merge.num_launches == 3
+    ref = reference(o, lse, row0, counts)
+    assert torch.isfinite(out).all()
+    err = (out.double() - ref).abs().max() / ref.abs().max()
+    assert err < 1e-5, f"head_dim {head_dim}: relative error {err:.2e}"
+
+
+def test_a_requests_bits_do_not_depend_on_the_rest_of_the_launch():
+    counts = [CHUNK_SPLITS + 3, 2, 3 * CHUNK_SPLITS + 1]
+    o, lse, row0 = partials(counts, 128, seed=1)
+    together = torch.zeros(3, HEADS, 128, dtype=torch.bfloat16)
+    run(o, lse, np.arange(3), row0, counts, together)
+    for i in range(3):
+        alone = torch.zeros_like(together)
+        run(o, lse, [i], row0[i:i + 1], counts[i:i + 1], alone)
+        assert torch.equal(alone[i], together[i])
+        assert not alone[torch.arange(3) != i].any()
+
+
+@pytest.mark.parametrize("args, field", [
+    (([0], [0], [1]), "count"),
+    (([0, 1], [0], [2]), "requests, row0, count"),
+])
+def test_bad_input_is_named(args, field):
+    with pytest.raises(ValueError, match=field):
+        chunked_jobs(*args)
+    with pytest.raises(ValueError, match="chunk"):
+        chunked_jobs([0], [0], [4], chunk=1)

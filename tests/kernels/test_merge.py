@@ -6,31 +6,11 @@ import pytest
 import torch
 
 from kvtune.kernels.merge import launch_merge, merge_block_splits
-
-HEADS = 3
-
-
-def partials(counts, head_dim, seed=0):
-    """Random partial rows (float32, [rows, HEADS, head_dim]) and base-2 lses ([rows, HEADS]) for
-    requests split into `counts` rows each, with lses spread over +-40 so the weights differ by
-    many orders of magnitude; one lse per request at -inf (an empty split)."""
-    g = torch.Generator().manual_seed(seed)
-    rows = sum(counts)
-    o = torch.randn(rows, HEADS, head_dim, generator=g, dtype=torch.float32)
-    lse = (torch.rand(rows, HEADS, generator=g, dtype=torch.float32) - 0.5) * 80
-    row0 = torch.tensor([sum(counts[:i]) for i in range(len(counts))], dtype=torch.int32)
-    lse[row0[0] + 1] = float("-inf")  # a split with no keys left of its causal end
-    return o, lse, row0
+from tests.kernels.merge_cases import HEADS, partials, reference
 
 
-def reference(o, lse, row0, counts):
-    """[len(counts), HEADS, head_dim] float64: sum_r 2^lse_r o_r / sum_r 2^lse_r per request."""
-    out = []
-    for r0, n in zip(row0.tolist(), counts):
-        lr = lse[r0:r0 + n].double()
-        w = torch.exp2(lr - lr.max(0).values)
-        out.append((w[..., None] * o[r0:r0 + n].double()).sum(0) / w.sum(0)[..., None])
-    return torch.stack(out)
+def _rows(row0):
+    return torch.as_tensor(row0, dtype=torch.int32)
 
 
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
@@ -40,7 +20,7 @@ def test_merge_matches_float64_at_every_block_boundary(head_dim):
     o, lse, row0 = partials(counts, head_dim)
     out = torch.full((len(counts), HEADS, head_dim), float("nan"), dtype=torch.float32)
     requests = torch.arange(len(counts), dtype=torch.int32)
-    launch_merge(o, lse, requests, row0, torch.tensor(counts, dtype=torch.int32), out)
+    launch_merge(o, lse, requests, _rows(row0), torch.tensor(counts, dtype=torch.int32), out)
     ref = reference(o, lse, row0, counts)
     assert torch.isfinite(out).all()
     err = (out.double() - ref).abs().max() / ref.abs().max()
@@ -54,11 +34,11 @@ def test_a_requests_merge_does_not_depend_on_the_rest_of_the_launch():
     o, lse, row0 = partials(counts, head_dim, seed=1)
     cnt = torch.tensor(counts, dtype=torch.int32)
     together = torch.zeros(len(counts), HEADS, head_dim, dtype=torch.bfloat16)
-    launch_merge(o, lse, torch.arange(3, dtype=torch.int32), row0, cnt, together)
+    launch_merge(o, lse, torch.arange(3, dtype=torch.int32), _rows(row0), cnt, together)
     for i in range(len(counts)):
         alone = torch.zeros_like(together)
         pick = torch.tensor([i], dtype=torch.int32)
-        launch_merge(o, lse, pick, row0[i:i + 1], cnt[i:i + 1], alone)
+        launch_merge(o, lse, pick, _rows(row0[i:i + 1]), cnt[i:i + 1], alone)
         assert torch.equal(alone[i], together[i])
         assert not alone[torch.arange(3) != i].any()  # nothing else written
 

@@ -8,27 +8,7 @@ import torch
 
 from kvtune.kernels.merge_chunked import (CHUNK_SPLITS, chunked_jobs, launch_chunked_merge,
                                           prepare_chunked_merge)
-
-HEADS = 3
-
-
-def partials(counts, head_dim, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    rows = sum(counts)
-    o = torch.randn(rows, HEADS, head_dim, generator=g, dtype=torch.float32)
-    lse = (torch.rand(rows, HEADS, generator=g, dtype=torch.float32) - 0.5) * 80
-    row0 = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    lse[int(row0[0]) + 1] = float("-inf")  # an empty split
-    return o, lse, row0
-
-
-def reference(o, lse, row0, counts):
-    out = []
-    for r0, n in zip(row0.tolist(), counts):
-        lr = lse[r0:r0 + n].double()
-        w = torch.exp2(lr - lr.max(0).values)
-        out.append((w[..., None] * o[r0:r0 + n].double()).sum(0) / w.sum(0)[..., None])
-    return torch.stack(out)
+from tests.kernels.merge_cases import HEADS, partials, reference
 
 
 def run(o, lse, requests, row0, counts, out):

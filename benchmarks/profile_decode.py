@@ -17,7 +17,8 @@ fraction of the copy bandwidth measured in the same process.
 Prints one JSON line (case, config, error, and the timing with --time). With --time
 --split-cost the row also has stage 1 alone (the same launch with no merge) and the merge alone
 (stage 2 over stage 1's partials), each the median of 30 event pairs with the L2 flushed: where a
-split plan's time goes beyond the bytes it reads.
+split plan's time goes beyond the bytes it reads. --merge chunked runs the case's stage 2
+through kernels/merge_chunked.py (a candidate) instead of kernels/merge.py.
 
     ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
 times several configurations on the same case in one process, each twice: through the Triton
@@ -39,7 +40,7 @@ import sys
 
 import torch
 
-from kvtune.kernels.decode import default_config, prepare_decode, run_decode
+from kvtune.kernels.decode import MERGES, default_config, prepare_decode, run_decode
 from kvtune.kernels.decode_config import KernelConfig
 from kvtune.kernels import merge as merge_mod
 from kvtune.kernels.merge import launch_merge
@@ -141,7 +142,8 @@ def sweep(args) -> int:
 def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dict:
     """Stage 1 alone (the launch without its merge requests: split rows still go to the
     partials) and the merge alone, in us, and stage 1's fraction of copy."""
-    stage1 = dataclasses.replace(launch, merge_requests=launch.merge_requests[:0])
+    stage1 = dataclasses.replace(launch, merge_requests=launch.merge_requests[:0],
+                                 chunked_merge=None)
     t1 = timer(lambda: run_decode(stage1, q, cache, out=out))
     row = {"stage1_us": t1["median_us"],
            "stage1_fraction_of_copy": nbytes / (t1["median_us"] * 1e-6) / ceiling,
@@ -209,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --configs: FlashInfer's decode on the same plan as the baseline")
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--merge", choices=MERGES, default="blocks",
+                    help="stage 2 of the single case: kernels/merge.py (blocks, the product's) or "
+                         "kernels/merge_chunked.py (chunked)")
     ap.add_argument("--split-cost", action="store_true",
                     help="with --time: stage 1 alone and the merge alone, too (and other merges: "
                          "MERGE_VARIANTS and kernels/merge_chunked.py)")
@@ -233,7 +238,7 @@ def main(argv=None) -> int:
               else default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                   plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                   group_size=shape.group_size))
-    launch = prepare_decode(plan, cache, config=config)
+    launch = prepare_decode(plan, cache, config=config, merge=args.merge)
     ref = decode_reference(q, cache)
     out = torch.full_like(q, float("nan"))
     run_decode(launch, q, cache, out=out)
@@ -241,7 +246,7 @@ def main(argv=None) -> int:
     err = relative_error(out, ref)
     row = {"shape": args.shape, "dtype": args.dtype, "kv_dtype": shape.kv_dtype,
            "page": args.page, "dist": args.dist, "batch": args.batch, "chunk": args.chunk,
-           "config": config.label(), "num_tasks": plan.num_tasks,
+           "config": config.label(), "merge": args.merge, "num_tasks": plan.num_tasks,
            "programs_per_sm": plan.num_tasks / bench_kernels.device_spec().sm_count,
            "rel_error": err}
     if not (math.isfinite(err) and err <= ERROR_BOUND):

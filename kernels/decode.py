@@ -72,6 +72,7 @@ import triton.language as tl  # noqa: E402
 
 from kvtune.kernels.decode_config import KernelConfig, default_config, tasks_of_one_length
 from kvtune.kernels.merge import launch_merge
+from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.paged import PagedKVCache
 from kvtune.kernels.plan import AttentionShape, Plan
 
@@ -517,6 +518,8 @@ class DecodeLaunch:
     partial_out: [rows, num_qo_heads, head_dim] float32 and partial_lse: [rows, num_qo_heads]
     float32, one row per work item of a split request. merge_requests / merge_row0 /
     merge_count: [split requests] int32. counter: [2] int32 zeros (persistent-heavy-first).
+    chunked_merge: the job lists of kernels/merge_chunked.py where prepare_decode was asked for
+    merge="chunked" and a request is split (None: kernels/merge.py's merge).
     """
 
     plan: Plan
@@ -530,10 +533,13 @@ class DecodeLaunch:
     merge_row0: torch.Tensor
     merge_count: torch.Tensor
     counter: torch.Tensor
+    chunked_merge: ChunkedMerge | None = None
 
     @property
     def num_launches(self) -> int:
-        """Kernel launches per decode: stage 1, plus stage 2 when a request is split."""
+        """Kernel launches per decode: stage 1, plus the merge's when a request is split."""
+        if self.chunked_merge is not None:
+            return 1 + self.chunked_merge.num_launches
         return 1 + (self.merge_requests.shape[0] > 0)
 
 
@@ -551,14 +557,21 @@ def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
                           equal_tasks=tasks_of_one_length(plan.work_kv_end - plan.work_kv_start))
 
 
+MERGES = ("blocks", "chunked")
+
+
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
-                   config: KernelConfig | None = None) -> DecodeLaunch:
+                   config: KernelConfig | None = None, merge: str = "blocks") -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
         default's -vp falls back to its plain loop where -vp cannot run (_v_path_obstacle); an
         explicit -vp or -vw config is refused there.
+    merge: stage 2 of split requests, one of MERGES: "blocks" (kernels/merge.py, the product's)
+        or "chunked" (kernels/merge_chunked.py, a candidate being measured: docs/KERNEL_NOTES.md).
     """
+    if merge not in MERGES:
+        raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
     _check_plan(plan, cache)
     shape = cache.shape
     device = cache.device
@@ -603,6 +616,9 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         merge_row0=as_dev(row0[merge_req]),
         merge_count=as_dev(plan.splits[merge_req]),
         counter=torch.zeros(2, dtype=torch.int32, device=device),
+        chunked_merge=prepare_chunked_merge(merge_req, row0[merge_req], plan.splits[merge_req],
+                                            shape.num_qo_heads, shape.head_dim, device)
+        if merge == "chunked" and merge_req.size else None,
     )
 
 
@@ -677,7 +693,9 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
         **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}),
     )
-    if launch.merge_requests.shape[0] > 0:
+    if launch.chunked_merge is not None:
+        launch_chunked_merge(launch.partial_out, launch.partial_lse, launch.chunked_merge, out)
+    elif launch.merge_requests.shape[0] > 0:
         launch_merge(launch.partial_out, launch.partial_lse, launch.merge_requests,
                      launch.merge_row0, launch.merge_count, out)
     return out
@@ -720,6 +738,7 @@ def _check_queries(q: torch.Tensor, cache: PagedKVCache) -> None:
 
 __all__ = [
     "INTERPRETED",
+    "MERGES",
     "SCHEDULE_MODES",
     "DecodeLaunch",
     "KernelConfig",

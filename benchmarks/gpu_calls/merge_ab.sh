@@ -6,14 +6,17 @@
 # the L2 flushed per timing. The cases: many short splits (llama3-70b-tp8 uniform B=256
 # balanced-2x, bf16 and fp8; G=16 uniform B=64 fixed-2048: 4,096 merge programs), one request
 # split ~100 ways (skew80 B=8 fixed-2048 on llama3-70b-tp8 and llama3-8b), and a mix (llama3-8b
-# skew80 B=64 fixed-2048). About 90 s on a warm machine.
+# skew80 B=64 fixed-2048); per case the whole decode with --merge chunked, then with the
+# product's merge and --split-cost. About 150 s on a warm machine.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-P="python3 benchmarks/profile_decode.py --time --split-cost"
+P="python3 benchmarks/profile_decode.py --time"
 while read -r shape kv dist batch chunk config; do
-  timeout 60 $P --shape $shape --kv-dtype $kv --dist $dist --batch $batch --chunk $chunk \
-    --config $config 2>&1 | grep '^{\|Error'
+  C="--shape $shape --kv-dtype $kv --dist $dist --batch $batch --chunk $chunk --config $config"
+  # The whole decode with each merge, then stage 1 and the merges alone.
+  timeout 60 $P $C --merge chunked 2>&1 | grep '^{\|Error'
+  timeout 60 $P $C --split-cost 2>&1 | grep '^{\|Error'
 done <<'CASES'
 llama3-70b-tp8 bf16 uniform 256 balanced bn128-w8-s2-pa
 llama3-70b-tp8 fp8_e4m3 uniform 256 balanced bn128-w4-s3-pa-vp

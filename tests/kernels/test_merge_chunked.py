@@ -68,3 +68,41 @@ def test_bad_input_is_named(args, field):
         chunked_jobs(*args)
     with pytest.raises(ValueError, match="chunk"):
         chunked_jobs([0], [0], [4], chunk=1)
+
+
+def test_decode_with_the_chunked_merge_matches_the_reference_and_is_batch_invariant():
+    """prepare_decode(merge="chunked"): the split requests (one past a chunk of rows, so two
+    levels) merge through kernels/merge_chunked.py within the dtype's bound of the float64
+    reference, to the product's merge within rounding, and a request's bits do not depend on
+    the rest of the batch."""
+    from kvtune.kernels.decode import prepare_decode, run_decode
+    from kvtune.kernels.plan import AttentionShape, build_plan
+    from kvtune.kernels.reference import decode_reference, relative_error
+    from tests.kernels.kernel_cases import make_inputs
+
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4)
+    chunk = 2
+    kv = [2 * chunk * (CHUNK_SPLITS + 3), 5, 3 * chunk + 1]  # 38, 3 and 4 splits
+    cache, q = make_inputs(kv, shape, torch.float32, seed=3)
+    plan = build_plan(kv, chunk, num_kv_heads=2, page_size=4)
+    launch = prepare_decode(plan, cache, merge="chunked")
+    assert launch.chunked_merge is not None and launch.num_launches == 1 + 2
+    out = torch.full_like(q, float("nan"))
+    run_decode(launch, q, cache, out=out)
+    assert relative_error(out, decode_reference(q, cache)) <= 1e-5
+    blocks = torch.full_like(q, float("nan"))
+    run_decode(prepare_decode(plan, cache), q, cache, out=blocks)
+    assert torch.allclose(out, blocks, rtol=1e-5, atol=1e-6)
+    # Request 0 alone, its pages copied: the same bits.
+    cache1, _ = make_inputs(kv[:1], shape, torch.float32, seed=3)
+    cache1.k_pages[cache1.request_pages(0)] = cache.k_pages[cache.request_pages(0)]
+    cache1.v_pages[cache1.request_pages(0)] = cache.v_pages[cache.request_pages(0)]
+    plan1 = build_plan(kv[:1], chunk, num_kv_heads=2, page_size=4)
+    alone = torch.empty_like(q[:1])
+    run_decode(prepare_decode(plan1, cache1, merge="chunked"), q[:1].clone(), cache1, out=alone)
+    assert torch.equal(alone[0], out[0])
+    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: blocks, chunked"):
+        prepare_decode(plan, cache, merge="fused")
+    # Without a split request there is nothing to merge.
+    unsplit = build_plan(kv, 1024, num_kv_heads=2, page_size=4)
+    assert prepare_decode(unsplit, cache, merge="chunked").num_launches == 1

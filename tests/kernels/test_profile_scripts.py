@@ -36,7 +36,7 @@ def test_profile_driver_is_valid_bash_and_its_cases_parse():
                     assert KernelConfig.from_label(label).label() == label
 
 
-def test_split_cost_times_stage_one_the_merge_and_the_other_merges():
+def test_split_cost_times_stage_one_the_merge_and_the_other_merges(monkeypatch):
     """profile_decode --split-cost on the interpreter with a counting timer: stage 1 alone, the
     product's merge, MERGE_VARIANTS and the chunked merge, each checked against the product's
     merge (which the row then keeps in `out`)."""
@@ -69,3 +69,17 @@ def test_split_cost_times_stage_one_the_merge_and_the_other_merges():
         assert row[name]["vs_product"] < 1e-3, name
     assert row["merge_chunked"]["launches"] == 1
     assert torch.equal(out, product)
+
+    # A launch prepared with the chunked merge: its stage 1 alone runs no merge either.
+    import kvtune.kernels.decode as decode_module
+
+    chunked_calls = []
+    real = decode_module.launch_chunked_merge
+    monkeypatch.setattr(decode_module, "launch_chunked_merge",
+                        lambda *a: chunked_calls.append(1) or real(*a))
+    launch = prepare_decode(plan, cache, merge="chunked")
+    run_decode(launch, q, cache, out=out)
+    assert chunked_calls == [1]
+    module.split_cost(launch, q, cache, out, timer, nbytes=1000, ceiling=1e12)
+    assert chunked_calls == [1]
+    assert module.build_parser().parse_args(["--merge", "chunked"]).merge == "chunked"

@@ -95,13 +95,15 @@ def _kv_dot_dtype(q_ty, kv_ty):
 
 
 @triton.jit
-def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
-                 page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2, v_scale,
-                 stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
-                 NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 PAGE_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
-    """Run the task whose FIELDS int32 entries start at task_ptr (see the module docstring)."""
+def _task_rows(q_ptr, k_ptr, page_indptr_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h,
+               G: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """A task's fields (its FIELDS int32 entries at task_ptr) and its query rows: BLOCK_M rows of
+    tokens x G query heads of one KV head, loaded (fp16 for fp8 pages with 16-bit queries, with
+    the scale folded into score_scale; float32 with UPCAST_DOT). Returns (req, q_row0, n_tok,
+    pos0, kv_lo, kv_hi, part_row, page_base, tok, qo_head, row_ok, pos, offs_d, offs_n, q,
+    score_scale, kv_head_off); pos: the last key each row may see; kv_head_off: the KV head's
+    offset in a page row."""
     req = tl.load(task_ptr + 1)
     q_row0 = tl.load(task_ptr + 2)
     n_tok = tl.load(task_ptr + 3)
@@ -116,7 +118,7 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     tok = rows // G
     qo_head = head * G + rows % G
     row_ok = tok < n_tok
-    pos = pos0 + tok  # last key each row may see
+    pos = pos0 + tok
     offs_d = tl.arange(0, HEAD_DIM)
     offs_n = tl.arange(0, BLOCK_N)
     q_offs = ((q_row0 + tok).to(tl.int64) * stride_q_t + qo_head * stride_q_h)[:, None] \
@@ -130,6 +132,45 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     if UPCAST_DOT:
         q = q.to(tl.float32)
     kv_head_off = head * HEAD_DIM
+    return (req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, page_base, tok, qo_head, row_ok,
+            pos, offs_d, offs_n, q, score_scale, kv_head_off)
+
+
+@triton.jit
+def _store_rows(acc, l_i, m_i, v_scale, out_ptr, part_o_ptr, part_lse_ptr, q_row0, tok, qo_head,
+                row_ok, part_row, stride_o_t, stride_o_h, NUM_QO_HEADS: tl.constexpr,
+                HEAD_DIM: tl.constexpr):
+    """A task's rows out: normalised into `out` (part_row < 0), or as partial rows and their
+    base-2 lses for the merge (a row that saw no key: lse -inf)."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    has = l_i > 0
+    # v_scale: the fp8 cache's V scale (exactly 1.0 for 16-bit pages: the same bits as before).
+    o = acc / tl.where(has, l_i, 1.0)[:, None] * v_scale
+    if part_row < 0:
+        o_offs = ((q_row0 + tok).to(tl.int64) * stride_o_t + qo_head * stride_o_h)[:, None] \
+            + offs_d[None, :]
+        tl.store(out_ptr + o_offs, o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        prow = (part_row + tok).to(tl.int64)
+        tl.store(part_o_ptr + (prow * NUM_QO_HEADS + qo_head)[:, None] * HEAD_DIM
+                 + offs_d[None, :], o, mask=row_ok[:, None])
+        lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+        tl.store(part_lse_ptr + prow * NUM_QO_HEADS + qo_head, lse, mask=row_ok)
+
+
+@triton.jit
+def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
+                 page_indptr_ptr, page_indices_ptr, task_ptr, qk_scale_log2, v_scale,
+                 stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+                 NUM_QO_HEADS: tl.constexpr, G: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 PAGE_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """Run the task whose FIELDS int32 entries start at task_ptr (see the module docstring)."""
+    (req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, page_base, tok, qo_head, row_ok, pos,
+     offs_d, offs_n, q, score_scale, kv_head_off) = _task_rows(
+        q_ptr, k_ptr, page_indptr_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h, G,
+        HEAD_DIM, BLOCK_M, BLOCK_N, UPCAST_DOT)
+    KV_TY: tl.constexpr = _kv_dot_dtype(q_ptr.dtype.element_ty, k_ptr.dtype.element_ty)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -160,19 +201,8 @@ def _attend_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         acc = acc * alpha[:, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
         m_i = m_new
 
-    has = l_i > 0
-    # v_scale: the fp8 cache's V scale (exactly 1.0 for 16-bit pages: the same bits as before).
-    o = acc / tl.where(has, l_i, 1.0)[:, None] * v_scale
-    if part_row < 0:
-        o_offs = ((q_row0 + tok).to(tl.int64) * stride_o_t + qo_head * stride_o_h)[:, None] \
-            + offs_d[None, :]
-        tl.store(out_ptr + o_offs, o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
-    else:
-        prow = (part_row + tok).to(tl.int64)
-        tl.store(part_o_ptr + (prow * NUM_QO_HEADS + qo_head)[:, None] * HEAD_DIM
-                 + offs_d[None, :], o, mask=row_ok[:, None])
-        lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-        tl.store(part_lse_ptr + prow * NUM_QO_HEADS + qo_head, lse, mask=row_ok)
+    _store_rows(acc, l_i, m_i, v_scale, out_ptr, part_o_ptr, part_lse_ptr, q_row0, tok, qo_head,
+                row_ok, part_row, stride_o_t, stride_o_h, NUM_QO_HEADS, HEAD_DIM)
 
 
 @triton.jit
@@ -213,34 +243,11 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
     keys every row sees (below the tile's first token's position) run unmasked in full BLOCK_N
     steps; only the diagonal / ragged tail steps carry the causal mask. Page ids are loaded one
     step ahead (loop-carried) so the pipeliner can keep num_stages - 1 K/V tiles in flight."""
-    req = tl.load(task_ptr + 1)
-    q_row0 = tl.load(task_ptr + 2)
-    n_tok = tl.load(task_ptr + 3)
-    pos0 = tl.load(task_ptr + 4)
-    kv_lo = tl.load(task_ptr + 5)
-    kv_hi = tl.load(task_ptr + 6)
-    part_row = tl.load(task_ptr + 7)
-    head = tl.load(task_ptr + 8)
-    page_base = tl.load(page_indptr_ptr + req)
-
-    rows = tl.arange(0, BLOCK_M)
-    tok = rows // G
-    qo_head = head * G + rows % G
-    row_ok = tok < n_tok
-    pos = pos0 + tok  # last key each row may see
-    offs_d = tl.arange(0, HEAD_DIM)
-    offs_n = tl.arange(0, BLOCK_N)
-    q_offs = ((q_row0 + tok).to(tl.int64) * stride_q_t + qo_head * stride_q_h)[:, None] \
-        + offs_d[None, :]
-    q = tl.load(q_ptr + q_offs, mask=row_ok[:, None], other=0.0)
+    (req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, page_base, tok, qo_head, row_ok, pos,
+     offs_d, offs_n, q, score_scale, kv_head_off) = _task_rows(
+        q_ptr, k_ptr, page_indptr_ptr, task_ptr, qk_scale_log2, stride_q_t, stride_q_h, G,
+        HEAD_DIM, BLOCK_M, BLOCK_N, UPCAST_DOT)
     KV_TY: tl.constexpr = _kv_dot_dtype(q_ptr.dtype.element_ty, k_ptr.dtype.element_ty)
-    score_scale = qk_scale_log2
-    if q_ptr.dtype.element_ty != KV_TY:  # fp8 pages, bf16 queries: fp16 products
-        q, q_inv = query_rows_to_f16(q)
-        score_scale = (qk_scale_log2 * q_inv)[:, None]
-    if UPCAST_DOT:
-        q = q.to(tl.float32)
-    kv_head_off = head * HEAD_DIM
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -275,19 +282,8 @@ def _prefill_task(q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
         m_i, l_i, acc = _prefill_step(q, k, v, m_i, l_i, acc, tl.where(valid, key, 1 << 30),
                                       pos, score_scale, True, DOT_PRECISION, UPCAST_DOT)
 
-    has = l_i > 0
-    # v_scale: the fp8 cache's V scale (exactly 1.0 for 16-bit pages: the same bits as before).
-    o = acc / tl.where(has, l_i, 1.0)[:, None] * v_scale
-    if part_row < 0:
-        o_offs = ((q_row0 + tok).to(tl.int64) * stride_o_t + qo_head * stride_o_h)[:, None] \
-            + offs_d[None, :]
-        tl.store(out_ptr + o_offs, o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
-    else:
-        prow = (part_row + tok).to(tl.int64)
-        tl.store(part_o_ptr + (prow * NUM_QO_HEADS + qo_head)[:, None] * HEAD_DIM
-                 + offs_d[None, :], o, mask=row_ok[:, None])
-        lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-        tl.store(part_lse_ptr + prow * NUM_QO_HEADS + qo_head, lse, mask=row_ok)
+    _store_rows(acc, l_i, m_i, v_scale, out_ptr, part_o_ptr, part_lse_ptr, q_row0, tok, qo_head,
+                row_ok, part_row, stride_o_t, stride_o_h, NUM_QO_HEADS, HEAD_DIM)
 
 
 @triton.jit

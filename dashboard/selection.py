@@ -12,6 +12,8 @@ so a view survives a reload and can be shared.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
 from kvtune.dashboard import data, storage
@@ -245,6 +247,37 @@ def picked_runs_or_stop() -> list[dict]:
 
 def tuning_runs() -> list[dict]:
     return [r for r in all_runs() if r.get("has_tuning")]
+
+
+@dataclass(frozen=True)
+class TuningSources:
+    """Where a tuned heuristic can come from, for the Study and Export pages: the dashboard's
+    config, the tuning runs in the results folder, the storage's study listing (listed: a
+    storage.study_names result) and its bucket-study groups, and the source names to offer
+    ("tuning run", "study in the storage"; empty: nothing to show)."""
+
+    cfg: data.DashboardConfig
+    tuning: list
+    listed: object
+    groups: dict
+    sources: list
+
+
+def tuning_sources() -> TuningSources:
+    """The TuningSources of this session, with every storage or run read problem shown as an
+    error on the page (so a page that stops for want of a source says why)."""
+    cfg = config()
+    tuning = tuning_runs()
+    listed = storage.study_names(cfg.storage)
+    groups = storage.group_studies(listed.value) if listed.ok else {}
+    if cfg.storage and not listed.ok:
+        st.error("The Optuna storage cannot be read, so its studies are not offered: "
+                 f"{code(listed.error)}")
+    for run in selected_runs():
+        for problem in run.get("problems") or ():
+            st.error(f"Run {code(run['run_id'])}: {code(problem)}")
+    sources = (["tuning run"] if tuning else []) + (["study in the storage"] if groups else [])
+    return TuningSources(cfg, tuning, listed, groups, sources)
 
 
 def untuned_pick_note() -> None:

@@ -8,16 +8,8 @@ from kvtune.dashboard import charts, data, export_tables, frames, selection, sto
 from kvtune.dashboard.text import code, without_none
 
 st.title("Export")
-cfg = selection.config()
-tuning = selection.tuning_runs()
-listed = storage.study_names(cfg.storage)
-groups = storage.group_studies(listed.value) if listed.ok else {}
-if cfg.storage and not listed.ok:
-    st.error(f"The Optuna storage cannot be read, so its studies are not offered: {code(listed.error)}")
-for picked_run in selection.selected_runs():
-    for problem in picked_run.get("problems") or ():
-        st.error(f"Run {code(picked_run['run_id'])}: {code(problem)}")
-sources = (["tuning run"] if tuning else []) + (["study in the storage"] if groups else [])
+found = selection.tuning_sources()
+cfg, tuning, groups, sources = found.cfg, found.tuning, found.groups, found.sources
 if not sources:
     st.info(
         "No tuned heuristic to export: no run in the results folder holds a tuning.json and "

@@ -9,21 +9,9 @@ from kvtune.dashboard import charts, data, frames, selection, storage, validatio
 from kvtune.dashboard.text import code, without_none
 
 st.title("Study")
-cfg = selection.config()
-tuning = selection.tuning_runs()
-listed = storage.study_names(cfg.storage)
-groups = storage.group_studies(listed.value) if listed.ok else {}
-if cfg.storage and not listed.ok:
-    st.error(f"The Optuna storage cannot be read, so its studies are not offered: {code(listed.error)}")
-for run in selection.selected_runs():
-    for problem in run.get("problems") or ():
-        st.error(f"Run {code(run['run_id'])}: {code(problem)}")
-
-sources = []
-if tuning:
-    sources.append("tuning run")
-if groups:
-    sources.append("study in the storage")
+found = selection.tuning_sources()
+cfg, tuning, listed, groups, sources = (found.cfg, found.tuning, found.listed, found.groups,
+                                        found.sources)
 if not sources:
     st.info(
         "No tuning result to show: no run in the results folder holds a tuning.json, and "

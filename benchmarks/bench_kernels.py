@@ -590,7 +590,8 @@ class MatrixRunner:
     stopping rule), and the copy ceiling; or, with dry_run, the Triton interpreter on the CPU
     (wall clock, one run) and no FlashInfer."""
 
-    def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf):
+    def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf,
+                 merge: str = "blocks"):
         from kvtune.harness.backends import BackendUnavailable
         from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
 
@@ -602,7 +603,7 @@ class MatrixRunner:
         if dry_run:
             self.device = None
             self.make_triton = lambda config=None: TritonBackend(
-                timer=WallClockTimer(reps=1), torch_device="cpu", config=config)
+                timer=WallClockTimer(reps=1), torch_device="cpu", config=config, merge=merge)
         else:
             from kvtune.harness.device import live_device
             from kvtune.harness.stopping import StoppingRule
@@ -611,7 +612,8 @@ class MatrixRunner:
             self.stopping = StoppingRule(min_samples=10, min_time_ms=20.0, max_noise=0.01,
                                          timeout_s=1.0)
             self.make_triton = lambda config=None: TritonBackend(
-                self.device, timer="events", cold_l2=True, stopping=self.stopping, config=config)
+                self.device, timer="events", cold_l2=True, stopping=self.stopping, config=config,
+                merge=merge)
             try:
                 from kvtune.harness.backends.flashinfer import FlashInferBackend
 
@@ -699,7 +701,7 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                     row.update(_quiet_fields("triton", tri))
                     row.update({"triton_us": tri.latency_us, "triton_status": tri.status,
                                 "triton_rel_error": tri.rel_error,
-                                "triton_config": cfg.label(),
+                                "triton_config": cfg.label(), "triton_merge": runner.triton.merge,
                                 "triton_frac_of_copy": _frac(tri, runner.ceiling),
                                 "triton_message": tri.message[:200]})
                     if runner.flashinfer is not None:
@@ -904,6 +906,9 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true",
                     help="shapes: the whole product (8 shapes x 3 KV types x 3 page sizes) instead "
                          "of the one-factor-at-a-time set")
+    ap.add_argument("--merge", choices=("blocks", "chunked"), default="blocks",
+                    help="shapes/shape-configs: the Triton kernel's stage 2 (blocks: "
+                         "kernels/merge.py, the product's; chunked: kernels/merge_chunked.py)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--total-tokens", type=int, default=None,
@@ -973,7 +978,8 @@ def main(argv=None) -> int:
     def matrix_runner():
         nonlocal runner
         if runner is None:
-            runner = MatrixRunner(args.dry_run, ceiling, log, deadline=t0 + args.time_limit_s)
+            runner = MatrixRunner(args.dry_run, ceiling, log, deadline=t0 + args.time_limit_s,
+                                  merge=args.merge)
         return runner
 
     batches = (2,) if args.dry_run else MATRIX_BATCHES

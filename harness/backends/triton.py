@@ -74,6 +74,8 @@ class TritonBackend:
     torch_device: "cuda" (default). "cpu" runs the kernels in Triton's interpreter, which only
         tests use; it needs TRITON_INTERPRET=1 (set automatically where there is no GPU).
     config: a kernels.decode.KernelConfig overriding the tuned per-shape configuration.
+    merge: stage 2 of split requests, one of kernels.decode.MERGES ("blocks", the product's;
+        "chunked", the candidate of kernels/merge_chunked.py being measured).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
     ValueError for an unknown timer name.
     """
@@ -81,7 +83,8 @@ class TritonBackend:
     name = "triton"
 
     def __init__(self, device: DeviceSpec | None = None, timer=None, *, cold_l2: bool = True,
-                 stopping=None, torch_device: str = "cuda", config=None) -> None:
+                 stopping=None, torch_device: str = "cuda", config=None,
+                 merge: str = "blocks") -> None:
         import torch
 
         from kvtune.harness.timing import TIMERS
@@ -97,7 +100,11 @@ class TritonBackend:
         if torch_device == "cpu" and not decode_module.INTERPRETED:
             raise ValueError("torch_device: 'cpu' needs Triton's interpreter (TRITON_INTERPRET=1 "
                              "before kernels.decode is imported)")
+        if merge not in decode_module.MERGES:
+            raise ValueError(f"merge: {merge!r} not allowed; allowed: "
+                             f"{', '.join(decode_module.MERGES)}")
         self._decode = decode_module
+        self.merge = merge
         self.torch_device = torch_device
         if device is None:
             device = _default_device(torch_device)
@@ -312,7 +319,8 @@ class TritonBackend:
     def _launch(self, plan: Plan, inputs: _BatchInputs):
         launch = self._launches.get(id(plan))
         if launch is None or launch.plan is not plan:
-            launch = self._decode.prepare_decode(plan, inputs.cache, config=self.config)
+            launch = self._decode.prepare_decode(plan, inputs.cache, config=self.config,
+                                                 merge=self.merge)
             self._remember(self._launches, plan, launch)
         return launch
 

@@ -78,6 +78,22 @@ def test_verify_then_measure_fill_the_measurement():
 
 
 @needs_interpreter
+def test_the_chunked_merge_is_verified_like_the_product_merge(monkeypatch):
+    """merge="chunked": split requests merge through kernels/merge_chunked.py, checked against
+    the reference before timing."""
+    calls = []
+    real = decode_module.launch_chunked_merge
+    monkeypatch.setattr(decode_module, "launch_chunked_merge",
+                        lambda *a: calls.append(1) or real(*a))
+    backend = TritonBackend(timer=FixedTimer([1.0]), torch_device="cpu", config=SMALL_BLOCKS,
+                            merge="chunked")
+    batch = _batch()
+    plan = build_plan(batch.kv_lens, 8, num_kv_heads=2, page_size=4)
+    check = backend.verify(batch, plan)
+    assert check.ok and check.rel_error <= 2e-2 and calls
+
+
+@needs_interpreter
 def test_inputs_built_once_per_batch():
     backend = TritonBackend(timer=FixedTimer([1.0]), torch_device="cpu", config=SMALL_BLOCKS)
     batch = _batch(seed=1)
@@ -149,3 +165,5 @@ def test_bad_arguments_name_the_field():
         TritonBackend(timer="stopwatch", torch_device="cpu", config=SMALL_BLOCKS)
     with pytest.raises(ValueError, match="torch_device"):
         TritonBackend(torch_device="tpu")
+    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: blocks, chunked"):
+        TritonBackend(torch_device="cpu", timer=FixedTimer([1.0]), merge="fused")

@@ -656,7 +656,14 @@ def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuris
     schema violation (wrong type, missing field, value out of range), buckets that do not start
     at 1 or that overlap or leave a gap, and evidence that does not match the buckets.
     """
-    doc = validate_document(read_document(_regular_file(path, "heuristic")))
+    doc = read_document(_regular_file(path, "heuristic"))
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if isinstance(schema, str) and schema.startswith("kvtune-hybrid-heuristic/"):
+        # A `kvtune tune --suite hybrid` file plans hybrid batches, through its own policy.
+        raise ValueError(f"heuristic: {os.fspath(path)!r} is a hybrid heuristic ({schema}), not a "
+                         f"decode heuristic; use --policy hybrid-tuned:path={os.fspath(path)} "
+                         "(with --q-lens for `kvtune plan`)")
+    doc = validate_document(doc)
     check_shape(doc["shape"], shape, dtype)
     for i, b in enumerate(doc["buckets"]):  # a bucket's own family replaces the table's rule
         if (b.get("family") or doc.get("rule")) == FIXED_CHUNK_RULE:

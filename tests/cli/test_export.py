@@ -101,6 +101,23 @@ def test_plan_with_a_malformed_heuristic_exits_2_with_one_line(tmp_path, capsys,
     assert field in one_error_line(capsys)
 
 
+def test_a_hybrid_file_given_as_a_decode_heuristic_names_the_policy_to_use(tmp_path, capsys):
+    """`plan` and `bench --heuristic` with a `kvtune tune --suite hybrid` file: one line that
+    says what it is and how to use it, exit 2; the suggested policy then plans the batch."""
+    root = Path(__file__).resolve().parents[2]
+    hybrid = root / "benchmarks" / "gpu_calls" / "s13_hybrid_heuristic_h100.json"
+    for argv in (["plan", "--heuristic", str(hybrid), "--kv-lens", "9000,5000",
+                  "--q-lens", "2048,1"],
+                 ["bench", "--heuristic", str(hybrid), "--suite", "hybrid-quick", "--backend",
+                  "simulator", "--out", str(tmp_path)]):
+        assert main(argv) == 2
+        line = one_error_line(capsys)
+        assert "is a hybrid heuristic (kvtune-hybrid-heuristic/" in line
+        assert f"--policy hybrid-tuned:path={hybrid}" in line
+    assert main(["plan", "--policy", f"hybrid-tuned:path={hybrid}", "--kv-lens", "9000,5000",
+                 "--q-lens", "2048,1", "--device-model", "h100"]) == 0
+
+
 def test_a_50_mb_and_a_deeply_nested_file_through_the_real_command(tmp_path):
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as fh:

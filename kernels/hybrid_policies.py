@@ -377,20 +377,17 @@ class HybridTunedPolicy(_HybridBase):
 
     def __post_init__(self) -> None:
         if self.path:
-            self._buckets()
-
-    def _buckets(self) -> list:
-        return _load_buckets(self.path)[1]
+            _load_buckets(self.path)  # validates the file now, not at the first plan
 
     def plan_hybrid(self, q_lens, kv_lens, shape: AttentionShape,
                     device: DeviceSpec) -> HybridPlan:
-        tuned_for = _load_buckets(self.path)[0] if self.path else None
+        tuned_for, buckets = _load_buckets(self.path) if self.path else (None, [])
         if tuned_for:  # every tune writes it; a hand-made file may leave it out
             check_shape(tuned_for, shape)
         q, kv = check_lengths(q_lens, kv_lens)
         dec = int((q <= MAX_DECODE_Q_LEN).sum())
         pre = int(q[q > MAX_DECODE_Q_LEN].sum())
-        for (dlo, dhi, clo, chi), pol in (self._buckets() if self.path and dec else []):
+        for (dlo, dhi, clo, chi), pol in (buckets if dec else []):
             if dlo <= dec <= dhi and clo <= pre <= chi:
                 return pol.plan_hybrid(q, kv, shape, device)
         return HybridSerialPolicy().plan_hybrid(q, kv, shape, device)

@@ -658,7 +658,7 @@ def load_heuristic(path, *, shape=None, dtype: str | None = None) -> TunedHeuris
     """
     doc = read_document(_regular_file(path, "heuristic"))
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if isinstance(schema, str) and schema.startswith("kvtune-hybrid-heuristic/"):
+    if isinstance(schema, str) and schema.startswith(tuned_planner.HYBRID_SCHEMA_PREFIX):
         # A `kvtune tune --suite hybrid` file plans hybrid batches, through its own policy.
         raise ValueError(f"heuristic: {os.fspath(path)!r} is a hybrid heuristic ({schema}), not a "
                          f"decode heuristic; use --policy hybrid-tuned:path={os.fspath(path)} "

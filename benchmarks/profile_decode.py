@@ -155,28 +155,27 @@ def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dic
         row["merge_us"] = t2["median_us"]
         ref = out.clone()
         for block_s, warps in MERGE_VARIANTS:
-            # Another block of rows may round differently, so it is checked against the
-            # product's merge to a tolerance, not bitwise.
-            fn = functools.partial(merge_variant, launch, out, block_s, warps)
-            fn()
-            err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-            t = timer(fn)
-            row[f"merge_s{block_s}_w{warps}"] = {"us": t["median_us"], "vs_product": err}
+            row[f"merge_s{block_s}_w{warps}"] = _timed_beside(
+                functools.partial(merge_variant, launch, out, block_s, warps), out, ref, timer)
         # kernels/merge_chunked.py, the candidate: 16-row chunks at 2 warps, level by level.
         shape = launch.partial_out.shape
-        chunked = prepare_chunked_merge(launch.merge_requests.cpu().numpy(),
-                                        launch.merge_row0.cpu().numpy(),
-                                        launch.merge_count.cpu().numpy(), shape[1], shape[2],
-                                        out.device)
-        fn = functools.partial(launch_chunked_merge, launch.partial_out, launch.partial_lse,
-                               chunked, out)
-        fn()
-        err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-        t = timer(fn)
-        row["merge_chunked"] = {"us": t["median_us"], "vs_product": err,
-                                "launches": chunked.num_launches}
+        chunked = launch.chunked_merge or prepare_chunked_merge(
+            launch.merge_requests.cpu().numpy(), launch.merge_row0.cpu().numpy(),
+            launch.merge_count.cpu().numpy(), shape[1], shape[2], out.device)
+        row["merge_chunked"] = {**_timed_beside(functools.partial(
+            launch_chunked_merge, launch.partial_out, launch.partial_lse, chunked, out), out, ref,
+            timer), "launches": chunked.num_launches}
         out.copy_(ref)
     return row
+
+
+def _timed_beside(merge_fn, out, ref, timer) -> dict:
+    """{us, vs_product}: another merge run once into `out` and checked against the product's
+    output `ref` to a tolerance (another block of rows may round differently, so not bitwise),
+    then timed."""
+    merge_fn()
+    err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    return {"us": timer(merge_fn)["median_us"], "vs_product": err}
 
 
 # (rows per step, warps) of other merge configurations timed beside the product's (64 rows at

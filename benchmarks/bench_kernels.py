@@ -585,6 +585,21 @@ def matrix_batch(dist: str, batch: int, shape, total_tokens: int, seed: int = 0)
     return DecodeBatch(kv, shape, seed=seed, distribution=dist, label=f"{dist} B={batch}")
 
 
+def rebuild_matrix_case(variant: tuple, dist: str, batch: int, plan_name: str, device,
+                        chunk=None, tasks=None):
+    """(shape, plan) of a shape-matrix row rebuilt as the matrix built it (TOTAL_TOKENS, seed 0)
+    on `device`; ValueError where the row's chunk or task count (when given) differ, i.e. the
+    row was measured with other tokens or another device's SM count."""
+    shape = variant_shape(variant)
+    b = matrix_batch(dist, int(batch), shape, TOTAL_TOKENS)
+    plan, plan_chunk = matrix_plan(plan_name, b.kv_lens, shape, device)
+    if (chunk is not None and plan_chunk != int(chunk)) or (tasks is not None
+                                                           and plan.num_tasks != int(tasks)):
+        raise ValueError(f"does not rebuild (chunk {plan_chunk} vs {chunk}, tasks "
+                         f"{plan.num_tasks} vs {tasks}); was it run with other tokens?")
+    return shape, plan
+
+
 class MatrixRunner:
     """The two backends of the shape matrix, one timer setting for both (events, cold L2, a short
     stopping rule), and the copy ceiling; or, with dry_run, the Triton interpreter on the CPU

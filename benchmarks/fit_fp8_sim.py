@@ -40,12 +40,7 @@ from kvtune.harness.sim_model import SimConstants, simulate
 from kvtune.kernels.decode_config import CONFIG_TABLE, config_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import (
-    TOTAL_TOKENS,
-    matrix_batch,
-    matrix_plan,
-    variant_shape,
-)
+from bench_kernels import rebuild_matrix_case  # noqa: E402
 
 FP8 = "fp8_e4m3"
 GRID = np.round(np.arange(0.200, 1.0001, 0.005), 3)
@@ -59,13 +54,10 @@ def table_config(shape, plan) -> str:
 
 def _row(name, variant, dist, batch, plan_name, gpu_us, config, chunk, tasks, device, source):
     """One replayable row; variant: bench_kernels' (shape name, dtype, kv_dtype, page size)."""
-    shape = variant_shape(variant)
-    b = matrix_batch(dist, int(batch), shape, TOTAL_TOKENS)
-    plan, plan_chunk = matrix_plan(plan_name, b.kv_lens, shape, device)
-    if (chunk is not None and plan_chunk != int(chunk)) or (tasks is not None
-                                                           and plan.num_tasks != int(tasks)):
-        raise SystemExit(f"{source}: {name} does not rebuild (chunk {plan_chunk} vs {chunk}, "
-                         f"tasks {plan.num_tasks} vs {tasks}); was it run with other tokens?")
+    try:
+        shape, plan = rebuild_matrix_case(variant, dist, batch, plan_name, device, chunk, tasks)
+    except ValueError as exc:
+        raise SystemExit(f"{source}: {name} {exc}") from None
     return {"name": name, "case": (variant, dist, int(batch), plan_name),
             "shape": shape, "plan": plan, "gpu_us": float(gpu_us), "config": config,
             "default": config == table_config(shape, plan), "source": source}

@@ -35,7 +35,7 @@ from kvtune.harness.device import sim_model
 from kvtune.harness.sim_model import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import TOTAL_TOKENS, matrix_batch, matrix_plan, variant_shape  # noqa: E402
+from bench_kernels import rebuild_matrix_case  # noqa: E402
 
 KERNELS = (("triton", "triton_us"), ("flashinfer-tensor-core", "flashinfer_us"))
 
@@ -49,14 +49,12 @@ def load_rows(paths: list[str], device) -> list[dict]:
                 if r["triton_status"] != "ok" or r["flashinfer_status"] != "ok":
                     continue
                 variant = (r["shape"], r["dtype"], r["kv_dtype"], int(r["page_size"]))
-                shape = variant_shape(variant)
-                batch = matrix_batch(r["dist"], int(r["batch"]), shape, TOTAL_TOKENS)
-                plan, chunk = matrix_plan(r["plan"], batch.kv_lens, shape, device)
-                if chunk != int(r["chunk_tokens"]) or plan.num_tasks != int(r["num_tasks"]):
+                try:
+                    shape, plan = rebuild_matrix_case(variant, r["dist"], r["batch"], r["plan"],
+                                                      device, r["chunk_tokens"], r["num_tasks"])
+                except ValueError as exc:
                     raise SystemExit(f"{path}: {r['variant']} {r['dist']} B={r['batch']} "
-                                     f"{r['plan']} does not rebuild (chunk {chunk} vs "
-                                     f"{r['chunk_tokens']}, tasks {plan.num_tasks} vs "
-                                     f"{r['num_tasks']})")
+                                     f"{r['plan']} {exc}") from None
                 rows.append({"variant": r["variant"], "dist": r["dist"], "batch": int(r["batch"]),
                              "plan_name": r["plan"], "shape": shape, "plan": plan,
                              "gpu_us": {k: float(r[col]) for k, col in KERNELS}})

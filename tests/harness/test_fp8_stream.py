@@ -187,9 +187,11 @@ def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp"):
         w.writeheader()
         for dist, batch, plan_name in cases:
             variant = ("llama3-8b", "bf16", "fp8_e4m3", 16)
-            shape = script.variant_shape(variant)
-            b = script.matrix_batch(dist, batch, shape, script.TOTAL_TOKENS)
-            plan, chunk = script.matrix_plan(plan_name, b.kv_lens, shape, SHIPPED.device)
+            # The matrix's own builders: bench_kernels, which the fit script imports.
+            bench = sys.modules["bench_kernels"]
+            shape = bench.variant_shape(variant)
+            b = bench.matrix_batch(dist, batch, shape, bench.TOTAL_TOKENS)
+            plan, chunk = bench.matrix_plan(plan_name, b.kv_lens, shape, SHIPPED.device)
             us = simulate(plan, shape, SHIPPED.device, constants).time_us
             w.writerow({"variant": "x", "shape": variant[0], "dtype": variant[1],
                         "kv_dtype": variant[2], "page_size": variant[3], "dist": dist,

@@ -20,16 +20,7 @@ file=$(ls -t results/s11/res/*/hybrid_heuristic.json 2>/dev/null | head -1)
 echo "file: $file"
 [ -n "$file" ] || { cd results/s11 && tar czf $OUT/res.tgz res; exit 0; }
 cp "$file" $OUT/s11_hybrid_heuristic.json
-P="--policies hybrid-serial,hybrid-tuned:path=$file --backend triton --timer events"
-P="$P --stopping quiet_retries=1 --no-progress --out $OUT/bench"
-run() { timeout 120 python3 -m kvtune bench --distribution hybrid "$@" $P 2>&1 \
-          | grep -v Warning | tail -16 | cut -c1-260; }
-run --batch-sizes 24,40,96,192 --param chunk_tokens=1280 --param context_tokens=10240
-run --batch-sizes 20,56,112 --param chunk_tokens=3072 --param context_tokens=5120
-run --batch-sizes 48,80 --param chunk_tokens=2048 --param context_tokens=8192 --param decode_q_len=4
-run --batch-sizes 64,128 --seeds 300,301 --param source=continuous --param step_token_budget=2560
-run --batch-sizes 96 --seeds 300,301 --param source=continuous --param step_token_budget=3584 \
-  --param draft_tokens=3 --param accept_rate=0.75
+bash benchmarks/gpu_calls/hybrid_held_out.sh "$file" $OUT 120
 date -u
 cd results/s11 && tar czf $OUT/res.tgz res
 cd $OUT && tar czf bench.tgz bench && rm -rf bench

@@ -14,15 +14,6 @@ file=benchmarks/gpu_calls/s13_hybrid_heuristic_h100.json
   --heuristic ../$file --budget-s $(( ${1:-300} - 60 )) --out $OUT/co 2>&1 | grep -v Warning \
   | grep -v '^  check' | cut -c1-300 | tail -82)
 date -u
-P="--policies hybrid-serial,hybrid-tuned:path=$file --backend triton --timer events"
-P="$P --stopping quiet_retries=1 --no-progress --out $OUT/bench"
-run() { timeout 90 python3 -m kvtune bench --distribution hybrid "$@" $P 2>&1 \
-          | grep -v Warning | tail -16 | cut -c1-260; }
-run --batch-sizes 24,40,96,192 --param chunk_tokens=1280 --param context_tokens=10240
-run --batch-sizes 20,56,112 --param chunk_tokens=3072 --param context_tokens=5120
-run --batch-sizes 48,80 --param chunk_tokens=2048 --param context_tokens=8192 --param decode_q_len=4
-run --batch-sizes 64,128 --seeds 300,301 --param source=continuous --param step_token_budget=2560
-run --batch-sizes 96 --seeds 300,301 --param source=continuous --param step_token_budget=3584 \
-  --param draft_tokens=3 --param accept_rate=0.75
+bash benchmarks/gpu_calls/hybrid_held_out.sh $file $OUT 90
 date -u
 cd $OUT && tar czf bench.tgz bench && rm -rf bench

@@ -18,7 +18,7 @@ Prints one JSON line (case, config, error, and the timing with --time). With --t
 --split-cost the row also has stage 1 alone (the same launch with no merge) and the merge alone
 (stage 2 over stage 1's partials), each the median of 30 event pairs with the L2 flushed: where a
 split plan's time goes beyond the bytes it reads. --merge chunked runs the case's stage 2
-through kernels/merge_chunked.py (a candidate) instead of kernels/merge.py.
+through kernels/merge_chunked.py (a candidate, in one launch) instead of kernels/merge.py.
 
     ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
 times several configurations on the same case in one process, each twice: through the Triton
@@ -157,14 +157,16 @@ def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dic
         for block_s, warps in MERGE_VARIANTS:
             row[f"merge_s{block_s}_w{warps}"] = _timed_beside(
                 functools.partial(merge_variant, launch, out, block_s, warps), out, ref, timer)
-        # kernels/merge_chunked.py, the candidate: 16-row chunks at 2 warps, level by level.
+        # kernels/merge_chunked.py, the candidate: 16-row chunks at 2 warps, in one launch
+        # (fused) and one launch per level; both give the same bits.
         shape = launch.partial_out.shape
-        chunked = launch.chunked_merge or prepare_chunked_merge(
-            launch.merge_requests.cpu().numpy(), launch.merge_row0.cpu().numpy(),
-            launch.merge_count.cpu().numpy(), shape[1], shape[2], out.device)
-        row["merge_chunked"] = {**_timed_beside(functools.partial(
-            launch_chunked_merge, launch.partial_out, launch.partial_lse, chunked, out), out, ref,
-            timer), "launches": chunked.num_launches}
+        for key, fused in (("merge_chunked", True), ("merge_chunked_levels", False)):
+            chunked = prepare_chunked_merge(
+                launch.merge_requests.cpu().numpy(), launch.merge_row0.cpu().numpy(),
+                launch.merge_count.cpu().numpy(), shape[1], shape[2], out.device, fused=fused)
+            row[key] = {**_timed_beside(functools.partial(
+                launch_chunked_merge, launch.partial_out, launch.partial_lse, chunked, out), out,
+                ref, timer), "launches": chunked.num_launches, "levels": chunked.num_levels}
         out.copy_(ref)
     return row
 

@@ -1,6 +1,7 @@
-"""kernels/merge_chunked.py under the interpreter: the job lists level by level, the merge against
-float64 at every chunk boundary and across levels, a request's bits independent of the rest of
-the launch, bad input named."""
+"""kernels/merge_chunked.py under the interpreter: the job table level by level with its parent
+links, the merge against float64 at every chunk boundary and across levels, the fused launch
+bit for bit the by-level launches with its tickets back at zero, a request's bits independent of
+the rest of the launch, bad input named."""
 
 import numpy as np
 import pytest
@@ -11,8 +12,8 @@ from kvtune.kernels.merge_chunked import (CHUNK_SPLITS, chunked_jobs, launch_chu
 from tests.kernels.merge_cases import HEADS, partials, reference
 
 
-def run(o, lse, requests, row0, counts, out):
-    merge = prepare_chunked_merge(requests, row0, counts, HEADS, o.shape[2], "cpu")
+def run(o, lse, requests, row0, counts, out, fused=True):
+    merge = prepare_chunked_merge(requests, row0, counts, HEADS, o.shape[2], "cpu", fused=fused)
     launch_chunked_merge(o, lse, merge, out)
     return merge
 
@@ -30,6 +31,17 @@ def test_job_lists_by_level():
     assert 9 in l1["dest"].tolist() and (l1["dest"] < 0).sum() == 2
     assert l2["dest"].tolist() == [2] and l2["count"].tolist() == [2]
     assert jobs["scratch_rows"] == 2 + (c + 1) + 2
+    # Parent links (global job indices, levels concatenated): every job into a scratch row has
+    # the one job that reads that row; a parent has as many children as it has rows.
+    n0, n1 = len(l0["dest"]), len(l1["dest"])
+    parents = np.concatenate([l0["parent"], l1["parent"], l2["parent"]])
+    dests = np.concatenate([l0["dest"], l1["dest"], l2["dest"]])
+    counts = np.concatenate([l0["count"], l1["count"], l2["count"]])
+    assert ((parents == -1) == (dests >= 0)).all()
+    assert (l0["parent"][l0["dest"] < 0] >= n0).all() and (l0["parent"][l0["dest"] < 0] < n0 + n1).all()
+    assert (l1["parent"][l1["dest"] < 0] == n0 + n1).all()
+    for p in np.unique(parents[parents >= 0]):
+        assert (parents == p).sum() == counts[p]
     assert chunked_jobs([], [], [])["levels"] == []
 
 
@@ -40,11 +52,29 @@ def test_merge_matches_float64_across_chunks_and_levels(head_dim):
     o, lse, row0 = partials(counts, head_dim)
     out = torch.full((len(counts), HEADS, head_dim), float("nan"), dtype=torch.float32)
     merge = run(o, lse, np.arange(len(counts)), row0, counts, out)
-    assert merge.num_launches == 3
+    assert merge.num_levels == 3 and merge.num_launches == 1
     ref = reference(o, lse, row0, counts)
     assert torch.isfinite(out).all()
     err = (out.double() - ref).abs().max() / ref.abs().max()
     assert err < 1e-5, f"head_dim {head_dim}: relative error {err:.2e}"
+    # The tickets reset themselves; the by-level launches give the same bits.
+    assert not merge.tickets.any()
+    by_level = torch.full_like(out, float("nan"))
+    assert run(o, lse, np.arange(len(counts)), row0, counts, by_level,
+               fused=False).num_launches == 3
+    assert torch.equal(by_level, out)
+
+
+def test_the_fused_merge_replays_with_the_same_bits():
+    """A second launch of the same prepared merge (the tickets reused) writes the same bits."""
+    counts = [2, 3 * CHUNK_SPLITS + 5, CHUNK_SPLITS * CHUNK_SPLITS + 1]
+    o, lse, row0 = partials(counts, 64, seed=2)
+    merge = prepare_chunked_merge(np.arange(3), row0, counts, HEADS, 64, "cpu")
+    first = torch.full((3, HEADS, 64), float("nan"))
+    launch_chunked_merge(o, lse, merge, first)
+    again = torch.full_like(first, float("nan"))
+    launch_chunked_merge(o, lse, merge, again)
+    assert torch.equal(first, again) and not merge.tickets.any()
 
 
 def test_a_requests_bits_do_not_depend_on_the_rest_of_the_launch():
@@ -86,7 +116,7 @@ def test_decode_with_the_chunked_merge_matches_the_reference_and_is_batch_invari
     cache, q = make_inputs(kv, shape, torch.float32, seed=3)
     plan = build_plan(kv, chunk, num_kv_heads=2, page_size=4)
     launch = prepare_decode(plan, cache, merge="chunked")
-    assert launch.chunked_merge is not None and launch.num_launches == 1 + 2
+    assert launch.chunked_merge.num_levels == 2 and launch.num_launches == 1 + 1
     out = torch.full_like(q, float("nan"))
     run_decode(launch, q, cache, out=out)
     assert relative_error(out, decode_reference(q, cache)) <= 1e-5

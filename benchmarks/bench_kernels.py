@@ -606,7 +606,7 @@ class MatrixRunner:
     (wall clock, one run) and no FlashInfer."""
 
     def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf,
-                 merge: str = "blocks"):
+                 merge: str = "chunked"):
         from kvtune.harness.backends import BackendUnavailable
         from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
 
@@ -921,9 +921,9 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true",
                     help="shapes: the whole product (8 shapes x 3 KV types x 3 page sizes) instead "
                          "of the one-factor-at-a-time set")
-    ap.add_argument("--merge", choices=("blocks", "chunked"), default="blocks",
-                    help="shapes/shape-configs: the Triton kernel's stage 2 (blocks: "
-                         "kernels/merge.py, the product's; chunked: kernels/merge_chunked.py)")
+    ap.add_argument("--merge", choices=("chunked", "blocks"), default="chunked",
+                    help="shapes/shape-configs: the Triton kernel's stage 2 (chunked: "
+                         "kernels/merge_chunked.py, the product's; blocks: kernels/merge.py)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--total-tokens", type=int, default=None,

@@ -17,8 +17,11 @@ fraction of the copy bandwidth measured in the same process.
 Prints one JSON line (case, config, error, and the timing with --time). With --time
 --split-cost the row also has stage 1 alone (the same launch with no merge) and the merge alone
 (stage 2 over stage 1's partials), each the median of 30 event pairs with the L2 flushed: where a
-split plan's time goes beyond the bytes it reads. --merge chunked runs the case's stage 2
-through kernels/merge_chunked.py (a candidate, in one launch) instead of kernels/merge.py.
+split plan's time goes beyond the bytes it reads (the merge alone: kernels/merge.py's, then the
+other settings and kernels/merge_chunked.py in one launch and by level). --merge blocks runs the
+case's stage 2 through kernels/merge.py instead of the default kernels/merge_chunked.py; with the
+chunked merge launched as stage 1's programmatic dependent (--merge-pdl auto, sm_90+), --time
+also times the same launch without it (no_pdl_median_us).
 
     ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
 times several configurations on the same case in one process, each twice: through the Triton
@@ -212,9 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --configs: FlashInfer's decode on the same plan as the baseline")
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--time", action="store_true")
-    ap.add_argument("--merge", choices=MERGES, default="blocks",
-                    help="stage 2 of the single case: kernels/merge.py (blocks, the product's) or "
-                         "kernels/merge_chunked.py (chunked)")
+    ap.add_argument("--merge", choices=MERGES, default="chunked",
+                    help="stage 2 of the single case: kernels/merge_chunked.py (chunked, the "
+                         "product's) or kernels/merge.py (blocks)")
+    ap.add_argument("--merge-pdl", choices=("auto", "off"), default="auto",
+                    help="the chunked merge as stage 1's programmatic dependent where the GPU "
+                         "has it (auto) or an ordinary launch (off)")
     ap.add_argument("--split-cost", action="store_true",
                     help="with --time: stage 1 alone and the merge alone, too (and other merges: "
                          "MERGE_VARIANTS and kernels/merge_chunked.py)")
@@ -239,7 +245,8 @@ def main(argv=None) -> int:
               else default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                   plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                   group_size=shape.group_size))
-    launch = prepare_decode(plan, cache, config=config, merge=args.merge)
+    launch = prepare_decode(plan, cache, config=config, merge=args.merge,
+                            merge_pdl=None if args.merge_pdl == "auto" else False)
     ref = decode_reference(q, cache)
     out = torch.full_like(q, float("nan"))
     run_decode(launch, q, cache, out=out)
@@ -247,7 +254,8 @@ def main(argv=None) -> int:
     err = relative_error(out, ref)
     row = {"shape": args.shape, "dtype": args.dtype, "kv_dtype": shape.kv_dtype,
            "page": args.page, "dist": args.dist, "batch": args.batch, "chunk": args.chunk,
-           "config": config.label(), "merge": args.merge, "num_tasks": plan.num_tasks,
+           "config": config.label(), "merge": args.merge, "merge_pdl": launch.merge_pdl,
+           "num_tasks": plan.num_tasks,
            "programs_per_sm": plan.num_tasks / bench_kernels.device_spec().sm_count,
            "rel_error": err}
     if not (math.isfinite(err) and err <= ERROR_BOUND):
@@ -268,6 +276,12 @@ def main(argv=None) -> int:
                    copy_bytes_per_s=ceiling,
                    fraction_of_copy=nbytes / (t["median_us"] * 1e-6) / ceiling,
                    gpu=torch.cuda.get_device_name(0))
+        if launch.merge_pdl:
+            # The same launch with the merge as an ordinary launch, in the same process.
+            plain = dataclasses.replace(launch, merge_pdl=False)
+            t0 = timer(lambda: run_decode(plain, q, cache, out=out))
+            row.update(no_pdl_median_us=t0["median_us"], no_pdl_p10_us=t0["p10_us"],
+                       no_pdl_p90_us=t0["p90_us"])
         if args.split_cost:
             row.update(split_cost(launch, q, cache, out, timer, nbytes, ceiling))
     print(json.dumps(row))

@@ -69,6 +69,7 @@ from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
 from kvtune.kernels.decode_config import KernelConfig, default_config, tasks_of_one_length
 from kvtune.kernels.merge import launch_merge
@@ -304,8 +305,13 @@ def _attend_kernel(
     DOT_PRECISION: tl.constexpr,
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
     Q_TO_FP16: tl.constexpr, V_WIDE: tl.constexpr, ASM: tl.constexpr,
-    WARP_SPLIT: tl.constexpr, V_PAIRS: tl.constexpr,
+    WARP_SPLIT: tl.constexpr, V_PAIRS: tl.constexpr, GDC_TRIGGER: tl.constexpr = False,
 ):
+    if GDC_TRIGGER:
+        # Programmatic dependent launch of the merge (DecodeLaunch.merge_pdl): it may be
+        # scheduled once every program of this grid has started, and waits (griddepcontrol.wait)
+        # for this grid's completion before it reads a partial row.
+        gdc_launch_dependents()
     # Task source: MODE 0 one task per program (2-D grid), 1 round-robin, 2 atomic counter.
     if MODE == 0:
         t = tl.program_id(1) * num_items + tl.program_id(0)
@@ -518,8 +524,11 @@ class DecodeLaunch:
     partial_out: [rows, num_qo_heads, head_dim] float32 and partial_lse: [rows, num_qo_heads]
     float32, one row per work item of a split request. merge_requests / merge_row0 /
     merge_count: [split requests] int32. counter: [2] int32 zeros (persistent-heavy-first).
-    chunked_merge: the job lists of kernels/merge_chunked.py where prepare_decode was asked for
-    merge="chunked" and a request is split (None: kernels/merge.py's merge).
+    chunked_merge: the job table of kernels/merge_chunked.py where a request is split and
+    prepare_decode's merge is "chunked" (the default; None: kernels/merge.py's merge).
+    merge_pdl: launch the chunked merge as the programmatic dependent of stage 1 (sm_90+, never
+    under the interpreter): its programs are scheduled beside stage 1's last wave and wait for
+    its completion on the device, instead of the launch starting after it.
     """
 
     plan: Plan
@@ -534,6 +543,7 @@ class DecodeLaunch:
     merge_count: torch.Tensor
     counter: torch.Tensor
     chunked_merge: ChunkedMerge | None = None
+    merge_pdl: bool = False
 
     @property
     def num_launches(self) -> int:
@@ -557,18 +567,28 @@ def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
                           equal_tasks=tasks_of_one_length(plan.work_kv_end - plan.work_kv_start))
 
 
-MERGES = ("blocks", "chunked")
+MERGES = ("chunked", "blocks")
+
+
+def pdl_supported(device: torch.device) -> bool:
+    """Programmatic dependent launch: a CUDA device of compute capability 9.0 or later, and not
+    Triton's interpreter."""
+    return (not INTERPRETED and device.type == "cuda"
+            and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
-                   config: KernelConfig | None = None, merge: str = "blocks") -> DecodeLaunch:
+                   config: KernelConfig | None = None, merge: str = "chunked",
+                   merge_pdl: bool | None = None) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
         default's -vp falls back to its plain loop where -vp cannot run (_v_path_obstacle); an
         explicit -vp or -vw config is refused there.
-    merge: stage 2 of split requests, one of MERGES: "blocks" (kernels/merge.py, the product's)
-        or "chunked" (kernels/merge_chunked.py, a candidate being measured: docs/KERNEL_NOTES.md).
+    merge: stage 2 of split requests, one of MERGES: "chunked" (kernels/merge_chunked.py, the
+        default: 16-row jobs at 2 warps in one launch) or "blocks" (kernels/merge.py, 64-row
+        blocks at 4 warps, the merge before the fifteenth session; docs/KERNEL_NOTES.md).
+    merge_pdl: DecodeLaunch.merge_pdl for the chunked merge; None: where pdl_supported.
     """
     if merge not in MERGES:
         raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
@@ -619,6 +639,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         chunked_merge=prepare_chunked_merge(merge_req, row0[merge_req], plan.splits[merge_req],
                                             shape.num_qo_heads, shape.head_dim, device)
         if merge == "chunked" and merge_req.size else None,
+        merge_pdl=bool(merge == "chunked" and merge_req.size
+                       and (pdl_supported(device) if merge_pdl is None else merge_pdl)),
     )
 
 
@@ -649,7 +671,9 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
 
     launch_pdl: launch stage 1 as the programmatic dependent of the stream's previous launch
     (sm_90+, never under the interpreter): kernels/hybrid.py's ordered colocated chain, where it
-    may start once the previous grid's programs signal, not when they end.
+    may start once the previous grid's programs signal, not when they end. The merge then runs
+    as an ordinary launch (launch.merge_pdl is not used): stage 1 of that chain does not wait
+    for the grid before it, so only a full launch boundary orders the merge after both.
 
     Nothing here touches the host beyond the launches, so this is what a timer wraps. Two
     launches of one `DecodeLaunch` must not run concurrently (they share scratch and counter).
@@ -674,6 +698,8 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     precision = "ieee" if upcast or q.dtype == torch.float32 else "tf32"
     # fp8 pages: k_scale joins the score scale, v_scale multiplies the output (module docstring).
     k_scale = cache.k_scale if cache.is_fp8 else 1.0
+    merge_pdl = (launch.merge_pdl and launch.chunked_merge is not None and not launch_pdl
+                 and not INTERPRETED)
     _attend_kernel[launch.grid](
         q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
         cache.page_indptr, cache.page_indices, launch.items, launch.counter,
@@ -692,9 +718,11 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
         **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}),
+        **({"GDC_TRIGGER": True} if merge_pdl else {}),
     )
     if launch.chunked_merge is not None:
-        launch_chunked_merge(launch.partial_out, launch.partial_lse, launch.chunked_merge, out)
+        launch_chunked_merge(launch.partial_out, launch.partial_lse, launch.chunked_merge, out,
+                             pdl=merge_pdl)
     elif launch.merge_requests.shape[0] > 0:
         launch_merge(launch.partial_out, launch.partial_lse, launch.merge_requests,
                      launch.merge_row0, launch.merge_count, out)

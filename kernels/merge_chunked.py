@@ -1,4 +1,4 @@
-"""A chunked split-KV merge, for measurement beside kernels/merge.py (not yet the product's).
+"""The split-KV merge (stage 2 of kernels/decode.py by default; kernels/merge.py is the other).
 
 Why: kernels/merge.py runs one program per (split request, query head) with a 64-row block of
 partial rows at 4 warps (128 registers, 4 programs per SM). Where many requests are split a few
@@ -37,6 +37,7 @@ from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.language.extra.cuda import gdc_wait  # noqa: E402
 
 # Partial rows merged by one program: the block of the 2-warp kernel (a [16, head_dim] float32
 # tile at head_dim 128: 56 registers in a local sm_90 compile).
@@ -87,15 +88,20 @@ def _store_job(dest, res, m, w_sum, h, out_ptr, scratch_o_ptr, scratch_lse_ptr, 
 def _merge_jobs(part_o_ptr, part_lse_ptr, scratch_o_ptr, scratch_lse_ptr, row0_ptr, count_ptr,
                 dest_ptr, parent_ptr, ticket_ptr, out_ptr, job0, stride_o_b, stride_o_h,
                 NUM_QO_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
-                FROM_SCRATCH: tl.constexpr, FUSED: tl.constexpr):
+                FROM_SCRATCH: tl.constexpr, FUSED: tl.constexpr, GDC_WAIT: tl.constexpr = False):
     """Program (j, h): job job0 + j of head h (rows of stage 1's partials, or of the scratch rows
-    where FROM_SCRATCH). FUSED: then every ancestor job whose last child this program finished."""
+    where FROM_SCRATCH). FUSED: then every ancestor job whose last child this program finished.
+    GDC_WAIT: launched as stage 1's programmatic dependent; wait for it before reading a row."""
     j = job0 + tl.program_id(0)
     h = tl.program_id(1)
-    res, m, w_sum = _merge_block(part_o_ptr, part_lse_ptr, tl.load(row0_ptr + j),
-                                 tl.load(count_ptr + j), h, NUM_QO_HEADS, HEAD_DIM, BLOCK_S,
-                                 FROM_SCRATCH)
-    _store_job(tl.load(dest_ptr + j), res, m, w_sum, h, out_ptr, scratch_o_ptr, scratch_lse_ptr,
+    row0 = tl.load(row0_ptr + j)
+    n = tl.load(count_ptr + j)
+    dest = tl.load(dest_ptr + j)
+    if GDC_WAIT:
+        gdc_wait()  # the job table is the host's; the partial rows are stage 1's
+    res, m, w_sum = _merge_block(part_o_ptr, part_lse_ptr, row0, n, h, NUM_QO_HEADS, HEAD_DIM,
+                                 BLOCK_S, FROM_SCRATCH)
+    _store_job(dest, res, m, w_sum, h, out_ptr, scratch_o_ptr, scratch_lse_ptr,
                stride_o_b, stride_o_h, NUM_QO_HEADS, HEAD_DIM)
     if FUSED:
         parent = tl.load(parent_ptr + j)
@@ -223,20 +229,23 @@ def prepare_chunked_merge(requests, row0, count, num_qo_heads: int, head_dim: in
 
 
 def launch_chunked_merge(partial_out: torch.Tensor, partial_lse: torch.Tensor,
-                         merge: ChunkedMerge, out: torch.Tensor) -> None:
+                         merge: ChunkedMerge, out: torch.Tensor, pdl: bool = False) -> None:
     """Write out[request] for every split request of `merge` from stage 1's partial rows
     (partial_out [rows, num_qo_heads, head_dim], partial_lse [rows, num_qo_heads] float32, base
-    2): one launch (merge.fused), or one per level."""
+    2): one launch (merge.fused), or one per level. pdl: the first launch is the programmatic
+    dependent of the stream's previous one (stage 1, which triggers it: kernels/decode.py's
+    GDC_TRIGGER) and waits for it on the device; sm_90+, never under the interpreter."""
     num_qo_heads, head_dim = partial_out.shape[1], partial_out.shape[2]
     bounds = merge.level_bounds[:1] if merge.fused else merge.level_bounds
     for i, (first, end) in enumerate(bounds):
         src_o, src_lse = (partial_out, partial_lse) if i == 0 else \
             (merge.scratch_o, merge.scratch_lse)
+        extra = {"GDC_WAIT": True, "launch_pdl": True} if pdl and i == 0 else {}
         _merge_jobs[(end - first, num_qo_heads)](
             src_o, src_lse, merge.scratch_o, merge.scratch_lse, merge.row0, merge.count,
             merge.dest, merge.parent, merge.tickets, out, first, out.stride(0), out.stride(1),
             NUM_QO_HEADS=num_qo_heads, HEAD_DIM=head_dim, BLOCK_S=CHUNK_SPLITS,
-            FROM_SCRATCH=i > 0, FUSED=merge.fused, num_warps=CHUNKED_WARPS)
+            FROM_SCRATCH=i > 0, FUSED=merge.fused, num_warps=CHUNKED_WARPS, **extra)
 
 
 __all__ = ["CHUNK_SPLITS", "ChunkedMerge", "chunked_jobs", "launch_chunked_merge",

@@ -74,8 +74,8 @@ class TritonBackend:
     torch_device: "cuda" (default). "cpu" runs the kernels in Triton's interpreter, which only
         tests use; it needs TRITON_INTERPRET=1 (set automatically where there is no GPU).
     config: a kernels.decode.KernelConfig overriding the tuned per-shape configuration.
-    merge: stage 2 of split requests, one of kernels.decode.MERGES ("blocks", the product's;
-        "chunked", the candidate of kernels/merge_chunked.py being measured).
+    merge: stage 2 of split requests, one of kernels.decode.MERGES ("chunked", the default:
+        kernels/merge_chunked.py; "blocks": kernels/merge.py).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
     ValueError for an unknown timer name.
     """
@@ -84,7 +84,7 @@ class TritonBackend:
 
     def __init__(self, device: DeviceSpec | None = None, timer=None, *, cold_l2: bool = True,
                  stopping=None, torch_device: str = "cuda", config=None,
-                 merge: str = "blocks") -> None:
+                 merge: str = "chunked") -> None:
         import torch
 
         from kvtune.harness.timing import TIMERS

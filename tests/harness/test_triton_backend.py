@@ -78,15 +78,16 @@ def test_verify_then_measure_fill_the_measurement():
 
 
 @needs_interpreter
-def test_the_chunked_merge_is_verified_like_the_product_merge(monkeypatch):
-    """merge="chunked": split requests merge through kernels/merge_chunked.py, checked against
-    the reference before timing."""
+@pytest.mark.parametrize("merge, hook", [(None, "launch_chunked_merge"),
+                                         ("blocks", "launch_merge")])
+def test_each_merge_is_verified_like_the_default(monkeypatch, merge, hook):
+    """Split requests merge through kernels/merge_chunked.py by default and kernels/merge.py
+    with merge="blocks", checked against the reference before timing."""
     calls = []
-    real = decode_module.launch_chunked_merge
-    monkeypatch.setattr(decode_module, "launch_chunked_merge",
-                        lambda *a: calls.append(1) or real(*a))
+    real = getattr(decode_module, hook)
+    monkeypatch.setattr(decode_module, hook, lambda *a, **k: calls.append(1) or real(*a, **k))
     backend = TritonBackend(timer=FixedTimer([1.0]), torch_device="cpu", config=SMALL_BLOCKS,
-                            merge="chunked")
+                            **({"merge": merge} if merge else {}))
     batch = _batch()
     plan = build_plan(batch.kv_lens, 8, num_kv_heads=2, page_size=4)
     check = backend.verify(batch, plan)
@@ -165,5 +166,5 @@ def test_bad_arguments_name_the_field():
         TritonBackend(timer="stopwatch", torch_device="cpu", config=SMALL_BLOCKS)
     with pytest.raises(ValueError, match="torch_device"):
         TritonBackend(torch_device="tpu")
-    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: blocks, chunked"):
+    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: chunked, blocks"):
         TritonBackend(torch_device="cpu", timer=FixedTimer([1.0]), merge="fused")

@@ -42,17 +42,17 @@ def test_dry_run_shapes_section_checks_then_tabulates(bench, tmp_path):
     table = (out / "shapes.md").read_text()
     assert table.startswith("| variant |") and "llama3-70b-tp8 bf16/fp8_e4m3 p16" in table
     assert json.loads((out / "results.json").read_text())["dry_run"] is True
-    assert (rows["triton_merge"] == "blocks").all()
+    assert (rows["triton_merge"] == "chunked").all()
 
 
-def test_dry_run_shapes_with_the_chunked_merge(bench, tmp_path):
-    """--merge chunked: the matrix's Triton rows run kernels/merge_chunked.py (checked against
-    the reference like the product's merge) and say so; the batch is split (balanced-2x)."""
+def test_dry_run_shapes_with_the_blocks_merge(bench, tmp_path):
+    """--merge blocks: the matrix's Triton rows run kernels/merge.py (checked against the
+    reference like the default merge) and say so; the batch is split (balanced-2x)."""
     out = tmp_path / "out"
     assert bench.main(["--dry-run", "--sections", "shapes", "--variants", "12", "--total-tokens",
-                       "40", "--merge", "chunked", "--out", str(out)]) == 0
+                       "40", "--merge", "blocks", "--out", str(out)]) == 0
     rows = pd.read_csv(out / "shapes.csv")
-    assert (rows["triton_status"] == "ok").all() and (rows["triton_merge"] == "chunked").all()
+    assert (rows["triton_status"] == "ok").all() and (rows["triton_merge"] == "blocks").all()
     assert (rows["triton_rel_error"] < 2e-2).all()
 
 

@@ -20,6 +20,7 @@ from kvtune.kernels.decode import (
     run_decode,
 )
 from kvtune.kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, build_plan
+from kvtune.kernels.reference import decode_reference, relative_error
 from tests.kernels.kernel_cases import check_against_reference, make_inputs
 
 SMALL = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
@@ -209,9 +210,10 @@ def test_merge_launched_only_for_split_requests(monkeypatch):
     import kvtune.kernels.decode as decode_module
 
     calls = []
-    real = decode_module.launch_merge
-    monkeypatch.setattr(decode_module, "launch_merge",
-                        lambda *args: calls.append(args[2].tolist()) or real(*args))
+    real = decode_module.launch_chunked_merge
+    monkeypatch.setattr(
+        decode_module, "launch_chunked_merge",
+        lambda *args, **kw: calls.append(args[2].dest.tolist()) or real(*args, **kw))
     kv = [9, 30, 4]
     cache, q = make_inputs(kv, SMALL, torch.float32)
     unsplit = build_plan(kv, 64, num_kv_heads=2, page_size=4)
@@ -219,7 +221,17 @@ def test_merge_launched_only_for_split_requests(monkeypatch):
     assert launch.num_launches == 1 and calls == []
     split = build_plan(kv, 12, num_kv_heads=2, page_size=4)
     _, launch = check_against_reference(q, cache, split)
-    assert launch.num_launches == 2 and calls == [[1]]  # only request 1 (30 tokens) is split
+    # Only request 1 (30 tokens, 3 splits) is split: one job, into its output row.
+    assert launch.num_launches == 2 and calls == [[1]]
+    # The same with kernels/merge.py.
+    blocks = []
+    real_blocks = decode_module.launch_merge
+    monkeypatch.setattr(decode_module, "launch_merge",
+                        lambda *args: blocks.append(args[2].tolist()) or real_blocks(*args))
+    launch = decode_module.prepare_decode(split, cache, merge="blocks")
+    out = decode_module.run_decode(launch, q, cache)
+    assert launch.num_launches == 2 and blocks == [[1]] and calls == [[1]]
+    assert relative_error(out, decode_reference(q, cache)) <= 1e-5
 
 
 def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():

@@ -115,13 +115,14 @@ def test_decode_with_the_chunked_merge_matches_the_reference_and_is_batch_invari
     kv = [2 * chunk * (CHUNK_SPLITS + 3), 5, 3 * chunk + 1]  # 38, 3 and 4 splits
     cache, q = make_inputs(kv, shape, torch.float32, seed=3)
     plan = build_plan(kv, chunk, num_kv_heads=2, page_size=4)
-    launch = prepare_decode(plan, cache, merge="chunked")
+    launch = prepare_decode(plan, cache)  # the default merge
     assert launch.chunked_merge.num_levels == 2 and launch.num_launches == 1 + 1
+    assert not launch.merge_pdl  # no programmatic launch on the CPU
     out = torch.full_like(q, float("nan"))
     run_decode(launch, q, cache, out=out)
     assert relative_error(out, decode_reference(q, cache)) <= 1e-5
     blocks = torch.full_like(q, float("nan"))
-    run_decode(prepare_decode(plan, cache), q, cache, out=blocks)
+    run_decode(prepare_decode(plan, cache, merge="blocks"), q, cache, out=blocks)
     assert torch.allclose(out, blocks, rtol=1e-5, atol=1e-6)
     # Request 0 alone, its pages copied: the same bits.
     cache1, _ = make_inputs(kv[:1], shape, torch.float32, seed=3)
@@ -131,7 +132,7 @@ def test_decode_with_the_chunked_merge_matches_the_reference_and_is_batch_invari
     alone = torch.empty_like(q[:1])
     run_decode(prepare_decode(plan1, cache1, merge="chunked"), q[:1].clone(), cache1, out=alone)
     assert torch.equal(alone[0], out[0])
-    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: blocks, chunked"):
+    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: chunked, blocks"):
         prepare_decode(plan, cache, merge="fused")
     # Without a split request there is nothing to merge.
     unsplit = build_plan(kv, 1024, num_kv_heads=2, page_size=4)

@@ -52,7 +52,7 @@ def test_split_cost_times_stage_one_the_merge_and_the_other_merges(monkeypatch):
     cache = PagedKVCache.from_lengths(kv, shape, device="cpu", seed=0)
     q = make_queries(len(kv), shape, device="cpu", seed=0)
     plan = build_plan(kv, 16, num_kv_heads=2, page_size=4)
-    launch = prepare_decode(plan, cache)
+    launch = prepare_decode(plan, cache, merge="blocks")
     out = torch.empty_like(q)
     run_decode(launch, q, cache, out=out)
     product = out.clone()
@@ -64,10 +64,11 @@ def test_split_cost_times_stage_one_the_merge_and_the_other_merges(monkeypatch):
         return {"median_us": 10.0 + len(calls)}
     row = module.split_cost(launch, q, cache, out, timer, nbytes=1000, ceiling=1e12)
     assert row["split_requests"] == 2 and row["stage1_us"] == 11.0 and row["merge_us"] == 12.0
-    assert len(calls) == 3 + len(module.MERGE_VARIANTS)
-    for name in [f"merge_s{b}_w{w}" for b, w in module.MERGE_VARIANTS] + ["merge_chunked"]:
+    assert len(calls) == 4 + len(module.MERGE_VARIANTS)
+    for name in [f"merge_s{b}_w{w}" for b, w in module.MERGE_VARIANTS] + [
+            "merge_chunked", "merge_chunked_levels"]:
         assert row[name]["vs_product"] < 1e-3, name
-    assert row["merge_chunked"]["launches"] == 1
+    assert row["merge_chunked"]["launches"] == row["merge_chunked_levels"]["launches"] == 1
     assert torch.equal(out, product)
 
     # A launch prepared with the chunked merge: its stage 1 alone runs no merge either.
@@ -76,10 +77,12 @@ def test_split_cost_times_stage_one_the_merge_and_the_other_merges(monkeypatch):
     chunked_calls = []
     real = decode_module.launch_chunked_merge
     monkeypatch.setattr(decode_module, "launch_chunked_merge",
-                        lambda *a: chunked_calls.append(1) or real(*a))
+                        lambda *a, **k: chunked_calls.append(1) or real(*a, **k))
     launch = prepare_decode(plan, cache, merge="chunked")
     run_decode(launch, q, cache, out=out)
     assert chunked_calls == [1]
     module.split_cost(launch, q, cache, out, timer, nbytes=1000, ceiling=1e12)
     assert chunked_calls == [1]
-    assert module.build_parser().parse_args(["--merge", "chunked"]).merge == "chunked"
+    args = module.build_parser().parse_args([])
+    assert (args.merge, args.merge_pdl) == ("chunked", "auto")
+    assert module.build_parser().parse_args(["--merge", "blocks"]).merge == "blocks"

@@ -19,9 +19,9 @@ Prints one JSON line (case, config, error, and the timing with --time). With --t
 (stage 2 over stage 1's partials), each the median of 30 event pairs with the L2 flushed: where a
 split plan's time goes beyond the bytes it reads (the merge alone: kernels/merge.py's, then the
 other settings and kernels/merge_chunked.py in one launch and by level). --merge blocks runs the
-case's stage 2 through kernels/merge.py instead of the default kernels/merge_chunked.py; with the
-chunked merge launched as stage 1's programmatic dependent (--merge-pdl auto, sm_90+), --time
-also times the same launch without it (no_pdl_median_us).
+case's stage 2 through kernels/merge.py instead of the default kernels/merge_chunked.py; --merge-pdl
+on launches the chunked merge as stage 1's programmatic dependent (sm_90+), and --time then also
+times the same launch without it (no_pdl_median_us).
 
     ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
 times several configurations on the same case in one process, each twice: through the Triton
@@ -218,9 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--merge", choices=MERGES, default="chunked",
                     help="stage 2 of the single case: kernels/merge_chunked.py (chunked, the "
                          "product's) or kernels/merge.py (blocks)")
-    ap.add_argument("--merge-pdl", choices=("auto", "off"), default="auto",
-                    help="the chunked merge as stage 1's programmatic dependent where the GPU "
-                         "has it (auto) or an ordinary launch (off)")
+    ap.add_argument("--merge-pdl", choices=("off", "on"), default="off",
+                    help="the chunked merge as an ordinary launch (off, the product's) or as "
+                         "stage 1's programmatic dependent where the GPU has it (on)")
     ap.add_argument("--split-cost", action="store_true",
                     help="with --time: stage 1 alone and the merge alone, too (and other merges: "
                          "MERGE_VARIANTS and kernels/merge_chunked.py)")
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
                                   plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                   group_size=shape.group_size))
     launch = prepare_decode(plan, cache, config=config, merge=args.merge,
-                            merge_pdl=None if args.merge_pdl == "auto" else False)
+                            merge_pdl=args.merge_pdl == "on")
     ref = decode_reference(q, cache)
     out = torch.full_like(q, float("nan"))
     run_decode(launch, q, cache, out=out)

@@ -528,7 +528,9 @@ class DecodeLaunch:
     prepare_decode's merge is "chunked" (the default; None: kernels/merge.py's merge).
     merge_pdl: launch the chunked merge as the programmatic dependent of stage 1 (sm_90+, never
     under the interpreter): its programs are scheduled beside stage 1's last wave and wait for
-    its completion on the device, instead of the launch starting after it.
+    its completion on the device, instead of the launch starting after it. Off by default: on an
+    H100 it saved 1.4-2.1 us on llama3-8b and G=16 but made llama3-70b-tp8 steps up to 2x
+    slower (docs/PERFORMANCE.md, fifteenth session).
     """
 
     plan: Plan
@@ -579,7 +581,7 @@ def pdl_supported(device: torch.device) -> bool:
 
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None, merge: str = "chunked",
-                   merge_pdl: bool | None = None) -> DecodeLaunch:
+                   merge_pdl: bool = False) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
@@ -588,7 +590,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     merge: stage 2 of split requests, one of MERGES: "chunked" (kernels/merge_chunked.py, the
         default: 16-row jobs at 2 warps in one launch) or "blocks" (kernels/merge.py, 64-row
         blocks at 4 warps, the merge before the fifteenth session; docs/KERNEL_NOTES.md).
-    merge_pdl: DecodeLaunch.merge_pdl for the chunked merge; None: where pdl_supported.
+    merge_pdl: DecodeLaunch.merge_pdl for the chunked merge (default off); True is ignored
+        where pdl_supported says no.
     """
     if merge not in MERGES:
         raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
@@ -639,8 +642,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         chunked_merge=prepare_chunked_merge(merge_req, row0[merge_req], plan.splits[merge_req],
                                             shape.num_qo_heads, shape.head_dim, device)
         if merge == "chunked" and merge_req.size else None,
-        merge_pdl=bool(merge == "chunked" and merge_req.size
-                       and (pdl_supported(device) if merge_pdl is None else merge_pdl)),
+        merge_pdl=bool(merge == "chunked" and merge_req.size and merge_pdl
+                       and pdl_supported(device)),
     )
 
 

@@ -529,8 +529,9 @@ class DecodeLaunch:
     merge_pdl: launch the chunked merge as the programmatic dependent of stage 1 (sm_90+, never
     under the interpreter): its programs are scheduled beside stage 1's last wave and wait for
     its completion on the device, instead of the launch starting after it. Off by default: on an
-    H100 it saved 1.4-2.1 us on llama3-8b and G=16 but made llama3-70b-tp8 steps up to 2x
-    slower (docs/PERFORMANCE.md, fifteenth session).
+    H100 it saved 1.4-2.1 us per step in three cases, but llama3-70b-tp8 timings with and
+    without it were disturbed up to 2x in both calls that compared them, so the gain is not
+    established (docs/PERFORMANCE.md, fifteenth session).
     """
 
     plan: Plan

@@ -17,8 +17,9 @@ Two ways to run the tree, with the same jobs and therefore the same bits:
 - fused (the default), one launch: one program per (leaf job, query head); the program that
   finishes a parent job's last child (a per-(job, head) ticket, taken with an acq_rel atomic
   after a barrier) runs the parent too, and so on up. The parent reads its rows in their fixed
-  order, whichever child came last. Measured in session 14 level by level, a request split ~100
-  ways paid a second launch (10.3-11.0 us against 6.8-7.8 for kernels/merge.py).
+  order, whichever child came last. Measured by level (fifteenth session, H100), a request split
+  ~100 ways paid a second launch (9.6-16.6 us against 6.8-7.8 for kernels/merge.py); fused it
+  takes 8.2-8.7 us, and 256 two-way splits 7.2-7.4 us against 14.4-14.8.
 - by level: one launch per level (fused=False), kept for measurement.
 The reduction order of a request (its rows in chunks of CHUNK_SPLITS, in order, level by level)
 depends only on its own split count: the result stays batch-invariant. Host work (the job

@@ -921,9 +921,10 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true",
                     help="shapes: the whole product (8 shapes x 3 KV types x 3 page sizes) instead "
                          "of the one-factor-at-a-time set")
-    ap.add_argument("--merge", choices=("chunked", "blocks"), default="chunked",
+    ap.add_argument("--merge", choices=("chunked", "blocks", "tail"), default="chunked",
                     help="shapes/shape-configs: the Triton kernel's stage 2 (chunked: "
-                         "kernels/merge_chunked.py, the product's; blocks: kernels/merge.py)")
+                         "kernels/merge_chunked.py, the product's; blocks: kernels/merge.py; "
+                         "tail: kernels/merge_tail.py, in stage 1's tail)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--total-tokens", type=int, default=None,

@@ -54,8 +54,10 @@ def parse_label(label: str) -> KernelConfig:
 
 
 def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: KernelConfig,
-                   page_size: int = 16, mode: int = 0, num_kv_heads: int = 8):
-    """The compiled kernel (triton CompiledKernel) for sm_90, without launching anything."""
+                   page_size: int = 16, mode: int = 0, num_kv_heads: int = 8,
+                   tail_merge: bool = False):
+    """The compiled kernel (triton CompiledKernel) for sm_90, without launching anything.
+    tail_merge: the variant that merges split requests in its tail (kernels/merge_tail.py)."""
     fn = decode_mod._attend_kernel
     q_ptr, p_dtype = _Q_TYPES[q_type]
     kv_ptr = _KV_TYPES[kv_type] or q_ptr  # a 16-bit cache has the query type
@@ -68,6 +70,9 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "stride_q_b": "i32", "stride_q_h": "i32", "stride_o_b": "i32", "stride_o_h": "i32",
         "stride_kv_page": "i32", "stride_kv_tok": "i32", "stride_part_row": "i32",
     }
+    if tail_merge:
+        args.update({n: "*i32" for n in ("row_job_ptr", "job_row0_ptr", "job_count_ptr",
+                                         "job_dest_ptr", "job_parent_ptr", "ticket_ptr")})
     g_pad = max(16, triton.next_power_of_2(group))
     constexprs = {
         "NUM_QO_HEADS": group * num_kv_heads, "G": group, "G_PAD": g_pad, "HEAD_DIM": head_dim,
@@ -76,7 +81,7 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "P_DTYPE": tl.float16 if kv_type == "fp8" else p_dtype, "KV_FP8": kv_type == "fp8",
         "Q_TO_FP16": kv_type == "fp8" and q_type == "bf16",
         "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True, "WARP_SPLIT": cfg.warp_split,
-        "V_PAIRS": cfg.v_pairs and kv_type == "fp8",
+        "V_PAIRS": cfg.v_pairs and kv_type == "fp8", "TAIL_MERGE": tail_merge,
     }
     signature = {name: args.get(name, "constexpr") for name in fn.arg_names}
     # What the JIT's specialisation would say on a GPU: torch allocations are 16-byte aligned,
@@ -160,6 +165,7 @@ def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
     regs, spills, sass = ptxas_usage(k.asm["ptx"])
     return {
         "head_dim": head_dim, "group": group, "q": q_type, "kv": kv_type, "config": cfg.label(),
+        "tail_merge": bool(kw.get("tail_merge")),
         "regs": regs, "spill_bytes": spills, "smem_bytes": md.shared,
         **{f"ptx_{n}": v for n, v in counts["ops"].items()},
         "cvt_data_per_kv_element": round(counts["ops"].get("cvt_data", 0) * threads / elements, 3),
@@ -197,6 +203,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kv", default="fp8", choices=sorted(_KV_TYPES))
     ap.add_argument("--configs", default="", help="comma-separated labels, e.g. bn128-w4-s3-pa")
     ap.add_argument("--out", type=Path, help="folder for survey.json")
+    ap.add_argument("--tail-merge", action="store_true",
+                    help="the stage-1 variant that merges split requests in its tail")
     a = ap.parse_args(argv)
     if a.head_dim:
         cases = [(a.head_dim, a.group, a.q, a.kv, c) for c in a.configs.split(",") if c]
@@ -205,7 +213,7 @@ def main(argv=None) -> int:
     rows = []
     for hd, g, qt, kvt, label in cases:
         try:
-            row = survey_row(hd, g, qt, kvt, parse_label(label))
+            row = survey_row(hd, g, qt, kvt, parse_label(label), tail_merge=a.tail_merge)
         except Exception as exc:  # a config that does not build is a result, not a crash
             row = {"head_dim": hd, "group": g, "q": qt, "kv": kvt, "config": label,
                    "error": f"{type(exc).__name__}: {str(exc)[:200]}"}

@@ -146,7 +146,7 @@ def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dic
     """Stage 1 alone (the launch without its merge requests: split rows still go to the
     partials) and the merge alone, in us, and stage 1's fraction of copy."""
     stage1 = dataclasses.replace(launch, merge_requests=launch.merge_requests[:0],
-                                 chunked_merge=None)
+                                 chunked_merge=None, tail_merge=None)
     t1 = timer(lambda: run_decode(stage1, q, cache, out=out))
     row = {"stage1_us": t1["median_us"],
            "stage1_fraction_of_copy": nbytes / (t1["median_us"] * 1e-6) / ceiling,
@@ -217,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--merge", choices=MERGES, default="chunked",
                     help="stage 2 of the single case: kernels/merge_chunked.py (chunked, the "
-                         "product's) or kernels/merge.py (blocks)")
+                         "product's), kernels/merge.py (blocks) or kernels/merge_tail.py (tail: "
+                         "in stage 1's tail, no stage 2)")
     ap.add_argument("--merge-pdl", choices=("off", "on"), default="off",
                     help="the chunked merge as an ordinary launch (off, the product's) or as "
                          "stage 1's programmatic dependent where the GPU has it (on)")

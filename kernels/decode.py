@@ -14,8 +14,10 @@ How tasks reach programs follows `plan.schedule`:
   counter (atomic add), so the heaviest items really start first. The last program to finish
   resets the counter, so the launch can be replayed (CUDA graphs) without a memset.
 
-Stage 2 (`kernels/merge.py`) combines the partials of split requests; it is not launched when no
-request is split.
+Stage 2 combines the partials of split requests (kernels/merge_chunked.py by default, or
+kernels/merge.py; prepare_decode's `merge`); it is not launched when no request is split. With
+merge="tail" (kernels/merge_tail.py, a candidate) stage 1's tasks merge in their own tail and
+there is no stage 2.
 
 Batch invariance: a request's result depends only on its own kv range cuts (the plan), its own
 data and the compile-time configuration, which is chosen from the shape (head_dim, KV element
@@ -74,6 +76,7 @@ from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 from kvtune.kernels.decode_config import KernelConfig, default_config, tasks_of_one_length
 from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, prepare_chunked_merge
+from kvtune.kernels.merge_tail import TailMerge, prepare_tail_merge, tail_merge
 from kvtune.kernels.paged import PagedKVCache
 from kvtune.kernels.plan import AttentionShape, Plan
 
@@ -306,6 +309,8 @@ def _attend_kernel(
     UPCAST_DOT: tl.constexpr, P_DTYPE: tl.constexpr, KV_FP8: tl.constexpr,
     Q_TO_FP16: tl.constexpr, V_WIDE: tl.constexpr, ASM: tl.constexpr,
     WARP_SPLIT: tl.constexpr, V_PAIRS: tl.constexpr, GDC_TRIGGER: tl.constexpr = False,
+    row_job_ptr=None, job_row0_ptr=None, job_count_ptr=None, job_dest_ptr=None,
+    job_parent_ptr=None, ticket_ptr=None, TAIL_MERGE: tl.constexpr = False,
 ):
     if GDC_TRIGGER:
         # Programmatic dependent launch of the merge (DecodeLaunch.merge_pdl): it may be
@@ -494,6 +499,12 @@ def _attend_kernel(
                      mask=g_mask[:, None])
             tl.store(part_lse_ptr + part_row.to(tl.int64) * NUM_QO_HEADS + qo_heads,
                      m_i + tl.log2(l_i), mask=g_mask)
+            if TAIL_MERGE:
+                # kernels/merge_tail.py: the merges this task's row completes, in this program.
+                tail_merge(part_o_ptr, part_lse_ptr, out_ptr, part_row, head, qo_heads, g_mask,
+                           offs_d, row_job_ptr, job_row0_ptr, job_count_ptr, job_dest_ptr,
+                           job_parent_ptr, ticket_ptr, stride_o_b, stride_o_h, stride_part_row,
+                           NUM_QO_HEADS, NUM_QO_HEADS // G, HEAD_DIM, G_PAD)
 
         if MODE == 2:
             t = tl.atomic_add(counter_ptr, 1)
@@ -547,10 +558,13 @@ class DecodeLaunch:
     counter: torch.Tensor
     chunked_merge: ChunkedMerge | None = None
     merge_pdl: bool = False
+    tail_merge: TailMerge | None = None
 
     @property
     def num_launches(self) -> int:
         """Kernel launches per decode: stage 1, plus the merge's when a request is split."""
+        if self.tail_merge is not None:
+            return 1
         if self.chunked_merge is not None:
             return 1 + self.chunked_merge.num_launches
         return 1 + (self.merge_requests.shape[0] > 0)
@@ -570,7 +584,7 @@ def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
                           equal_tasks=tasks_of_one_length(plan.work_kv_end - plan.work_kv_start))
 
 
-MERGES = ("chunked", "blocks")
+MERGES = ("chunked", "blocks", "tail")
 
 
 def pdl_supported(device: torch.device) -> bool:
@@ -590,7 +604,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         explicit -vp or -vw config is refused there.
     merge: stage 2 of split requests, one of MERGES: "chunked" (kernels/merge_chunked.py, the
         default: 16-row jobs at 2 warps in one launch) or "blocks" (kernels/merge.py, 64-row
-        blocks at 4 warps, the merge before the fifteenth session; docs/KERNEL_NOTES.md).
+        blocks at 4 warps, the merge before the fifteenth session; docs/KERNEL_NOTES.md) or
+        "tail" (kernels/merge_tail.py: merged in stage 1's tail, no merge launch; a candidate).
     merge_pdl: DecodeLaunch.merge_pdl for the chunked merge (default off); True is ignored
         where pdl_supported says no.
     """
@@ -623,6 +638,11 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     if plan.num_tasks + plan.grid_size >= 2**31:
         raise ValueError(f"plan: {plan.num_tasks} tasks; allowed: below 2^31 (int32 task ids)")
     merge_req = np.flatnonzero(split)
+    tail = (prepare_tail_merge(merge_req, row0[merge_req], plan.splits[merge_req], num_rows,
+                               shape.num_kv_heads, device)
+            if merge == "tail" and merge_req.size else None)
+    # The tail merge stores chunk results as partial rows after stage 1's.
+    buffer_rows = num_rows + (tail.scratch_rows if tail is not None else 0)
 
     def as_dev(a):
         return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(device)
@@ -633,9 +653,10 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         mode=mode,
         grid=grid,
         items=as_dev(items),
-        partial_out=torch.empty((num_rows, shape.num_qo_heads, shape.head_dim), dtype=torch.float32,
+        partial_out=torch.empty((buffer_rows, shape.num_qo_heads, shape.head_dim),
+                                dtype=torch.float32, device=device),
+        partial_lse=torch.empty((buffer_rows, shape.num_qo_heads), dtype=torch.float32,
                                 device=device),
-        partial_lse=torch.empty((num_rows, shape.num_qo_heads), dtype=torch.float32, device=device),
         merge_requests=as_dev(merge_req),
         merge_row0=as_dev(row0[merge_req]),
         merge_count=as_dev(plan.splits[merge_req]),
@@ -645,6 +666,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         if merge == "chunked" and merge_req.size else None,
         merge_pdl=bool(merge == "chunked" and merge_req.size and merge_pdl
                        and pdl_supported(device)),
+        tail_merge=tail,
     )
 
 
@@ -723,14 +745,26 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
         **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}),
         **({"GDC_TRIGGER": True} if merge_pdl else {}),
+        **_tail_args(launch.tail_merge),
     )
-    if launch.chunked_merge is not None:
+    if launch.tail_merge is not None:
+        pass  # merged by stage 1 itself
+    elif launch.chunked_merge is not None:
         launch_chunked_merge(launch.partial_out, launch.partial_lse, launch.chunked_merge, out,
                              pdl=merge_pdl)
     elif launch.merge_requests.shape[0] > 0:
         launch_merge(launch.partial_out, launch.partial_lse, launch.merge_requests,
                      launch.merge_row0, launch.merge_count, out)
     return out
+
+
+def _tail_args(tail: TailMerge | None) -> dict:
+    """The stage-1 launch's extra arguments for the tail merge (none without it)."""
+    if tail is None:
+        return {}
+    return {"row_job_ptr": tail.row_job, "job_row0_ptr": tail.row0, "job_count_ptr": tail.count,
+            "job_dest_ptr": tail.dest, "job_parent_ptr": tail.parent, "ticket_ptr": tail.tickets,
+            "TAIL_MERGE": True}
 
 
 def decode(q: torch.Tensor, cache: PagedKVCache, plan: Plan, *, sm_scale: float | None = None,

@@ -75,7 +75,8 @@ class TritonBackend:
         tests use; it needs TRITON_INTERPRET=1 (set automatically where there is no GPU).
     config: a kernels.decode.KernelConfig overriding the tuned per-shape configuration.
     merge: stage 2 of split requests, one of kernels.decode.MERGES ("chunked", the default:
-        kernels/merge_chunked.py; "blocks": kernels/merge.py).
+        kernels/merge_chunked.py; "blocks": kernels/merge.py; "tail": kernels/merge_tail.py,
+        a candidate that merges in stage 1's tail).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
     ValueError for an unknown timer name.
     """

@@ -166,5 +166,6 @@ def test_bad_arguments_name_the_field():
         TritonBackend(timer="stopwatch", torch_device="cpu", config=SMALL_BLOCKS)
     with pytest.raises(ValueError, match="torch_device"):
         TritonBackend(torch_device="tpu")
-    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: chunked, blocks"):
+    with pytest.raises(ValueError,
+                       match="merge: 'fused' not allowed; allowed: chunked, blocks, tail"):
         TritonBackend(torch_device="cpu", timer=FixedTimer([1.0]), merge="fused")

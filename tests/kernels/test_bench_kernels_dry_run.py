@@ -45,14 +45,16 @@ def test_dry_run_shapes_section_checks_then_tabulates(bench, tmp_path):
     assert (rows["triton_merge"] == "chunked").all()
 
 
-def test_dry_run_shapes_with_the_blocks_merge(bench, tmp_path):
-    """--merge blocks: the matrix's Triton rows run kernels/merge.py (checked against the
-    reference like the default merge) and say so; the batch is split (balanced-2x)."""
+@pytest.mark.parametrize("merge", ["blocks", "tail"])
+def test_dry_run_shapes_with_another_merge(bench, tmp_path, merge):
+    """--merge blocks / tail: the matrix's Triton rows run kernels/merge.py or merge in stage
+    1's tail (checked against the reference like the default merge) and say so; the batch is
+    split (balanced-2x)."""
     out = tmp_path / "out"
     assert bench.main(["--dry-run", "--sections", "shapes", "--variants", "12", "--total-tokens",
-                       "40", "--merge", "blocks", "--out", str(out)]) == 0
+                       "40", "--merge", merge, "--out", str(out)]) == 0
     rows = pd.read_csv(out / "shapes.csv")
-    assert (rows["triton_status"] == "ok").all() and (rows["triton_merge"] == "blocks").all()
+    assert (rows["triton_status"] == "ok").all() and (rows["triton_merge"] == merge).all()
     assert (rows["triton_rel_error"] < 2e-2).all()
 
 

@@ -133,7 +133,8 @@ def test_decode_with_the_chunked_merge_matches_the_reference_and_is_batch_invari
     alone = torch.empty_like(q[:1])
     run_decode(prepare_decode(plan1, cache1, merge="chunked"), q[:1].clone(), cache1, out=alone)
     assert torch.equal(alone[0], out[0])
-    with pytest.raises(ValueError, match="merge: 'fused' not allowed; allowed: chunked, blocks"):
+    with pytest.raises(ValueError,
+                       match="merge: 'fused' not allowed; allowed: chunked, blocks, tail"):
         prepare_decode(plan, cache, merge="fused")
     # Without a split request there is nothing to merge.
     unsplit = build_plan(kv, 1024, num_kv_heads=2, page_size=4)

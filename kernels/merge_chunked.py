@@ -86,6 +86,18 @@ def _store_job(dest, res, m, w_sum, h, out_ptr, scratch_o_ptr, scratch_lse_ptr, 
 
 
 @triton.jit
+def arrive(ticket, count_ptr):
+    """Count this program's arrival at a job (its ticket; count_ptr: its number of children):
+    (arrivals before this one, children). The arrival that makes the count the last one resets
+    the ticket. The barrier puts every thread's stores before the release, and the acquire
+    orders the caller's later loads after the other arrivals' stores (CUDA's
+    threadfence-reduction pattern)."""
+    tl.debug_barrier()
+    n = tl.load(count_ptr)
+    return tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu"), n
+
+
+@triton.jit
 def _merge_jobs(part_o_ptr, part_lse_ptr, scratch_o_ptr, scratch_lse_ptr, row0_ptr, count_ptr,
                 dest_ptr, parent_ptr, ticket_ptr, out_ptr, job0, stride_o_b, stride_o_h,
                 NUM_QO_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
@@ -108,12 +120,8 @@ def _merge_jobs(part_o_ptr, part_lse_ptr, scratch_o_ptr, scratch_lse_ptr, row0_p
         parent = tl.load(parent_ptr + j)
         go = parent >= 0
         while go:
-            # Every thread's stores of this job come before the release of the ticket (the
-            # barrier), and the acquire orders the parent's loads after the other children's.
-            tl.debug_barrier()
             ticket = ticket_ptr + parent * NUM_QO_HEADS + h
-            n = tl.load(count_ptr + parent)
-            arrived = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu")
+            arrived, n = arrive(ticket, count_ptr + parent)
             go = arrived == n - 1
             if go:
                 tl.store(ticket, 0)  # the last child: nobody else touches it in this launch
@@ -249,5 +257,5 @@ def launch_chunked_merge(partial_out: torch.Tensor, partial_lse: torch.Tensor,
             FROM_SCRATCH=i > 0, FUSED=merge.fused, num_warps=CHUNKED_WARPS, **extra)
 
 
-__all__ = ["CHUNK_SPLITS", "ChunkedMerge", "chunked_jobs", "launch_chunked_merge",
+__all__ = ["CHUNK_SPLITS", "ChunkedMerge", "arrive", "chunked_jobs", "launch_chunked_merge",
            "prepare_chunked_merge"]

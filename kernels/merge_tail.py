@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is imported
-from kvtune.kernels.merge_chunked import chunked_jobs
+from kvtune.kernels.merge_chunked import arrive, chunked_jobs
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -42,12 +42,8 @@ def tail_merge(part_o_ptr, part_lse_ptr, out_ptr, part_row, head, qo_heads, g_ma
     job = tl.load(row_job_ptr + part_row)
     go = job >= 0
     while go:
-        # Every thread's stores come before the release of the ticket (the barrier); the acquire
-        # orders the merge's loads after the other arrivals' stores.
-        tl.debug_barrier()
         ticket = ticket_ptr + job * NUM_KV_HEADS + head
-        n = tl.load(job_count_ptr + job)
-        arrived = tl.atomic_add(ticket, 1, sem="acq_rel", scope="gpu")
+        arrived, n = arrive(ticket, job_count_ptr + job)
         go = arrived == n - 1
         if go:
             tl.store(ticket, 0)  # the last arrival: nobody else touches it in this launch

@@ -1,4 +1,6 @@
-"""Stage 2 of split-KV decode: merge the partial outputs of split requests by their log-sum-exps.
+"""Stage 2 of split-KV decode with prepare_decode(merge="blocks"): merge the partial outputs of
+split requests by their log-sum-exps (the default since the fifteenth session is
+kernels/merge_chunked.py, same formula, 16-row jobs at 2 warps in one launch).
 
 Partial row r of a request holds o_r = sum_j p_j v_j / sum_j p_j over its kv range and
 lse_r = log2(sum_j p_j) in the base-2 domain of stage 1 (scores already scaled by log2 e). The

@@ -19,9 +19,12 @@ Prints one JSON line (case, config, error, and the timing with --time). With --t
 (stage 2 over stage 1's partials), each the median of 30 event pairs with the L2 flushed: where a
 split plan's time goes beyond the bytes it reads (the merge alone: kernels/merge.py's, then the
 other settings and kernels/merge_chunked.py in one launch and by level). --merge blocks runs the
-case's stage 2 through kernels/merge.py instead of the default kernels/merge_chunked.py; --merge-pdl
-on launches the chunked merge as stage 1's programmatic dependent (sm_90+), and --time then also
-times the same launch without it (no_pdl_median_us).
+case's stage 2 through kernels/merge.py instead of the default kernels/merge_chunked.py (tail:
+kernels/merge_tail.py, no stage 2); --merge-pdl on launches the chunked merge as stage 1's
+programmatic dependent (sm_90+), and --time then also times the same launch without it
+(no_pdl_median_us); --versus MERGE times the case with another merge beside it (versus_*, checked
+too). --rounds N alternates the two N times (the row's medians are the last round's, "rounds"
+has each), so a disturbed period shows as rounds apart, not as a difference between them.
 
     ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
 times several configurations on the same case in one process, each twice: through the Triton
@@ -222,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--merge-pdl", choices=("off", "on"), default="off",
                     help="the chunked merge as an ordinary launch (off, the product's) or as "
                          "stage 1's programmatic dependent where the GPU has it (on)")
+    ap.add_argument("--versus", choices=MERGES, default=None,
+                    help="with --time: also time the same case with this merge (checked too), "
+                         "alternating with the case's own launch over --rounds rounds")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --time: rounds of the case's launch and the one beside it "
+                         "(--versus, or the ordinary launch under --merge-pdl on), alternated; "
+                         "the row keeps each round's medians")
     ap.add_argument("--split-cost", action="store_true",
                     help="with --time: stage 1 alone and the merge alone, too (and other merges: "
                          "MERGE_VARIANTS and kernels/merge_chunked.py)")
@@ -234,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.rounds < 1:
+        print(f"profile_decode: error: --rounds: {args.rounds} not allowed; allowed: >= 1",
+              file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("profile_decode: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -250,6 +264,18 @@ def main(argv=None) -> int:
                             merge_pdl=args.merge_pdl == "on")
     ref = decode_reference(q, cache)
     out = torch.full_like(q, float("nan"))
+    # The launch timed beside this one (--versus, or the ordinary merge launch under PDL), and
+    # its key prefix in the row; it is checked like the case itself.
+    versus, versus_key = None, None
+    if args.versus:
+        versus = prepare_decode(plan, cache, config=config, merge=args.versus)
+        versus_key = "versus"
+        run_decode(versus, q, cache, out=out)
+        torch.cuda.synchronize()
+        versus_err = relative_error(out, ref)
+        out.fill_(float("nan"))
+    elif launch.merge_pdl:
+        versus, versus_key = dataclasses.replace(launch, merge_pdl=False), "no_pdl"
     run_decode(launch, q, cache, out=out)
     torch.cuda.synchronize()
     err = relative_error(out, ref)
@@ -259,6 +285,9 @@ def main(argv=None) -> int:
            "num_tasks": plan.num_tasks,
            "programs_per_sm": plan.num_tasks / bench_kernels.device_spec().sm_count,
            "rel_error": err}
+    if args.versus:
+        row.update(versus_merge=args.versus, versus_rel_error=versus_err)
+        err = max(err, versus_err)
     if not (math.isfinite(err) and err <= ERROR_BOUND):
         row["ok"] = False
         print(json.dumps(row))
@@ -271,18 +300,27 @@ def main(argv=None) -> int:
     if args.time:
         timer = bench_kernels.Timer(30)
         ceiling = bench_kernels.copy_bandwidth(timer)["bytes_per_s"]
-        t = timer(lambda: run_decode(launch, q, cache, out=out))
+        rounds = []
+        for _ in range(args.rounds):
+            # Alternated, so a disturbed period shows as rounds apart rather than as a
+            # difference between the two launches.
+            t = timer(lambda: run_decode(launch, q, cache, out=out))
+            entry = {"us": t["median_us"]}
+            if versus is not None:
+                t0 = timer(lambda: run_decode(versus, q, cache, out=out))
+                entry[f"{versus_key}_us"] = t0["median_us"]
+            rounds.append(entry)
         nbytes = bench_kernels.min_bytes(kv, shape)
         row.update(median_us=t["median_us"], p10_us=t["p10_us"], p90_us=t["p90_us"],
                    copy_bytes_per_s=ceiling,
                    fraction_of_copy=nbytes / (t["median_us"] * 1e-6) / ceiling,
                    gpu=torch.cuda.get_device_name(0))
-        if launch.merge_pdl:
-            # The same launch with the merge as an ordinary launch, in the same process.
-            plain = dataclasses.replace(launch, merge_pdl=False)
-            t0 = timer(lambda: run_decode(plain, q, cache, out=out))
-            row.update(no_pdl_median_us=t0["median_us"], no_pdl_p10_us=t0["p10_us"],
-                       no_pdl_p90_us=t0["p90_us"])
+        if versus is not None:
+            row.update({f"{versus_key}_median_us": t0["median_us"],
+                        f"{versus_key}_p10_us": t0["p10_us"],
+                        f"{versus_key}_p90_us": t0["p90_us"]})
+        if args.rounds > 1:
+            row["rounds"] = rounds
         if args.split_cost:
             row.update(split_cost(launch, q, cache, out, timer, nbytes, ceiling))
     print(json.dumps(row))

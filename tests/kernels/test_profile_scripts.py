@@ -86,3 +86,7 @@ def test_split_cost_times_stage_one_the_merge_and_the_other_merges(monkeypatch):
     args = module.build_parser().parse_args([])
     assert (args.merge, args.merge_pdl) == ("chunked", "off")
     assert module.build_parser().parse_args(["--merge", "blocks"]).merge == "blocks"
+    args = module.build_parser().parse_args(["--merge", "tail", "--versus", "chunked",
+                                             "--rounds", "3"])
+    assert (args.merge, args.versus, args.rounds) == ("tail", "chunked", 3)
+    assert module.main(["--rounds", "0"]) == 2  # refused before anything needs a GPU

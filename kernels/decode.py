@@ -76,7 +76,7 @@ from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 from kvtune.kernels.decode_config import KernelConfig, default_config, tasks_of_one_length
 from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, prepare_chunked_merge
-from kvtune.kernels.merge_tail import TailMerge, prepare_tail_merge, tail_merge
+from kvtune.kernels.merge_tail import TAIL_ROWS, TailMerge, prepare_tail_merge, tail_merge
 from kvtune.kernels.paged import PagedKVCache
 from kvtune.kernels.plan import AttentionShape, Plan
 
@@ -504,7 +504,7 @@ def _attend_kernel(
                 tail_merge(part_o_ptr, part_lse_ptr, out_ptr, part_row, head, qo_heads, g_mask,
                            offs_d, row_job_ptr, job_row0_ptr, job_count_ptr, job_dest_ptr,
                            job_parent_ptr, ticket_ptr, stride_o_b, stride_o_h, stride_part_row,
-                           NUM_QO_HEADS, NUM_QO_HEADS // G, HEAD_DIM, G_PAD)
+                           NUM_QO_HEADS, NUM_QO_HEADS // G, HEAD_DIM, G_PAD, TAIL_ROWS)
 
         if MODE == 2:
             t = tl.atomic_add(counter_ptr, 1)

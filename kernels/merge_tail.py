@@ -10,8 +10,9 @@ when its last task ends, beside the other requests' tasks.
 
 The jobs are kernels/merge_chunked.py's tree (`chunked_jobs`: at most CHUNK_SPLITS rows each, a
 longer request cut into chunks merged level by level), with its scratch rows appended after the
-partial rows, so every job reads rows of one buffer. A job merges its rows in order with an
-online softmax over rows, for the G query heads of the task's KV head at once: a request's
+partial rows, so every job reads rows of one buffer. A job merges its rows in order,
+TAIL_ROWS at a time (their loads in flight together) with a running max, for the G query heads of
+the task's KV head at once: a request's
 reduction order depends only on its own split count (batch-invariant), though its bits differ
 from the other merges'. Tickets are per (job, KV head); the last arrival stores 0, so a launch
 needs no memset and replays in a CUDA graph.
@@ -30,13 +31,17 @@ from kvtune.kernels.merge_chunked import arrive, chunked_jobs
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+# Partial rows one merge step loads: a [4, G_PAD, HEAD_DIM] float32 tile is 32 registers per
+# thread at G_PAD 16, head_dim 128 and 8 warps, within what stage 1's main loop already holds.
+TAIL_ROWS = tl.constexpr(4)  # a constexpr: stage 1 reads it as a global
+
 
 @triton.jit
 def tail_merge(part_o_ptr, part_lse_ptr, out_ptr, part_row, head, qo_heads, g_mask, offs_d,
                row_job_ptr, job_row0_ptr, job_count_ptr, job_dest_ptr, job_parent_ptr,
                ticket_ptr, stride_o_b, stride_o_h, stride_part_row,
                NUM_QO_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
-               G_PAD: tl.constexpr):
+               G_PAD: tl.constexpr, TAIL_ROWS: tl.constexpr):
     """After a task of KV head `head` stored partial row `part_row` (query heads qo_heads, valid
     where g_mask): the merges this task finishes, up the job tree."""
     job = tl.load(row_job_ptr + part_row)
@@ -51,19 +56,26 @@ def tail_merge(part_o_ptr, part_lse_ptr, out_ptr, part_row, head, qo_heads, g_ma
             m = tl.full([G_PAD], float("-inf"), dtype=tl.float32)
             l_sum = tl.zeros([G_PAD], dtype=tl.float32)
             acc = tl.zeros([G_PAD, HEAD_DIM], dtype=tl.float32)
-            for i in range(0, n):
-                row = (r0 + i).to(tl.int64)
-                # Rows written by other programs of this launch: read past L1.
-                lse = tl.load(part_lse_ptr + row * NUM_QO_HEADS + qo_heads, mask=g_mask,
-                              other=0.0, cache_modifier=".cg")
-                o = tl.load(part_o_ptr + row * stride_part_row + qo_heads[:, None] * HEAD_DIM
-                            + offs_d[None, :], mask=g_mask[:, None], other=0.0,
-                            cache_modifier=".cg")
-                m_new = tl.maximum(m, lse)
+            offs_r = tl.arange(0, TAIL_ROWS)
+            for i0 in range(0, n, TAIL_ROWS):
+                # TAIL_ROWS rows in flight per step (a [TAIL_ROWS, G_PAD, HEAD_DIM] tile), not
+                # one: a row-at-a-time loop waits out one load latency per row.
+                valid = (i0 + offs_r) < n
+                rows = (r0 + i0 + offs_r).to(tl.int64)
+                mask2 = valid[:, None] & g_mask[None, :]
+                # Rows written by other programs of this launch: read past L1. An invalid row
+                # gets lse -inf and weight 0; a padded head lse 0 (never stored).
+                lse = tl.load(part_lse_ptr + rows[:, None] * NUM_QO_HEADS + qo_heads[None, :],
+                              mask=mask2, other=0.0, cache_modifier=".cg")
+                lse = tl.where(valid[:, None], lse, float("-inf"))
+                o = tl.load(part_o_ptr + rows[:, None, None] * stride_part_row
+                            + qo_heads[None, :, None] * HEAD_DIM + offs_d[None, None, :],
+                            mask=mask2[:, :, None], other=0.0, cache_modifier=".cg")
+                m_new = tl.maximum(m, tl.max(lse, 0))
                 alpha = tl.exp2(m - m_new)
-                beta = tl.exp2(lse - m_new)
-                acc = acc * alpha[:, None] + o * beta[:, None]
-                l_sum = l_sum * alpha + beta
+                w = tl.exp2(lse - m_new[None, :])
+                acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * o, 0)
+                l_sum = l_sum * alpha + tl.sum(w, 0)
                 m = m_new
             res = acc / l_sum[:, None]
             dest = tl.load(job_dest_ptr + job)
@@ -136,4 +148,4 @@ def prepare_tail_merge(requests, row0, count, num_rows: int, num_kv_heads: int,
                      scratch_rows=t["scratch_rows"])
 
 
-__all__ = ["TailMerge", "prepare_tail_merge", "tail_jobs", "tail_merge"]
+__all__ = ["TAIL_ROWS", "TailMerge", "prepare_tail_merge", "tail_jobs", "tail_merge"]

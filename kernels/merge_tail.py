@@ -10,11 +10,10 @@ when its last task ends, beside the other requests' tasks.
 
 The jobs are kernels/merge_chunked.py's tree (`chunked_jobs`: at most CHUNK_SPLITS rows each, a
 longer request cut into chunks merged level by level), with its scratch rows appended after the
-partial rows, so every job reads rows of one buffer. A job merges its rows in order,
-TAIL_ROWS at a time (their loads in flight together) with a running max, for the G query heads of
-the task's KV head at once: a request's
-reduction order depends only on its own split count (batch-invariant), though its bits differ
-from the other merges'. Tickets are per (job, KV head); the last arrival stores 0, so a launch
+partial rows, so every job reads rows of one buffer. A job merges its rows in order, TAIL_ROWS
+at a time (their loads in flight together) with a running max, for the G query heads of the
+task's KV head at once: a request's reduction order depends only on its own split count
+(batch-invariant), though its bits differ from the other merges'. Tickets are per (job, KV head); the last arrival stores 0, so a launch
 needs no memset and replays in a CUDA graph.
 """
 

@@ -533,7 +533,8 @@ class DecodeLaunch:
 
     items: [num_items, 4] int32 (request, kv_start, kv_end, partial row or -1) in plan order.
     partial_out: [rows, num_qo_heads, head_dim] float32 and partial_lse: [rows, num_qo_heads]
-    float32, one row per work item of a split request. merge_requests / merge_row0 /
+    float32, one row per work item of a split request (then, with the tail merge, its chunk
+    results: tail_merge.scratch_rows more). merge_requests / merge_row0 /
     merge_count: [split requests] int32. counter: [2] int32 zeros (persistent-heavy-first).
     chunked_merge: the job table of kernels/merge_chunked.py where a request is split and
     prepare_decode's merge is "chunked" (the default; None: kernels/merge.py's merge).

@@ -606,7 +606,7 @@ class MatrixRunner:
     (wall clock, one run) and no FlashInfer."""
 
     def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf,
-                 merge: str = "chunked"):
+                 merge: str = "chunked", merge_pdl: bool = False):
         from kvtune.harness.backends import BackendUnavailable
         from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
 
@@ -628,7 +628,7 @@ class MatrixRunner:
                                          timeout_s=1.0)
             self.make_triton = lambda config=None: TritonBackend(
                 self.device, timer="events", cold_l2=True, stopping=self.stopping, config=config,
-                merge=merge)
+                merge=merge, merge_pdl=merge_pdl)
             try:
                 from kvtune.harness.backends.flashinfer import FlashInferBackend
 
@@ -717,6 +717,7 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                     row.update({"triton_us": tri.latency_us, "triton_status": tri.status,
                                 "triton_rel_error": tri.rel_error,
                                 "triton_config": cfg.label(), "triton_merge": runner.triton.merge,
+                                "triton_merge_pdl": runner.triton.merge_pdl,
                                 "triton_frac_of_copy": _frac(tri, runner.ceiling),
                                 "triton_message": tri.message[:200]})
                     if runner.flashinfer is not None:
@@ -925,6 +926,9 @@ def main(argv=None) -> int:
                     help="shapes/shape-configs: the Triton kernel's stage 2 (chunked: "
                          "kernels/merge_chunked.py, the product's; blocks: kernels/merge.py; "
                          "tail: kernels/merge_tail.py, in stage 1's tail)")
+    ap.add_argument("--merge-pdl", choices=("on", "off"), default="off",
+                    help="shapes/shape-configs: launch the chunked merge as stage 1's "
+                         "programmatic dependent (sm_90+; default off)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--total-tokens", type=int, default=None,
@@ -995,7 +999,7 @@ def main(argv=None) -> int:
         nonlocal runner
         if runner is None:
             runner = MatrixRunner(args.dry_run, ceiling, log, deadline=t0 + args.time_limit_s,
-                                  merge=args.merge)
+                                  merge=args.merge, merge_pdl=args.merge_pdl == "on")
         return runner
 
     batches = (2,) if args.dry_run else MATRIX_BATCHES

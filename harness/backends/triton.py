@@ -77,6 +77,8 @@ class TritonBackend:
     merge: stage 2 of split requests, one of kernels.decode.MERGES ("chunked", the default:
         kernels/merge_chunked.py; "blocks": kernels/merge.py; "tail": kernels/merge_tail.py,
         a candidate that merges in stage 1's tail).
+    merge_pdl: launch the chunked merge as stage 1's programmatic dependent
+        (kernels.decode.prepare_decode's merge_pdl; off by default, not established faster).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
     ValueError for an unknown timer name.
     """
@@ -85,7 +87,7 @@ class TritonBackend:
 
     def __init__(self, device: DeviceSpec | None = None, timer=None, *, cold_l2: bool = True,
                  stopping=None, torch_device: str = "cuda", config=None,
-                 merge: str = "chunked") -> None:
+                 merge: str = "chunked", merge_pdl: bool = False) -> None:
         import torch
 
         from kvtune.harness.timing import TIMERS
@@ -106,6 +108,7 @@ class TritonBackend:
                              f"{', '.join(decode_module.MERGES)}")
         self._decode = decode_module
         self.merge = merge
+        self.merge_pdl = bool(merge_pdl)
         self.torch_device = torch_device
         if device is None:
             device = _default_device(torch_device)
@@ -321,7 +324,7 @@ class TritonBackend:
         launch = self._launches.get(id(plan))
         if launch is None or launch.plan is not plan:
             launch = self._decode.prepare_decode(plan, inputs.cache, config=self.config,
-                                                 merge=self.merge)
+                                                 merge=self.merge, merge_pdl=self.merge_pdl)
             self._remember(self._launches, plan, launch)
         return launch
 

@@ -529,6 +529,7 @@ MATRIX_PAGES = (1, 16, 64)
 MATRIX_DISTS = ("uniform", "skew80")
 MATRIX_BATCHES = (8, 64, 256)
 MATRIX_PLANS = ("fixed-2048", "balanced-2x")
+SWEEP_PLANS = MATRIX_PLANS + ("fa3",)
 BASE_VARIANT = ("llama3-8b", "bf16", "bf16", 16)
 
 
@@ -770,6 +771,29 @@ SWEEP = ((("llama3-70b-tp8", "bf16", "bf16", 16), SWEEP_CASES + (("skew80", 64, 
 CONFIG_KV = ("bf16", "fp16", "fp8_e4m3")
 
 
+def parse_sweep_cases(text: str | None) -> tuple:
+    """--sweep-cases: "DIST:BATCH:PLAN,..." -> ((dist, batch, plan), ...); SWEEP_CASES when None.
+    ValueError naming the field and the allowed values for anything else."""
+    if text is None:
+        return SWEEP_CASES
+    out = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) != 3:
+            raise ValueError(f"sweep-cases: {item!r} not DIST:BATCH:PLAN")
+        dist, batch, plan = parts
+        if dist not in MATRIX_DISTS:
+            raise ValueError(f"sweep-cases: dist {dist!r} not allowed; allowed: "
+                             f"{', '.join(MATRIX_DISTS)}")
+        if not batch.isdigit() or not 1 <= int(batch) <= 4096:
+            raise ValueError(f"sweep-cases: batch {batch!r} out of range; allowed: 1..4096")
+        if plan not in SWEEP_PLANS:
+            raise ValueError(f"sweep-cases: plan {plan!r} not allowed; allowed: "
+                             f"{', '.join(SWEEP_PLANS)}")
+        out.append((dist, int(batch), plan))
+    return tuple(out)
+
+
 def filter_sweep(sweep, config_kv: str | None):
     """--config-kv: only the sweep entries whose KV cache type is `config_kv` (fp8 = fp8_e4m3);
     None keeps all. ValueError for another type."""
@@ -931,6 +955,10 @@ def main(argv=None) -> int:
                          "programmatic dependent (sm_90+; default off)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
+    ap.add_argument("--sweep-cases", default=None,
+                    help="shape-configs with --variants: comma-separated DIST:BATCH:PLAN cases "
+                         "(e.g. skew80:8:balanced-2x; default: uniform:64:fixed-2048,"
+                         "skew80:256:balanced-2x)")
     ap.add_argument("--total-tokens", type=int, default=None,
                     help=f"shapes: tokens per batch (default {TOTAL_TOKENS}; dry run 96)")
     ap.add_argument("--settle-s", type=float, default=60.0,
@@ -960,6 +988,7 @@ def main(argv=None) -> int:
         variants = parse_variants(args.variants if args.variants or not args.dry_run
                                   else DRY_RUN_VARIANTS, args.full)
         filter_sweep((), args.config_kv)  # a bad --config-kv fails before anything runs
+        parse_sweep_cases(args.sweep_cases)
     except ValueError as exc:
         print(f"bench_kernels: error: {exc}", file=sys.stderr)
         return 2
@@ -1007,7 +1036,8 @@ def main(argv=None) -> int:
     if args.dry_run:
         sweep = [(variants[0], (("skew80", 2, "balanced-2x"),))]
     else:
-        sweep = [(v, SWEEP_CASES) for v in variants] if args.variants else list(SWEEP)
+        cases = parse_sweep_cases(args.sweep_cases)
+        sweep = [(v, cases) for v in variants] if args.variants else list(SWEEP)
     sweep = filter_sweep(sweep, args.config_kv)
     project_timer = ProjectTimer(args.timer)
     config_kv = None if args.config_kv is None else _config_kv_name(args.config_kv)

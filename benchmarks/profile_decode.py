@@ -25,6 +25,8 @@ programmatic dependent (sm_90+), and --time then also times the same launch with
 (no_pdl_median_us); --versus MERGE times the case with another merge beside it (versus_*, checked
 too). --rounds N alternates the two N times (the row's medians are the last round's, "rounds"
 has each), so a disturbed period shows as rounds apart, not as a difference between them.
+--graph replays the case's launches from a CUDA graph and checks them bit for bit against the
+eager launch (with --time, the replay is timed too).
 
     ... --configs bn64-w4-s4-pa,bn64-w4-s3-pa-ws4 [--flashinfer] [--chunk balanced]
 times several configurations on the same case in one process, each twice: through the Triton
@@ -202,6 +204,29 @@ def merge_variant(launch, out, block_s: int, warps: int) -> None:
         HEAD_DIM=head_dim, BLOCK_S=block_s, num_warps=warps)
 
 
+def graph_replay_check(launch, q, cache, out):
+    """Capture run_decode(launch) in a CUDA graph (after a warm-up on a side stream, as torch
+    asks), replay it five times over a NaN-filled output, and compare with the eager output of
+    the same launch: (graph, bit-for-bit equal). Where the merge is a programmatic dependent
+    launch, this checks that the capture keeps its wait on stage 1."""
+    eager = out.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run_decode(launch, q, cache, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_decode(launch, q, cache, out=out)
+    equal = True
+    for _ in range(5):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        equal = equal and torch.equal(out, eager)
+    return graph, bool(equal)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="llama3-8b")
@@ -235,6 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--split-cost", action="store_true",
                     help="with --time: stage 1 alone and the merge alone, too (and other merges: "
                          "MERGE_VARIANTS and kernels/merge_chunked.py)")
+    ap.add_argument("--graph", action="store_true",
+                    help="also capture the case's launches in a CUDA graph, replay it and compare "
+                         "its output bit for bit with the eager launch's (graph_bitwise_equal); "
+                         "with --time, time the replay too (graph_median_us)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--settle-s", type=float, default=0.0,
                     help="--configs: first wait up to this long for a quiet machine (the guard's "
@@ -297,6 +326,13 @@ def main(argv=None) -> int:
     for _ in range(args.iters):
         run_decode(launch, q, cache, out=out)
     torch.cuda.synchronize()
+    graph = None
+    if args.graph:
+        graph, row["graph_bitwise_equal"] = graph_replay_check(launch, q, cache, out)
+        if not row["graph_bitwise_equal"]:
+            row["ok"] = False
+            print(json.dumps(row))
+            return 1
     if args.time:
         timer = bench_kernels.Timer(30)
         ceiling = bench_kernels.copy_bandwidth(timer)["bytes_per_s"]
@@ -321,6 +357,8 @@ def main(argv=None) -> int:
                         f"{versus_key}_p90_us": t0["p90_us"]})
         if args.rounds > 1:
             row["rounds"] = rounds
+        if graph is not None:
+            row["graph_median_us"] = timer(graph.replay)["median_us"]
         if args.split_cost:
             row.update(split_cost(launch, q, cache, out, timer, nbytes, ceiling))
     print(json.dumps(row))

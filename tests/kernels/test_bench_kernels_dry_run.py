@@ -101,3 +101,14 @@ def test_config_kv_keeps_only_the_sweep_shapes_of_that_kv_type(bench, tmp_path, 
     assert bench.main(["--dry-run", "--config-kv", "fp4", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "config-kv: 'fp4' not allowed" in err
+
+
+def test_sweep_cases_parse_and_bad_ones_are_one_line_exit_2(bench, tmp_path, capsys):
+    assert bench.parse_sweep_cases(None) == bench.SWEEP_CASES
+    assert bench.parse_sweep_cases("skew80:8:balanced-2x, uniform:64:fa3") == (
+        ("skew80", 8, "balanced-2x"), ("uniform", 64, "fa3"))
+    for text, field in (("skew80:8", "DIST:BATCH:PLAN"), ("zipf:8:fa3", "dist"),
+                        ("skew80:0:fa3", "batch"), ("skew80:8:balanced", "plan")):
+        assert bench.main(["--dry-run", "--sweep-cases", text, "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "sweep-cases" in err and field in err

@@ -607,7 +607,7 @@ class MatrixRunner:
     (wall clock, one run) and no FlashInfer."""
 
     def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf,
-                 merge: str = "chunked", merge_pdl: bool = False):
+                 merge: str = "chunked", merge_pdl: bool = True):
         from kvtune.harness.backends import BackendUnavailable
         from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
 
@@ -950,9 +950,10 @@ def main(argv=None) -> int:
                     help="shapes/shape-configs: the Triton kernel's stage 2 (chunked: "
                          "kernels/merge_chunked.py, the product's; blocks: kernels/merge.py; "
                          "tail: kernels/merge_tail.py, in stage 1's tail)")
-    ap.add_argument("--merge-pdl", choices=("on", "off"), default="off",
+    ap.add_argument("--merge-pdl", choices=("on", "off"), default="on",
                     help="shapes/shape-configs: launch the chunked merge as stage 1's "
-                         "programmatic dependent (sm_90+; default off)")
+                         "programmatic dependent where the GPU has it (default, the product's) "
+                         "or as an ordinary launch (off)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--sweep-cases", default=None,

@@ -247,9 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stage 2 of the single case: kernels/merge_chunked.py (chunked, the "
                          "product's), kernels/merge.py (blocks) or kernels/merge_tail.py (tail: "
                          "in stage 1's tail, no stage 2)")
-    ap.add_argument("--merge-pdl", choices=("off", "on"), default="off",
-                    help="the chunked merge as an ordinary launch (off, the product's) or as "
-                         "stage 1's programmatic dependent where the GPU has it (on)")
+    ap.add_argument("--merge-pdl", choices=("off", "on"), default="on",
+                    help="the chunked merge as stage 1's programmatic dependent where the GPU "
+                         "has it (on, the product's) or as an ordinary launch (off)")
     ap.add_argument("--versus", choices=MERGES, default=None,
                     help="with --time: also time the same case with this merge (checked too), "
                          "alternating with the case's own launch over --rounds rounds")

@@ -540,10 +540,11 @@ class DecodeLaunch:
     prepare_decode's merge is "chunked" (the default; None: kernels/merge.py's merge).
     merge_pdl: launch the chunked merge as the programmatic dependent of stage 1 (sm_90+, never
     under the interpreter): its programs are scheduled beside stage 1's last wave and wait for
-    its completion on the device, instead of the launch starting after it. Off by default: on an
-    H100 it saved 1.4-2.1 us per step in three cases, but llama3-70b-tp8 timings with and
-    without it were disturbed up to 2x in both calls that compared them, so the gain is not
-    established (docs/PERFORMANCE.md, fifteenth session).
+    its completion on the device, instead of the launch starting after it. On by default
+    (prepare_decode) since the sixteenth session: on an H100, alternated with the ordinary
+    launch three times in one process, it was 0.5-3.5 us faster per step in every round of
+    eight cases, and a CUDA graph of it replays the eager output bit for bit
+    (docs/PERFORMANCE.md, sixteenth session).
     """
 
     plan: Plan
@@ -558,7 +559,7 @@ class DecodeLaunch:
     merge_count: torch.Tensor
     counter: torch.Tensor
     chunked_merge: ChunkedMerge | None = None
-    merge_pdl: bool = False
+    merge_pdl: bool = True
     tail_merge: TailMerge | None = None
 
     @property
@@ -597,7 +598,7 @@ def pdl_supported(device: torch.device) -> bool:
 
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None, merge: str = "chunked",
-                   merge_pdl: bool = False) -> DecodeLaunch:
+                   merge_pdl: bool = True) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
@@ -607,7 +608,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         default: 16-row jobs at 2 warps in one launch) or "blocks" (kernels/merge.py, 64-row
         blocks at 4 warps, the merge before the fifteenth session; docs/KERNEL_NOTES.md) or
         "tail" (kernels/merge_tail.py: merged in stage 1's tail, no merge launch; a candidate).
-    merge_pdl: DecodeLaunch.merge_pdl for the chunked merge (default off); True is ignored
+    merge_pdl: DecodeLaunch.merge_pdl for the chunked merge (default on); True is ignored
         where pdl_supported says no.
     """
     if merge not in MERGES:

@@ -189,7 +189,16 @@ def _ws(block_n, warps, stages, split) -> KernelConfig:
 #   1.02-1.05x (0.89-1.24) in the 07:31 call: with one token per page the page-ahead gather of
 #   64-token tiles does not pay. Pages smaller than SMALL_PAGE keep bn128-w4-s2.
 # float32 (4 bytes): the precise tests only, not tuned.
-_MANY_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
+# H100 sweep of the sixteenth session (2026-11-27 14:53 UTC, 3.035 TB/s copy, chunked merge as a
+#   programmatic dependent; docs/PERFORMANCE.md "Sixteenth session"), 16 q / 8 KV heads:
+#   head_dim 64 "many" -> bn128-w4-s3-pa: skew80 B=8 balanced-2x (2.06 programs/SM) 196.6 us vs
+#   253.1 for bn256-w8-s2 (FlashInfer 231-232 on that plan), uniform B=64 fixed-2048 201.8 vs
+#   205.9, skew80 B=256 balanced-2x 220.4 vs 240.8; head_dim 256 "many" -> bn32-w4-s3-pa:
+#   794.2 vs 863.9 (FlashInfer 784), 725.9 vs 718.7, 785.4 vs 786.7 (summed 2305.5 vs 2369.3;
+#   bn32-w4-s2 761.2 on the first but 882.8 on the third). At about two programs per SM the
+#   old entries left one tile in flight per program; the new ones keep two (page ahead, three
+#   stages). The "many-large-group" entries at head_dim 64 / 256 were not in that sweep.
+_MANY_16 = {64: _pa(128, 4, 3), 128: _pa(64, 4, 4), 256: _pa(32, 4, 3)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 # H200 sweep of 12:19 UTC (docs/PERFORMANCE.md, `--config-kv fp8`, 4.262 TB/s copy): fp8 head_dim 64

@@ -78,7 +78,7 @@ class TritonBackend:
         kernels/merge_chunked.py; "blocks": kernels/merge.py; "tail": kernels/merge_tail.py,
         a candidate that merges in stage 1's tail).
     merge_pdl: launch the chunked merge as stage 1's programmatic dependent
-        (kernels.decode.prepare_decode's merge_pdl; off by default, not established faster).
+        (kernels.decode.prepare_decode's merge_pdl; on by default, where the GPU has it).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
     ValueError for an unknown timer name.
     """
@@ -87,7 +87,7 @@ class TritonBackend:
 
     def __init__(self, device: DeviceSpec | None = None, timer=None, *, cold_l2: bool = True,
                  stopping=None, torch_device: str = "cuda", config=None,
-                 merge: str = "chunked", merge_pdl: bool = False) -> None:
+                 merge: str = "chunked", merge_pdl: bool = True) -> None:
         import torch
 
         from kvtune.harness.timing import TIMERS

@@ -117,8 +117,8 @@ def test_decode_with_the_chunked_merge_matches_the_reference_and_is_batch_invari
     plan = build_plan(kv, chunk, num_kv_heads=2, page_size=4)
     launch = prepare_decode(plan, cache)  # the default merge
     assert launch.chunked_merge.num_levels == 2 and launch.num_launches == 1 + 1
-    assert not launch.merge_pdl  # off by default
-    assert not prepare_decode(plan, cache, merge_pdl=True).merge_pdl  # and the CPU has none
+    assert not launch.merge_pdl  # on by default, but the CPU has none
+    assert not prepare_decode(plan, cache, merge_pdl=True).merge_pdl
     out = torch.full_like(q, float("nan"))
     run_decode(launch, q, cache, out=out)
     assert relative_error(out, decode_reference(q, cache)) <= 1e-5

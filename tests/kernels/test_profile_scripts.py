@@ -84,7 +84,7 @@ def test_split_cost_times_stage_one_the_merge_and_the_other_merges(monkeypatch):
     module.split_cost(launch, q, cache, out, timer, nbytes=1000, ceiling=1e12)
     assert chunked_calls == [1]
     args = module.build_parser().parse_args([])
-    assert (args.merge, args.merge_pdl) == ("chunked", "off")
+    assert (args.merge, args.merge_pdl) == ("chunked", "on")
     assert module.build_parser().parse_args(["--merge", "blocks"]).merge == "blocks"
     args = module.build_parser().parse_args(["--merge", "tail", "--versus", "chunked",
                                              "--rounds", "3"])

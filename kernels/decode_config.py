@@ -197,8 +197,12 @@ def _ws(block_n, warps, stages, split) -> KernelConfig:
 #   794.2 vs 863.9 (FlashInfer 784), 725.9 vs 718.7, 785.4 vs 786.7 (summed 2305.5 vs 2369.3;
 #   bn32-w4-s2 761.2 on the first but 882.8 on the third). At about two programs per SM the
 #   old entries left one tile in flight per program; the new ones keep two (page ahead, three
-#   stages). The "many-large-group" entries at head_dim 64 / 256 were not in that sweep.
-_MANY_16 = {64: _pa(128, 4, 3), 128: _pa(64, 4, 4), 256: _pa(32, 4, 3)}
+#   stages). The shape matrix of the same session (call 6) kept the head_dim-64 entry
+#   (skew80 B=8 balanced-2x 1.16x FlashInfer, was 0.91x; every other case >= 0.959x) but ran
+#   bn32-w4-s3-pa at 760-778 us on uniform batches where bn64-w4-s2 runs 714-719 (0.92-0.96x
+#   FlashInfer, was 1.00x): head_dim 256 keeps bn64-w4-s2 and its one miss (skew80 B=8
+#   balanced-2x, 0.91x). The "many-large-group" entries at head_dim 64 / 256 were not swept.
+_MANY_16 = {64: _pa(128, 4, 3), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 # H200 sweep of 12:19 UTC (docs/PERFORMANCE.md, `--config-kv fp8`, 4.262 TB/s copy): fp8 head_dim 64

@@ -607,7 +607,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     merge: stage 2 of split requests, one of MERGES: "chunked" (kernels/merge_chunked.py, the
         default: 16-row jobs at 2 warps in one launch) or "blocks" (kernels/merge.py, 64-row
         blocks at 4 warps, the merge before the fifteenth session; docs/KERNEL_NOTES.md) or
-        "tail" (kernels/merge_tail.py: merged in stage 1's tail, no merge launch; a candidate).
+        "tail" (kernels/merge_tail.py: merged in stage 1's tail, no merge launch; measured
+        slower on an H100).
     merge_pdl: DecodeLaunch.merge_pdl for the chunked merge (default on); True is ignored
         where pdl_supported says no.
     """

@@ -805,7 +805,11 @@ def decode_parts(plan: HybridPlan, cache: PagedKVCache) -> dict:
     sub = cache.subset(reqs)
     q_start = np.concatenate(([0], np.cumsum(plan.q_lens)[:-1]))
     rows = q_start[reqs]  # one row each (q_len 1)
-    parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub), "decode_cache": sub}
+    # The merge as an ordinary launch: a programmatic-dependent merge puts its waiting programs
+    # on the SMs while stage 1 runs, beside the prefill programs a colocated step places there,
+    # and no hybrid step has been timed that way (docs/KERNEL_NOTES.md, sixteenth session).
+    parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub, merge_pdl=False),
+             "decode_cache": sub}
     if np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size)):
         parts["decode_rows"] = (int(rows[0]), int(rows[0] + rows.size))
     else:  # decodes between prefill chunks in batch order: gather, run, scatter

@@ -1,7 +1,13 @@
-"""The split-KV merge in stage 1's tail (a candidate, `prepare_decode(merge="tail")`): no merge
-launch. Each stage-1 task of a split request stores its partial row, then takes a ticket on the
-merge job that reads the row; the task that brings a job's last row merges the job in the same
-program, and goes on up the tree while it brings a parent's last row.
+"""The split-KV merge in stage 1's tail (`prepare_decode(merge="tail")`, measured slower: not the
+default): no merge launch. Each stage-1 task of a split request stores its partial row, then
+takes a ticket on the merge job that reads the row; the task that brings a job's last row merges
+the job in the same program, and goes on up the tree while it brings a parent's last row.
+
+Measured on an H100 (sixteenth session, alternated with the chunked merge three times in one
+process; docs/PERFORMANCE.md): 96.8 vs 70.2 us (llama3-70b-tp8 uniform B=256 balanced-2x), 96.2 vs
+64.1 (skew80 B=64 fixed-2048), 210.0 vs 198.8 (G = 16), 416.2 vs 379.9 (llama3-8b skew80 B=8):
+slower everywhere, by far more than a merge costs, though the compiled stage 1 has fewer
+registers (92 vs 112) and the same main loop. Kept, with its tests, for the question of why.
 
 Why: kernels/merge_chunked.py, the default, still costs a launch and a dependent wave after stage
 1: 7.2-9.3 us on an H100 (fifteenth session), 11-13% of a llama3-70b-tp8 step of 60-70 us, where

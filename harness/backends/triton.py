@@ -76,7 +76,7 @@ class TritonBackend:
     config: a kernels.decode.KernelConfig overriding the tuned per-shape configuration.
     merge: stage 2 of split requests, one of kernels.decode.MERGES ("chunked", the default:
         kernels/merge_chunked.py; "blocks": kernels/merge.py; "tail": kernels/merge_tail.py,
-        a candidate that merges in stage 1's tail).
+        which merges in stage 1's tail, measured slower on an H100).
     merge_pdl: launch the chunked merge as stage 1's programmatic dependent
         (kernels.decode.prepare_decode's merge_pdl; on by default, where the GPU has it).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,

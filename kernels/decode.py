@@ -73,7 +73,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
-from kvtune.kernels.decode_config import KernelConfig, default_config, tasks_of_one_length
+from kvtune.kernels.decode_config import (KernelConfig, default_config, fits_one_task,
+                                          tasks_of_one_length)
 from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.merge_tail import TAIL_ROWS, TailMerge, prepare_tail_merge, tail_merge
@@ -577,13 +578,18 @@ def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
     """The stage-1 configuration `plan` runs with: default_config of the shape, KV page dtype and
     plan, and, for a one-program-per-task schedule on a device of `sm_count` SMs, the entry's
     shallower twin where decode_config.occupancy_twin says so (same bits, more programs per SM;
-    unless the plan's equal tasks fill the entry's waves better). sm_count None (the CPU, where
+    unless the plan's equal tasks fill the entry's waves better, or one program per SM would
+    finish its tasks in about one long task's time: fits_one_task). sm_count None (the CPU, where
     the interpreter runs every stage count alike): the table's entry."""
     one_per_task = SCHEDULE_MODES[plan.schedule] == 0
+    keys = plan.work_kv_end - plan.work_kv_start
+    sm_count = sm_count if one_per_task else None
     return default_config(shape.head_dim, kv_dtype, shape.page_size, plan.ctas_per_sm,
                           num_kv_heads=shape.num_kv_heads, group_size=shape.group_size,
-                          programs=plan.num_tasks, sm_count=sm_count if one_per_task else None,
-                          equal_tasks=tasks_of_one_length(plan.work_kv_end - plan.work_kv_start))
+                          programs=plan.num_tasks, sm_count=sm_count,
+                          equal_tasks=tasks_of_one_length(keys),
+                          one_task=sm_count is not None
+                          and fits_one_task(keys, plan.num_kv_heads, sm_count))
 
 
 MERGES = ("chunked", "blocks", "tail")

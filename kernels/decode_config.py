@@ -34,6 +34,7 @@ tasks are of one length and fill the entry's waves better (`occupancy_twin`; doc
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass
@@ -354,6 +355,14 @@ DEEP_FILL_MIN = 0.9
 # longest item's keys (a fixed-split plan of long requests: every chunk but the ragged tails).
 EQUAL_RATIO = 0.9
 EQUAL_SHARE = 0.9
+# Tasks of many lengths keep the deep entry where one program per SM, handed the tasks in launch
+# order as SMs free up, would finish within ONE_TASK_SLACK x the longest task (`fits_one_task`):
+# every long task then has an SM of its own, and the short ones cycle on the SMs left over. Set on
+# two H100 batches of llama3-70b-tp8 (sixteenth session): skew80 fixed-2048 at B=256 (103 chunks
+# of 2,048 tokens and 255 requests of 205: ratio 1.00, deep 62.2 us against the twin's 69.0) and
+# at B=64 (the same chunks and 63 requests of 832: ratio 1.22, twin 64.1 against 68.9); also
+# agrees with the H200's 140 programs on 132 SMs (ratio 1.00, deep 9% faster; eighth session).
+ONE_TASK_SLACK = 1.1
 
 
 def wave_fill(programs: int, sm_count: int, per_sm: int) -> float:
@@ -377,8 +386,35 @@ def tasks_of_one_length(item_keys) -> bool:
     return float(np.mean(keys >= EQUAL_RATIO * keys.max())) >= EQUAL_SHARE
 
 
+def fits_one_task(item_keys, num_kv_heads: int, sm_count: int) -> bool:
+    """Whether one program per SM would run a static grid's tasks within ONE_TASK_SLACK x the
+    longest task's time: the tasks (item_keys, keys per work item >= 0, repeated for each of
+    num_kv_heads >= 1 KV heads, items fastest: the 2-D grid's launch order) go in order to the
+    SM that frees first, a task taking time in proportion to its keys. sm_count >= 1. True for
+    at most sm_count tasks; for an empty plan too."""
+    for name, value in (("num_kv_heads", num_kv_heads), ("sm_count", sm_count)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name}: {value} not allowed; allowed: an integer >= 1")
+    keys = np.asarray(item_keys, dtype=np.float64).ravel()
+    if keys.size and (not np.all(np.isfinite(keys)) or keys.min() < 0):
+        raise ValueError("item_keys: allowed: finite values >= 0")
+    if keys.size * num_kv_heads <= sm_count or keys.max() == 0:
+        return True
+    limit = ONE_TASK_SLACK * keys.max()
+    if keys.sum() * num_kv_heads > limit * sm_count:
+        return False  # more work than sm_count SMs hold in that time, whatever the order
+    free = [0.0] * sm_count  # when each SM frees, a heap
+    for _ in range(num_kv_heads):
+        for k in keys:
+            end = heapq.heappop(free) + k
+            if end > limit:
+                return False
+            heapq.heappush(free, end)
+    return True
+
+
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
-                   sm_count: int, equal_tasks: bool) -> KernelConfig:
+                   sm_count: int, equal_tasks: bool, one_task: bool = False) -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
     and computes the same bits. The deep entry stays where no SM gets a second program
     (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
@@ -388,8 +424,11 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     streams faster per program; a part-empty last wave costs the deep entry a whole task's time
     more than the twin's. Tasks of many lengths backfill each other's waves, and the twin's
     extra program per SM hides the start of the short ones (measured on the H200, seventh and
-    eighth sessions: docs/PERFORMANCE.md). The choice never changes a request's arithmetic, so
-    a result stays independent of the rest of the batch."""
+    eighth sessions: docs/PERFORMANCE.md), except where one program per SM would still finish
+    them in about one long task's time (one_task: fits_one_task of the plan): then each long
+    task has an SM of its own under the deep entry, while the twin's second slot puts short
+    tasks beside long ones (H100, sixteenth session). The choice never changes a request's
+    arithmetic, so a result stays independent of the rest of the batch."""
     key = (head_dim, kv_element_bytes, config)
     twin = SHALLOW_TWIN.get(key)
     if twin is None:
@@ -400,7 +439,7 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
         # programs, H200, eighth session: docs/PERFORMANCE.md).
         return config
     if not equal_tasks:
-        return twin
+        return config if one_task else twin
     deep = wave_fill(programs, sm_count, RESIDENT_PER_SM[key])
     shallow = wave_fill(programs, sm_count, RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)])
     return config if deep >= DEEP_FILL_MIN and deep > shallow + WAVE_FILL_MARGIN else twin
@@ -409,7 +448,8 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
                    ctas_per_sm: int | None = None, *, num_kv_heads: int = 8,
                    group_size: int = 1, programs: int | None = None,
-                   sm_count: int | None = None, equal_tasks: bool = True) -> KernelConfig:
+                   sm_count: int | None = None, equal_tasks: bool = True,
+                   one_task: bool = False) -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
@@ -420,20 +460,22 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     change with what else is in the batch. page_size: tokens per page; pages smaller than
     SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1).
     programs, sm_count, equal_tasks: the launch's programs (one per task), the device's SMs and
-    whether the tasks are of one length (tasks_of_one_length); with programs and sm_count, the
-    entry may give way to its shallower twin (occupancy_twin), which computes the same bits.
+    whether the tasks are of one length (tasks_of_one_length), and one_task (fits_one_task);
+    with programs and sm_count, the entry may give way to its shallower twin (occupancy_twin),
+    which computes the same bits.
     """
     key = config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm, group_size)
     if page_size < SMALL_PAGE and key in SMALL_PAGE_TABLE:
         return SMALL_PAGE_TABLE[key]
     config = CONFIG_TABLE[key]
     if programs is not None and sm_count is not None:
-        config = occupancy_twin(config, head_dim, key[1], programs, sm_count, equal_tasks)
+        config = occupancy_twin(config, head_dim, key[1], programs, sm_count, equal_tasks,
+                                one_task)
     return config
 
 
 __all__ = ["CANDIDATES", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO", "EQUAL_SHARE",
-           "LARGE_GROUP", "REGIMES", "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE",
-           "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN", "KernelConfig", "config_key",
-           "default_config", "element_bytes", "occupancy_twin", "regime", "tasks_of_one_length",
-           "wave_fill"]
+           "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES", "RESIDENT_PER_SM", "SHALLOW_TWIN",
+           "SMALL_PAGE", "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN", "KernelConfig", "config_key",
+           "default_config", "element_bytes", "fits_one_task", "occupancy_twin", "regime",
+           "tasks_of_one_length", "wave_fill"]

@@ -338,6 +338,53 @@ def test_launch_config_takes_the_twin_for_one_program_per_task_on_a_known_device
     assert launch_config(persistent, shape, torch.bfloat16, 132) == entry
 
 
+def test_fits_one_task_hands_tasks_in_grid_order_to_the_first_free_sm():
+    from kvtune.kernels.decode_config import ONE_TASK_SLACK, fits_one_task
+
+    # At most one task per SM, or nothing to do.
+    assert fits_one_task([2048] * 132, 1, 132) and fits_one_task([], 1, 132)
+    assert fits_one_task([0] * 500, 1, 132)
+    # llama3-70b-tp8 skew80 fixed-2048 (H100 sixteenth session): 103 chunks and 255 requests of
+    # 205 tokens cycle on the 29 SMs left over within one chunk's time; 63 requests of 832 do
+    # not (the last five start after 832 x 2 tokens): 1.22 x the chunk.
+    assert fits_one_task([2048] * 103 + [205] * 255, 1, 132)
+    assert not fits_one_task([2048] * 103 + [832] * 63, 1, 132)
+    # The order counts: short tasks first delay the long ones past the slack.
+    assert not fits_one_task([205] * 255 + [2048] * 103, 1, 132)
+    # Every KV head repeats the items (items fastest): 2 heads x 70 chunks do not fit 132 SMs.
+    assert fits_one_task([2048] * 66, 2, 132) and not fits_one_task([2048] * 70, 2, 132)
+    # Exactly at the slack: a task that ends at ONE_TASK_SLACK x the longest still fits.
+    assert fits_one_task([100, 100, ONE_TASK_SLACK * 100 - 100], 1, 2)
+    for kw, field in (({"num_kv_heads": 0}, "num_kv_heads"), ({"sm_count": 1.5}, "sm_count"),
+                      ({"item_keys": [5, -1]}, "item_keys"),
+                      ({"item_keys": [float("nan")]}, "item_keys")):
+        args = {"item_keys": [1, 2, 3], "num_kv_heads": 1, "sm_count": 2, **kw}
+        with pytest.raises(ValueError, match=field):
+            fits_one_task(**args)
+
+
+def test_launch_config_keeps_the_deep_entry_where_long_tasks_each_get_an_sm():
+    from kvtune.kernels.decode import launch_config
+    from kvtune.kernels.decode_config import CONFIG_TABLE, SHALLOW_TWIN
+    from kvtune.workloads.distributions import fixed_total_kv_lens
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=1, head_dim=128, page_size=16,
+                           dtype="bf16")
+    device = DeviceSpec("h100-like", sm_count=132, l2_bytes=50 * 2**20, hbm_bytes_per_s=3.35e12)
+    policy = policies.get("fixed-split", chunk_tokens=2048)
+    deep = CONFIG_TABLE[(128, 2, "one-per-sm")]
+    twin = SHALLOW_TWIN[(128, 2, deep)]
+
+    def config(batch, skew):
+        kv = fixed_total_kv_lens(batch, 262_144, skew)
+        return launch_config(policy.plan(kv, shape, device), shape, torch.bfloat16, 132)
+
+    assert config(256, (80,)) == deep  # 358 tasks, the long request's 103 chunks first
+    assert config(64, (80,)) == twin  # 166 tasks, the short ones 40% of a chunk
+    assert config(8, ()) == deep  # 128 tasks: one per SM
+    assert config(256, ()) == twin  # 256 equal tasks of 1024 tokens: two per SM fill as well
+
+
 def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, RESIDENT_PER_SM,
                                               SHALLOW_TWIN, occupancy_twin)
@@ -376,6 +423,9 @@ def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
         assert occupancy_twin(one, 128, 2, programs, 132, False) == one
         assert occupancy_twin(many, 128, 2, programs, 132, False) == many
     assert occupancy_twin(one, 128, 2, 133, 132, False) == twin_one
+    # ... unless one program per SM would still finish them in about one long task's time.
+    assert occupancy_twin(one, 128, 2, 358, 132, False, one_task=True) == one
+    assert occupancy_twin(many, 128, 2, 358, 132, False, one_task=True) == many
     # Entries without a twin, and the CPU (no SM count), keep the table's choice.
     fp8 = CONFIG_TABLE[(128, 1, "many")]
     assert occupancy_twin(fp8, 128, 1, 320, 132, False) == fp8

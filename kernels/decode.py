@@ -543,7 +543,7 @@ class DecodeLaunch:
     under the interpreter): its programs are scheduled beside stage 1's last wave and wait for
     its completion on the device, instead of the launch starting after it. On by default
     (prepare_decode) since the sixteenth session: on an H100, alternated with the ordinary
-    launch three times in one process, it was 0.5-3.5 us faster per step in every round of
+    launch three times in one process, it was 0.5-3.7 us faster per step in every round of
     eight cases, and a CUDA graph of it replays the eager output bit for bit
     (docs/PERFORMANCE.md, sixteenth session).
     """

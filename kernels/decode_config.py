@@ -28,8 +28,9 @@ The choice, explicitly (`config_key` then `CONFIG_TABLE`):
 
 Then, on a GPU and for one program per task, an entry with a SHALLOW_TWIN (one pipeline stage
 fewer, so more programs per SM and the same output bits) gives way to it unless the plan's
-tasks are of one length and fill the entry's waves better (`occupancy_twin`; docs/KERNEL_NOTES.md
-"Stages by wave fill: shallow twins").
+tasks are of one length and fill the entry's waves better, or one program per SM would finish
+them in about one long task's time (`occupancy_twin`, `fits_one_task`; docs/KERNEL_NOTES.md
+"Stages by wave fill: shallow twins" and "The twin rule on skew80 fixed-2048").
 """
 
 from __future__ import annotations

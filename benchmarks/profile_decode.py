@@ -165,7 +165,7 @@ def split_cost(launch, q, cache, out, timer, nbytes: int, ceiling: float) -> dic
         for block_s, warps in MERGE_VARIANTS:
             row[f"merge_s{block_s}_w{warps}"] = _timed_beside(
                 functools.partial(merge_variant, launch, out, block_s, warps), out, ref, timer)
-        # kernels/merge_chunked.py, the candidate: 16-row chunks at 2 warps, in one launch
+        # kernels/merge_chunked.py, the product's merge: 16-row chunks at 2 warps, in one launch
         # (fused) and one launch per level; both give the same bits.
         shape = launch.partial_out.shape
         for key, fused in (("merge_chunked", True), ("merge_chunked_levels", False)):

@@ -16,7 +16,7 @@ How tasks reach programs follows `plan.schedule`:
 
 Stage 2 combines the partials of split requests (kernels/merge_chunked.py by default, or
 kernels/merge.py; prepare_decode's `merge`); it is not launched when no request is split. With
-merge="tail" (kernels/merge_tail.py, a candidate) stage 1's tasks merge in their own tail and
+merge="tail" (kernels/merge_tail.py, measured slower) stage 1's tasks merge in their own tail and
 there is no stage 2.
 
 Batch invariance: a request's result depends only on its own kv range cuts (the plan), its own
@@ -560,7 +560,7 @@ class DecodeLaunch:
     merge_count: torch.Tensor
     counter: torch.Tensor
     chunked_merge: ChunkedMerge | None = None
-    merge_pdl: bool = True
+    merge_pdl: bool = False
     tail_merge: TailMerge | None = None
 
     @property

@@ -35,7 +35,7 @@ imports, else events; cold L2; nvbench's stopping rule), and records which timer
 
 Usage (from the repository root):
   PYTHONPATH=$PWD python benchmarks/bench_kernels.py
-      [--sections env,copy,check,backend,configs,targets,shapes,shape-configs] [--out DIR]
+      [--sections env,copy,copy-sizes,check,backend,configs,targets,shapes,shape-configs] [--out DIR]
       [--reps 30] [--timer auto] [--full] [--variants 0,3] [--total-tokens N]
       [--time-limit-s S] [--config-kv fp8]
   python benchmarks/bench_kernels.py --dry-run --out DIR   # CPU: interpreter, tiny batch
@@ -151,6 +151,29 @@ def copy_bandwidth(timer: Timer, nbytes: int = 4 << 30) -> dict:
             "p90_us": r["p90_us"], "bytes_per_s": 2 * nbytes / (r["median_us"] * 1e-6), "ok": ok}
 
 
+# Bytes moved (read + written) by the copies of section copy-sizes: from the smallest matrix
+# kernel (llama3-70b-tp8 fp8 at 196,608 tokens reads ~50 MB) to the 8 GiB of the ceiling copy.
+COPY_SIZES_BYTES = tuple(int(m) << 20 for m in (16, 32, 64, 96, 128, 192, 256, 384, 512, 1024,
+                                               2048, 8192))
+
+
+def section_copy_sizes(timer: Timer, ceiling_bytes_per_s: float, log) -> list[dict]:
+    """The device copy at each byte count of COPY_SIZES_BYTES (read + written, cold L2).
+
+    A decode kernel's copy fraction is counted against the 8 GiB copy; a copy of the kernel's
+    own byte count shows how much of the gap a kernel of that size cannot close by streaming
+    better (launch, ramp-up and the last wave's tail are paid by a copy too)."""
+    rows = []
+    for moved in COPY_SIZES_BYTES:
+        r = copy_bandwidth(timer, moved // 2)
+        r["fraction_of_ceiling"] = r["bytes_per_s"] / ceiling_bytes_per_s
+        rows.append(r)
+        log(f"copy {moved >> 20:6d} MiB moved: {r['median_us']:9.1f} us "
+            f"{r['bytes_per_s'] / 1e12:.3f} TB/s = {r['fraction_of_ceiling']:.3f} of the ceiling"
+            f"{'' if r['ok'] else ' (copy check FAILED)'}")
+    return rows
+
+
 # ------------------------------------------------------------------------------------ helpers
 
 def min_bytes(kv_lens, shape: AttentionShape) -> int:
@@ -180,6 +203,11 @@ def policy_plan(name: str, kv_lens, shape, device, **params):
 
 
 # ------------------------------------------------------------------------------------ sections
+
+def sections_need_ceiling(sections) -> bool:
+    """Whether a chosen section counts against the copy ceiling (so section copy runs first)."""
+    return bool({"copy", "copy-sizes", "shapes", "shape-configs"} & set(sections))
+
 
 def section_env() -> dict:
     props = torch.cuda.get_device_properties(0)
@@ -938,8 +966,8 @@ DRY_RUN_VARIANTS = "1,12"  # llama3-70b-tp8 bf16 p16 and llama3-70b-tp8 bf16/fp8
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sections", default="env,copy,check,backend,configs,targets",
-                    help="comma-separated: env, copy, check, backend, configs, targets, shapes, "
-                         "shape-configs")
+                    help="comma-separated: env, copy, copy-sizes (the copy at 16 MiB-8 GiB "
+                         "moved), check, backend, configs, targets, shapes, shape-configs")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     ap.add_argument("--reps", type=int, default=30, help="timed runs per config in the sweep")
     ap.add_argument("--timer", default="auto", help="kvtune.harness.timing timer for the targets table")
@@ -1014,7 +1042,7 @@ def main(argv=None) -> int:
             results["settle"] = settle(args.settle_s)
             log(f"settle: {'quiet' if results['settle']['quiet'] else 'still disturbed'} after "
                 f"{results['settle']['waited_s']:.1f} s")
-        if "copy" in sections or "shapes" in sections or "shape-configs" in sections:
+        if sections_need_ceiling(sections):
             results["copy"] = copy_bandwidth(timer)
             ceiling = results["copy"]["bytes_per_s"]
             log(f"copy: {ceiling / 1e12:.3f} TB/s (read+write) {results['copy']}")
@@ -1042,7 +1070,8 @@ def main(argv=None) -> int:
     sweep = filter_sweep(sweep, args.config_kv)
     project_timer = ProjectTimer(args.timer)
     config_kv = None if args.config_kv is None else _config_kv_name(args.config_kv)
-    for name, fn in (("check", lambda: section_check(log, config_kv)),
+    for name, fn in (("copy-sizes", lambda: section_copy_sizes(timer, ceiling, log)),
+                     ("check", lambda: section_check(log, config_kv)),
                      ("backend", lambda: section_backend(log)),
                      ("configs", lambda: section_configs(timer, ceiling, log)),
                      ("targets", lambda: section_targets(project_timer, ceiling, log)),

@@ -14,7 +14,9 @@
 #
 # CASES_FILE: one case per line, "NAME profile_decode.py-arguments" (# starts a comment). Each
 # case is checked against the float64 reference by profile_decode.py before ncu sees a launch,
-# and a case whose check fails is not profiled. Needs ncu on the PATH (Firecracker machines;
+# and a case whose check fails is not profiled. KERNEL_REGEX (default _attend_kernel, stage 1)
+# picks the kernel: e.g. KERNEL_REGEX=_merge_jobs for the chunked merge.
+# Needs ncu on the PATH (Firecracker machines;
 # /work/.library/device/KINDS.md) and the checkout importable (PYTHONPATH).
 set -uo pipefail
 out=${1:?usage: profile_gpu.sh OUT CASES_FILE}
@@ -34,7 +36,7 @@ while read -r name args; do
   fi
   # shellcheck disable=SC2086
   timeout 240 "$ncu_bin" --clock-control none --set full --import-source no \
-      -k regex:_attend_kernel --launch-skip 2 --launch-count 1 -f -o "$work/$name" \
+      -k regex:"${KERNEL_REGEX:-_attend_kernel}" --launch-skip 2 --launch-count 1 -f -o "$work/$name" \
       python3 "$here/profile_decode.py" $args --iters 4 > "$work/$name.ncu.log" 2>&1
   rc=$?
   if [[ -f "$work/$name.ncu-rep" ]]; then

@@ -589,7 +589,8 @@ def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
                           programs=plan.num_tasks, sm_count=sm_count,
                           equal_tasks=tasks_of_one_length(keys),
                           one_task=sm_count is not None
-                          and fits_one_task(keys, plan.num_kv_heads, sm_count))
+                          and fits_one_task(keys, plan.num_kv_heads, sm_count),
+                          item_keys=keys)
 
 
 MERGES = ("chunked", "blocks", "tail")

@@ -30,7 +30,11 @@ Then, on a GPU and for one program per task, an entry with a SHALLOW_TWIN (one p
 fewer, so more programs per SM and the same output bits) gives way to it unless the plan's
 tasks are of one length and fill the entry's waves better, or one program per SM would finish
 them in about one long task's time (`occupancy_twin`, `fits_one_task`; docs/KERNEL_NOTES.md
-"Stages by wave fill: shallow twins" and "The twin rule on skew80 fixed-2048").
+"Stages by wave fill: shallow twins" and "The twin rule on skew80 fixed-2048"). An entry with a
+register-capped twin (ONE_WAVE_TWIN: the same kernel under a ptxas register cap, one program more
+per SM, same bits; head_dim 256) gives way to it only where the twin holds the whole launch in one
+wave and the entry would finish its late tasks more than CAPPED_TWIN_SLACK longest tasks after
+the start (`in_order_finish`; docs/KERNEL_NOTES.md "A register-capped twin for head_dim 256").
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -146,6 +150,10 @@ def _pa(block_n, warps, stages) -> KernelConfig:
 
 def _vp(block_n, warps, stages) -> KernelConfig:
     return KernelConfig(block_n, warps, stages, page_ahead=True, v_pairs=True)
+
+
+def _cap(config: KernelConfig, max_registers: int) -> KernelConfig:
+    return replace(config, max_registers=max_registers)
 
 
 def _ws(block_n, warps, stages, split) -> KernelConfig:
@@ -291,7 +299,8 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
                _pa(64, 4, 3), _pa(128, 8, 2),
                _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
                _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
-    (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3)),
+    (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3),
+               _cap(_c(64, 4, 2), 168)),
     (64, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(128, 8, 3), _vp(64, 4, 4),
               _vp(256, 8, 3), _ws(128, 4, 3, 4)),
     (128, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(64, 4, 4), _vp(64, 4, 3),
@@ -335,9 +344,14 @@ def config_key(head_dim: int, kv_element_bytes: int, num_kv_heads: int,
 #   bn64-w4-s3-pa  128-144 registers x 128 threads,  70 KB shared -> 3 (shared memory)
 #   bn128-w8-s3-pa 112-114 registers x 256 threads, 136 KB shared -> 1 (shared memory)
 #   bn128-w8-s2-pa 112 registers x 256 threads,      72 KB shared -> 2 (registers)
+# head_dim 256 (16-bit KV):
+#   bn64-w4-s2       196 registers x 128 threads, 76 KB shared -> 2 (registers)
+#   bn64-w4-s2-r168  the same kernel with ptxas capped at 168 registers -> 3 (H100, seventeenth
+#                    session: 272 programs ran in one wave, 801 against 859 us)
 RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (128, 2, _pa(64, 4, 4)): 2, (128, 2, _pa(64, 4, 3)): 3,
     (128, 2, _pa(128, 8, 3)): 1, (128, 2, _pa(128, 8, 2)): 2,
+    (256, 2, _c(64, 4, 2)): 2, (256, 2, _cap(_c(64, 4, 2), 168)): 3,
 }
 # A table entry -> its twin with one pipeline stage less: the same block, warps and loop, so the
 # same arithmetic in the same order and the same output bits (checked on the GPU: docs/
@@ -346,6 +360,23 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
 SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
+}
+# A table entry -> the same kernel compiled under a register cap (-rN: same arithmetic, same
+# bits; one program more per SM, each slower: spills and less overlap). It runs only where it
+# holds in one wave a launch of tasks of many lengths that leaves the entry a second wave
+# (`occupancy_twin`). Timed on an H100 (seventeenth session, docs/PERFORMANCE.md), head_dim 256
+# over the 24 matrix cases at 262,144 and 196,608 tokens: the twin was 4.7% and 7.2% faster
+# on the two such launches (skew80 B=8 balanced-2x, 272 programs: 801 against 859 us, 614
+# against 644) and 0.3-17% slower on all the 22 others, equal tasks that spill into a second
+# wave included (uniform B=8 balanced-2x, 320 programs: 771 against 760).
+# Where the entry's in-order finish exceeds this many longest tasks, the capped twin runs: the
+# twin pays its slower programs over the whole launch (4-6% on the 22 cases above), the entry
+# pays for a second wave only what its late tasks add (measured: finish 1.24 tasks, uniform B=8
+# balanced-2x, entry 1.4% faster; finish 1.65-1.69, skew80 B=8 balanced-2x, twin 4.7-7.2%
+# faster; both totals).
+CAPPED_TWIN_SLACK = 1.5
+ONE_WAVE_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
+    (256, 2, _c(64, 4, 2)): _cap(_c(64, 4, 2), 168),
 }
 # The deeper entry keeps its place only when its tasks are of one length, its own last wave is
 # at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
@@ -387,37 +418,59 @@ def tasks_of_one_length(item_keys) -> bool:
     return float(np.mean(keys >= EQUAL_RATIO * keys.max())) >= EQUAL_SHARE
 
 
-def fits_one_task(item_keys, num_kv_heads: int, sm_count: int) -> bool:
-    """Whether one program per SM would run a static grid's tasks within ONE_TASK_SLACK x the
-    longest task's time: the tasks (item_keys, keys per work item >= 0, repeated for each of
-    num_kv_heads >= 1 KV heads, items fastest: the 2-D grid's launch order) go in order to the
-    SM that frees first, a task taking time in proportion to its keys. sm_count >= 1. True for
-    at most sm_count tasks; for an empty plan too."""
-    for name, value in (("num_kv_heads", num_kv_heads), ("sm_count", sm_count)):
+def in_order_finish(item_keys, num_kv_heads: int, slots: int, stop_above: float = math.inf) -> float:
+    """When a static grid's tasks finish on `slots` program slots, in units of the longest task:
+    the tasks (item_keys, keys per work item >= 0, repeated for each of num_kv_heads >= 1 KV
+    heads, items fastest: the 2-D grid's launch order) go in order to the slot that frees first,
+    a task taking time in proportion to its keys. 1.0 for at most `slots` tasks and for an empty
+    or all-zero plan. stop_above: return as soon as the finish exceeds it (a lower bound then).
+    slots >= 1."""
+    for name, value in (("num_kv_heads", num_kv_heads), ("slots", slots)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name}: {value} not allowed; allowed: an integer >= 1")
     keys = np.asarray(item_keys, dtype=np.float64).ravel()
     if keys.size and (not np.all(np.isfinite(keys)) or keys.min() < 0):
         raise ValueError("item_keys: allowed: finite values >= 0")
-    if keys.size * num_kv_heads <= sm_count or keys.max() == 0:
-        return True
-    limit = ONE_TASK_SLACK * keys.max()
-    if keys.sum() * num_kv_heads > limit * sm_count:
-        return False  # more work than sm_count SMs hold in that time, whatever the order
-    free = [0.0] * sm_count  # when each SM frees, a heap
+    if keys.size * num_kv_heads <= slots or keys.max() == 0:
+        return 1.0
+    longest = keys.max()
+    free = [0.0] * slots  # when each slot frees, a heap
+    finish = 0.0
     for _ in range(num_kv_heads):
         for k in keys:
             end = heapq.heappop(free) + k
-            if end > limit:
-                return False
+            finish = max(finish, end)
+            if finish > stop_above * longest:
+                return finish / longest
             heapq.heappush(free, end)
-    return True
+    return finish / longest
+
+
+def fits_one_task(item_keys, num_kv_heads: int, sm_count: int) -> bool:
+    """Whether one program per SM would run a static grid's tasks within ONE_TASK_SLACK x the
+    longest task's time (in_order_finish on sm_count >= 1 slots). True for at most sm_count
+    tasks; for an empty plan too."""
+    if int(sm_count) != sm_count or sm_count < 1:
+        raise ValueError(f"sm_count: {sm_count} not allowed; allowed: an integer >= 1")
+    if int(num_kv_heads) != num_kv_heads or num_kv_heads < 1:
+        raise ValueError(f"num_kv_heads: {num_kv_heads} not allowed; allowed: an integer >= 1")
+    keys = np.asarray(item_keys, dtype=np.float64).ravel()
+    if keys.size and np.all(np.isfinite(keys)) and keys.min() >= 0 and keys.max() > 0 \
+            and keys.sum() * num_kv_heads > ONE_TASK_SLACK * keys.max() * sm_count \
+            and keys.size * num_kv_heads > sm_count:
+        return False  # more work than sm_count SMs hold in that time, whatever the order
+    return in_order_finish(keys, num_kv_heads, sm_count, ONE_TASK_SLACK) <= ONE_TASK_SLACK
 
 
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
-                   sm_count: int, equal_tasks: bool, one_task: bool = False) -> KernelConfig:
+                   sm_count: int, equal_tasks: bool, one_task: bool = False,
+                   item_keys=None, num_kv_heads: int = 1) -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
-    and computes the same bits. The deep entry stays where no SM gets a second program
+    and computes the same bits (an entry with a register-capped twin, ONE_WAVE_TWIN, follows
+    that table's rule instead: the capped twin where it holds all `programs` in one wave while
+    the entry, handed the tasks in launch order (in_order_finish of item_keys, keys per work
+    item, for each of num_kv_heads), would finish them later than CAPPED_TWIN_SLACK x the
+    longest task; without item_keys, the entry). The deep entry stays where no SM gets a second program
     (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
     the plan's items) that fill its waves (last wave at least DEEP_FILL_MIN full) better than
     the twin's by more than WAVE_FILL_MARGIN (`programs` programs, one per task, on `sm_count`
@@ -431,6 +484,14 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     tasks beside long ones (H100, sixteenth session). The choice never changes a request's
     arithmetic, so a result stays independent of the rest of the batch."""
     key = (head_dim, kv_element_bytes, config)
+    capped = ONE_WAVE_TWIN.get(key)
+    if capped is not None:
+        deep_slots = RESIDENT_PER_SM[key] * sm_count
+        capped_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)] * sm_count
+        if item_keys is None or not deep_slots < programs <= capped_slots:
+            return config
+        late = in_order_finish(item_keys, num_kv_heads, deep_slots, CAPPED_TWIN_SLACK)
+        return capped if late > CAPPED_TWIN_SLACK else config
     twin = SHALLOW_TWIN.get(key)
     if twin is None:
         return config
@@ -450,7 +511,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
                    ctas_per_sm: int | None = None, *, num_kv_heads: int = 8,
                    group_size: int = 1, programs: int | None = None,
                    sm_count: int | None = None, equal_tasks: bool = True,
-                   one_task: bool = False) -> KernelConfig:
+                   one_task: bool = False, item_keys=None) -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
@@ -461,7 +522,8 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     change with what else is in the batch. page_size: tokens per page; pages smaller than
     SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1).
     programs, sm_count, equal_tasks: the launch's programs (one per task), the device's SMs and
-    whether the tasks are of one length (tasks_of_one_length), and one_task (fits_one_task);
+    whether the tasks are of one length (tasks_of_one_length), one_task (fits_one_task) and
+    item_keys (keys per work item, for the register-capped twins of ONE_WAVE_TWIN);
     with programs and sm_count, the entry may give way to its shallower twin (occupancy_twin),
     which computes the same bits.
     """
@@ -471,12 +533,12 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     config = CONFIG_TABLE[key]
     if programs is not None and sm_count is not None:
         config = occupancy_twin(config, head_dim, key[1], programs, sm_count, equal_tasks,
-                                one_task)
+                                one_task, item_keys, num_kv_heads)
     return config
 
 
-__all__ = ["CANDIDATES", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO", "EQUAL_SHARE",
-           "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES", "RESIDENT_PER_SM", "SHALLOW_TWIN",
-           "SMALL_PAGE", "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN", "KernelConfig", "config_key",
-           "default_config", "element_bytes", "fits_one_task", "occupancy_twin", "regime",
-           "tasks_of_one_length", "wave_fill"]
+__all__ = ["CANDIDATES", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
+           "EQUAL_SHARE", "LARGE_GROUP", "ONE_TASK_SLACK", "ONE_WAVE_TWIN", "REGIMES",
+           "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN",
+           "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
+           "in_order_finish", "occupancy_twin", "regime", "tasks_of_one_length", "wave_fill"]

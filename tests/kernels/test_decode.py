@@ -7,6 +7,7 @@ every element was written, and bounds ||out - ref|| / ||ref|| by 2e-2 (bf16/fp16
 
 from __future__ import annotations
 
+import dataclasses
 import numpy as np
 import pytest
 import torch
@@ -444,3 +445,49 @@ def test_config_table_never_depends_on_the_batch():
         default_config(96, torch.bfloat16, 16)
     with pytest.raises(ValueError, match="block_n"):
         KernelConfig(48, 4, 2)
+
+
+def test_register_capped_twin_only_where_it_saves_the_entry_a_late_second_wave():
+    from kvtune.kernels.decode_config import (CANDIDATES, CAPPED_TWIN_SLACK, CONFIG_TABLE,
+                                              ONE_WAVE_TWIN, RESIDENT_PER_SM, in_order_finish,
+                                              occupancy_twin)
+
+    for (d, elem, entry), capped in ONE_WAVE_TWIN.items():
+        # Only the register cap differs, so the bits are the same (checked bitwise on the GPU
+        # by benchmarks/profile_decode.py --configs); the cap buys a program per SM.
+        assert capped == dataclasses.replace(entry, max_registers=capped.max_registers)
+        assert capped.max_registers is not None and entry.max_registers is None
+        assert RESIDENT_PER_SM[(d, elem, capped)] > RESIDENT_PER_SM[(d, elem, entry)]
+        assert entry in CONFIG_TABLE.values() and capped in CANDIDATES[(d, elem)]
+    entry = CONFIG_TABLE[(256, 2, "many")]
+    capped = ONE_WAVE_TWIN[(256, 2, entry)]
+
+    def pick(keys, heads):
+        return occupancy_twin(entry, 256, 2, len(keys) * heads, 132, True, False, keys, heads)
+
+    # 34 equal tasks x 8 heads = 272 programs on 264 slots (2 per SM): the last 8 start when
+    # the first wave ends (finish 2.0 tasks); 396 slots (3 per SM) hold them all.
+    assert in_order_finish([100] * 34, 8, 264) == 2.0 > CAPPED_TWIN_SLACK
+    assert pick([100] * 34, 8) == capped
+    # 8 requests of 4 long chunks and a short tail, x 8 heads = 320: the tails free slots
+    # early, so the late long tasks end near 1.24 tasks: the entry (measured 1.4% faster).
+    tails = ([100] * 4 + [12]) * 8
+    assert 1.0 < in_order_finish(tails, 8, 264) < CAPPED_TWIN_SLACK
+    assert pick(tails, 8) == entry
+    # One wave for the entry already, or more than the twin holds at once, or no item keys.
+    assert pick([100] * 33, 8) == entry and pick([100] * 50, 8) == entry
+    assert occupancy_twin(entry, 256, 2, 272, 132, True) == entry
+
+
+def test_in_order_finish_counts_in_longest_tasks():
+    from kvtune.kernels.decode_config import in_order_finish
+
+    assert in_order_finish([], 1, 4) == 1.0 and in_order_finish([0, 0, 0], 1, 1) == 1.0
+    assert in_order_finish([10, 10, 10], 1, 2) == 2.0
+    assert in_order_finish([10, 5, 5, 5], 1, 2) == 1.5  # the 5s follow each other on one slot
+    assert in_order_finish([10] * 9, 1, 2, stop_above=1.5) == 2.0  # stops once above 1.5
+    for kw, field in (({"num_kv_heads": 0}, "num_kv_heads"), ({"slots": 0}, "slots"),
+                      ({"item_keys": [1, -1]}, "item_keys")):
+        args = {"item_keys": [1, 2], "num_kv_heads": 1, "slots": 1, **kw}
+        with pytest.raises(ValueError, match=field):
+            in_order_finish(**args)

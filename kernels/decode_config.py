@@ -249,6 +249,20 @@ SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (128, 2, "many"): _c(128, 4, 2),
     (128, 2, "many-large-group"): _c(128, 4, 2),
 }
+# Pages of at least LARGE_PAGE tokens use LARGE_PAGE_TABLE where it has an entry, and keep it
+# (no twin): at page 64 a 128-token tile is two contiguous runs of 16 KB per KV head, so the
+# gathers that favour 64-token tiles at page 16 are gone. H100 sweep (seventeenth session,
+# llama3-8b page 64; docs/PERFORMANCE.md), us, bn128-w8-s3-pa / the page-16 entry bn64-w4-s4-pa
+# / its twin bn64-w4-s3-pa / FlashInfer (matrix, call 2): skew80 B=8 balanced-2x 383.2 / 384.3
+# / 404.3 / 374.7; skew80 B=64 balanced-2x 392.3 / 406.1 / 406.5 / 382.9; uniform B=64
+# balanced-2x 362.2 / 365.5 / 396.7 / 362.5; uniform B=64 fixed-2048 371.8 / 374.5 / 374.2 /
+# 370.7. The twin bn128-w8-s2-pa: 400.2, 396.5, 360.7, 368.3 (slower on the two skewed ones).
+# Decode launches only (default_config(large_pages=True)); the hybrid kernels size their decode
+# tiles from the page-16 entry.
+LARGE_PAGE = 64
+LARGE_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
+    (128, 2, "many"): _pa(128, 8, 3),
+}
 CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     **{(d, 2, "many"): c for d, c in _MANY_16.items()},
     **{(d, 2, "many-large-group"): c for d, c in _LARGE_GROUP_16.items()},
@@ -511,7 +525,8 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
                    ctas_per_sm: int | None = None, *, num_kv_heads: int = 8,
                    group_size: int = 1, programs: int | None = None,
                    sm_count: int | None = None, equal_tasks: bool = True,
-                   one_task: bool = False, item_keys=None) -> KernelConfig:
+                   one_task: bool = False, item_keys=None,
+                   large_pages: bool = True) -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
@@ -520,7 +535,9 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     "many-large-group" where several programs share an SM). Never depends on kv_lens or the batch, so the number of
     compiled variants stays bounded and a request's arithmetic under a given policy does not
     change with what else is in the batch. page_size: tokens per page; pages smaller than
-    SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1).
+    SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1); pages
+    of LARGE_PAGE or more LARGE_PAGE_TABLE's, with no twin (measured at page size 64), unless
+    large_pages is False (the hybrid kernels, which were not measured with it).
     programs, sm_count, equal_tasks: the launch's programs (one per task), the device's SMs and
     whether the tasks are of one length (tasks_of_one_length), one_task (fits_one_task) and
     item_keys (keys per work item, for the register-capped twins of ONE_WAVE_TWIN);
@@ -530,6 +547,8 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     key = config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm, group_size)
     if page_size < SMALL_PAGE and key in SMALL_PAGE_TABLE:
         return SMALL_PAGE_TABLE[key]
+    if large_pages and page_size >= LARGE_PAGE and key in LARGE_PAGE_TABLE:
+        return LARGE_PAGE_TABLE[key]
     config = CONFIG_TABLE[key]
     if programs is not None and sm_count is not None:
         config = occupancy_twin(config, head_dim, key[1], programs, sm_count, equal_tasks,
@@ -539,6 +558,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
 
 __all__ = ["CANDIDATES", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "LARGE_GROUP", "ONE_TASK_SLACK", "ONE_WAVE_TWIN", "REGIMES",
-           "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE", "WAVE_FILL_MARGIN",
+           "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
+           "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
            "in_order_finish", "occupancy_twin", "regime", "tasks_of_one_length", "wave_fill"]

@@ -491,3 +491,28 @@ def test_in_order_finish_counts_in_longest_tasks():
         args = {"item_keys": [1, 2], "num_kv_heads": 1, "slots": 1, **kw}
         with pytest.raises(ValueError, match=field):
             in_order_finish(**args)
+
+
+def test_large_pages_take_their_own_entry_without_a_twin():
+    from kvtune.kernels.decode_config import (CONFIG_TABLE, LARGE_PAGE, LARGE_PAGE_TABLE,
+                                              occupancy_twin)
+
+    big = LARGE_PAGE_TABLE[(128, 2, "many")]
+    assert big.block_n == 128 and big != CONFIG_TABLE[(128, 2, "many")]
+    for page in (LARGE_PAGE, 2 * LARGE_PAGE):
+        assert default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4) == big
+        # The launch's programs would give the page-16 entry its twin; not at large pages.
+        assert default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4,
+                              programs=272, sm_count=132, equal_tasks=False) == big
+        # The hybrid kernels keep the page-16 entry.
+        assert default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4,
+                              large_pages=False) == CONFIG_TABLE[(128, 2, "many")]
+    page16 = default_config(128, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=4,
+                            programs=272, sm_count=132, equal_tasks=False)
+    assert page16 == occupancy_twin(CONFIG_TABLE[(128, 2, "many")], 128, 2, 272, 132, False)
+    assert page16 != CONFIG_TABLE[(128, 2, "many")]
+    # Page 32 and keys without a large-page entry keep the page-16 table.
+    assert default_config(128, torch.bfloat16, 32, 2, num_kv_heads=8) == \
+        CONFIG_TABLE[(128, 2, "many")]
+    assert default_config(128, torch.bfloat16, 64, 2, num_kv_heads=1) == \
+        CONFIG_TABLE[(128, 2, "one-per-sm")]

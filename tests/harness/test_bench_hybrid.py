@@ -191,3 +191,29 @@ def test_colocated_order_shares_add_checked_variants(tmp_path):
     for bad_share in ("1.5", "0", "x"):
         bad = _dry_run("bench_colocated_order.py", tmp_path, "--shares", bad_share, rc=2)
         assert len(bad.stderr.strip().splitlines()) == 1 and "--shares" in bad.stderr
+
+
+def test_side_by_side_with_flashinfer_uses_the_after_flashinfer_timings():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_hybrid
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    def t(us):
+        return {"ok": True, "median_us": us}
+
+    # The first pass ran beside FlashInfer's JIT (slow serial); the FlashInfer comparison takes
+    # the timings made after FlashInfer's, every other figure the first pass.
+    entry = {"min_bytes": 1e8, "flops": 1e12, "variants": {
+        "serial": t(330.0), "heuristic": t(300.0), "prefill-alone": t(160.0),
+        "decode-alone": t(200.0), "flashinfer-serial": t(180.0), "flashinfer-pod": t(190.0),
+        "serial" + bench_hybrid.AFTER_FI: t(198.0), "heuristic" + bench_hybrid.AFTER_FI: t(190.0)}}
+    bench_hybrid.summarize_case(entry, 3e12)
+    assert entry["best"] == "heuristic" and entry["best_speedup_vs_serial"] == 330.0 / 300.0
+    assert entry["heuristic_over_fi_pod"] == 1.0 and entry["best_over_fi_pod"] == 1.0
+    assert entry["serial_over_fi_serial"] == 1.1
+    # Without a second pass, the first one.
+    del entry["variants"]["heuristic" + bench_hybrid.AFTER_FI]
+    bench_hybrid.summarize_case(entry, 3e12)
+    assert entry["heuristic_over_fi_pod"] == 300.0 / 190.0

@@ -359,9 +359,11 @@ def config_key(head_dim: int, kv_element_bytes: int, num_kv_heads: int,
 #   bn128-w8-s3-pa 112-114 registers x 256 threads, 136 KB shared -> 1 (shared memory)
 #   bn128-w8-s2-pa 112 registers x 256 threads,      72 KB shared -> 2 (registers)
 # head_dim 256 (16-bit KV):
-#   bn64-w4-s2       196 registers x 128 threads, 76 KB shared -> 2 (registers)
-#   bn64-w4-s2-r168  the same kernel with ptxas capped at 168 registers -> 3 (H100, seventeenth
-#                    session: 272 programs ran in one wave, 801 against 859 us)
+#   bn64-w4-s2       196 registers x 128 threads (213 from Triton 3.6 on the H100), 76 KB
+#                    shared -> 2 (registers)
+#   bn64-w4-s2-r168  the same kernel with ptxas capped at 168 registers -> 3 (Nsight Compute on
+#                    the H100, seventeenth session: block limit 3 by registers and by shared
+#                    memory)
 RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (128, 2, _pa(64, 4, 4)): 2, (128, 2, _pa(64, 4, 3)): 3,
     (128, 2, _pa(128, 8, 3)): 1, (128, 2, _pa(128, 8, 2)): 2,
@@ -384,10 +386,10 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
 # against 644) and 0.3-17% slower on all the 22 others, equal tasks that spill into a second
 # wave included (uniform B=8 balanced-2x, 320 programs: 771 against 760).
 # Where the entry's in-order finish exceeds this many longest tasks, the capped twin runs: the
-# twin pays its slower programs over the whole launch (4-6% on the 22 cases above), the entry
-# pays for a second wave only what its late tasks add (measured: finish 1.24 tasks, uniform B=8
-# balanced-2x, entry 1.4% faster; finish 1.65-1.69, skew80 B=8 balanced-2x, twin 4.7-7.2%
-# faster; both totals).
+# twin pays its slower programs over the whole launch (0.3-17%, mostly 5-6%, on the 22 cases
+# above), the entry pays for a second wave only what its late tasks add (measured: finish 1.24
+# tasks, uniform B=8 balanced-2x, entry 1.4% faster; finish 1.65-1.69, skew80 B=8 balanced-2x,
+# twin 4.7-7.2% faster; both totals).
 CAPPED_TWIN_SLACK = 1.5
 ONE_WAVE_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (256, 2, _c(64, 4, 2)): _cap(_c(64, 4, 2), 168),

@@ -253,7 +253,7 @@ SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 # (no twin): at page 64 a 128-token tile is two contiguous runs of 16 KB per KV head, so the
 # gathers that favour 64-token tiles at page 16 are gone. H100 sweep (seventeenth session,
 # llama3-8b page 64; docs/PERFORMANCE.md), us, bn128-w8-s3-pa / the page-16 entry bn64-w4-s4-pa
-# / its twin bn64-w4-s3-pa / FlashInfer (matrix, call 2): skew80 B=8 balanced-2x 383.2 / 384.3
+# / its twin bn64-w4-s3-pa / FlashInfer (the session's matrix): skew80 B=8 balanced-2x 383.2 / 384.3
 # / 404.3 / 374.7; skew80 B=64 balanced-2x 392.3 / 406.1 / 406.5 / 382.9; uniform B=64
 # balanced-2x 362.2 / 365.5 / 396.7 / 362.5; uniform B=64 fixed-2048 371.8 / 374.5 / 374.2 /
 # 370.7. The twin bn128-w8-s2-pa: 400.2, 396.5, 360.7, 368.3 (slower on the two skewed ones).
@@ -379,8 +379,8 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
 }
 # A table entry -> the same kernel compiled under a register cap (-rN: same arithmetic, same
 # bits; one program more per SM, each slower: spills and less overlap). It runs only where it
-# holds in one wave a launch of tasks of many lengths that leaves the entry a second wave
-# (`occupancy_twin`). Timed on an H100 (seventeenth session, docs/PERFORMANCE.md), head_dim 256
+# holds a launch in one wave where the entry would finish its late tasks well after the others
+# (`occupancy_twin`, CAPPED_TWIN_SLACK). Timed on an H100 (seventeenth session, docs/PERFORMANCE.md), head_dim 256
 # over the 24 matrix cases at 262,144 and 196,608 tokens: the twin was 4.7% and 7.2% faster
 # on the two such launches (skew80 B=8 balanced-2x, 272 programs: 801 against 859 us, 614
 # against 644) and 0.3-17% slower on all the 22 others, equal tasks that spill into a second
@@ -434,7 +434,8 @@ def tasks_of_one_length(item_keys) -> bool:
     return float(np.mean(keys >= EQUAL_RATIO * keys.max())) >= EQUAL_SHARE
 
 
-def in_order_finish(item_keys, num_kv_heads: int, slots: int, stop_above: float = math.inf) -> float:
+def in_order_finish(item_keys, num_kv_heads: int, slots: int,
+                    stop_above: float = math.inf) -> float:
     """When a static grid's tasks finish on `slots` program slots, in units of the longest task:
     the tasks (item_keys, keys per work item >= 0, repeated for each of num_kv_heads >= 1 KV
     heads, items fastest: the 2-D grid's launch order) go in order to the slot that frees first,
@@ -486,8 +487,8 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     that table's rule instead: the capped twin where it holds all `programs` in one wave while
     the entry, handed the tasks in launch order (in_order_finish of item_keys, keys per work
     item, for each of num_kv_heads), would finish them later than CAPPED_TWIN_SLACK x the
-    longest task; without item_keys, the entry). The deep entry stays where no SM gets a second program
-    (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
+    longest task; without item_keys, the entry). The deep entry stays where no SM gets a second
+    program (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
     the plan's items) that fill its waves (last wave at least DEEP_FILL_MIN full) better than
     the twin's by more than WAVE_FILL_MARGIN (`programs` programs, one per task, on `sm_count`
     SMs): equal tasks finish together, and where their waves are full the deeper pipeline

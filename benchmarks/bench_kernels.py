@@ -35,7 +35,8 @@ imports, else events; cold L2; nvbench's stopping rule), and records which timer
 
 Usage (from the repository root):
   PYTHONPATH=$PWD python benchmarks/bench_kernels.py
-      [--sections env,copy,copy-sizes,check,backend,configs,targets,shapes,shape-configs] [--out DIR]
+      [--sections env,copy,copy-sizes,check,backend,configs,targets,shapes,shape-configs]
+      [--out DIR]
       [--reps 30] [--timer auto] [--full] [--variants 0,3] [--total-tokens N]
       [--time-limit-s S] [--config-kv fp8]
   python benchmarks/bench_kernels.py --dry-run --out DIR   # CPU: interpreter, tiny batch

@@ -36,7 +36,8 @@ while read -r name args; do
   fi
   # shellcheck disable=SC2086
   timeout 240 "$ncu_bin" --clock-control none --set full --import-source no \
-      -k regex:"${KERNEL_REGEX:-_attend_kernel}" --launch-skip 2 --launch-count 1 -f -o "$work/$name" \
+      -k regex:"${KERNEL_REGEX:-_attend_kernel}" --launch-skip 2 --launch-count 1 \
+      -f -o "$work/$name" \
       python3 "$here/profile_decode.py" $args --iters 4 > "$work/$name.ncu.log" 2>&1
   rc=$?
   if [[ -f "$work/$name.ncu-rep" ]]; then

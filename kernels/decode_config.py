@@ -380,8 +380,8 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
 # A table entry -> the same kernel compiled under a register cap (-rN: same arithmetic, same
 # bits; one program more per SM, each slower: spills and less overlap). It runs only where it
 # holds a launch in one wave where the entry would finish its late tasks well after the others
-# (`occupancy_twin`, CAPPED_TWIN_SLACK). Timed on an H100 (seventeenth session, docs/PERFORMANCE.md), head_dim 256
-# over the 24 matrix cases at 262,144 and 196,608 tokens: the twin was 4.7% and 7.2% faster
+# (`occupancy_twin`, CAPPED_TWIN_SLACK). Timed on an H100 (seventeenth session,
+# docs/PERFORMANCE.md), head_dim 256 over the 24 matrix cases at 262,144 and 196,608 tokens: the twin was 4.7% and 7.2% faster
 # on the two such launches (skew80 B=8 balanced-2x, 272 programs: 801 against 859 us, 614
 # against 644) and 0.3-17% slower on all the 22 others, equal tasks that spill into a second
 # wave included (uniform B=8 balanced-2x, 320 programs: 771 against 760).

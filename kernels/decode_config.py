@@ -381,10 +381,11 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
 # bits; one program more per SM, each slower: spills and less overlap). It runs only where it
 # holds a launch in one wave where the entry would finish its late tasks well after the others
 # (`occupancy_twin`, CAPPED_TWIN_SLACK). Timed on an H100 (seventeenth session,
-# docs/PERFORMANCE.md), head_dim 256 over the 24 matrix cases at 262,144 and 196,608 tokens: the twin was 4.7% and 7.2% faster
-# on the two such launches (skew80 B=8 balanced-2x, 272 programs: 801 against 859 us, 614
-# against 644) and 0.3-17% slower on all the 22 others, equal tasks that spill into a second
-# wave included (uniform B=8 balanced-2x, 320 programs: 771 against 760).
+# docs/PERFORMANCE.md), head_dim 256 over the 24 matrix cases at 262,144 and 196,608 tokens:
+# the twin was 4.7% and 7.2% faster on the two launches it now runs (skew80 B=8 balanced-2x, 272
+# programs: 801 against 859 us, 614 against 644) and 0.3-17% slower on all the 22 others,
+# equal tasks that spill into a second wave included (uniform B=8 balanced-2x, 320 programs:
+# 771 against 760).
 # Where the entry's in-order finish exceeds this many longest tasks, the capped twin runs: the
 # twin pays its slower programs over the whole launch (0.3-17%, mostly 5-6%, on the 22 cases
 # above), the entry pays for a second wave only what its late tasks add (measured: finish 1.24

@@ -435,6 +435,18 @@ def tasks_of_one_length(item_keys) -> bool:
     return float(np.mean(keys >= EQUAL_RATIO * keys.max())) >= EQUAL_SHARE
 
 
+def _task_keys(item_keys, num_kv_heads: int, slots: int, slots_name: str) -> np.ndarray:
+    """item_keys as a flat float64 array, after checking them (finite, >= 0), num_kv_heads and
+    slots (integers >= 1; slots reported as `slots_name`)."""
+    for name, value in (("num_kv_heads", num_kv_heads), (slots_name, slots)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name}: {value} not allowed; allowed: an integer >= 1")
+    keys = np.asarray(item_keys, dtype=np.float64).ravel()
+    if keys.size and (not np.all(np.isfinite(keys)) or keys.min() < 0):
+        raise ValueError("item_keys: allowed: finite values >= 0")
+    return keys
+
+
 def in_order_finish(item_keys, num_kv_heads: int, slots: int,
                     stop_above: float = math.inf) -> float:
     """When a static grid's tasks finish on `slots` program slots, in units of the longest task:
@@ -443,12 +455,7 @@ def in_order_finish(item_keys, num_kv_heads: int, slots: int,
     a task taking time in proportion to its keys. 1.0 for at most `slots` tasks and for an empty
     or all-zero plan. stop_above: return as soon as the finish exceeds it (a lower bound then).
     slots >= 1."""
-    for name, value in (("num_kv_heads", num_kv_heads), ("slots", slots)):
-        if int(value) != value or value < 1:
-            raise ValueError(f"{name}: {value} not allowed; allowed: an integer >= 1")
-    keys = np.asarray(item_keys, dtype=np.float64).ravel()
-    if keys.size and (not np.all(np.isfinite(keys)) or keys.min() < 0):
-        raise ValueError("item_keys: allowed: finite values >= 0")
+    keys = _task_keys(item_keys, num_kv_heads, slots, "slots")
     if keys.size * num_kv_heads <= slots or keys.max() == 0:
         return 1.0
     longest = keys.max()
@@ -468,16 +475,30 @@ def fits_one_task(item_keys, num_kv_heads: int, sm_count: int) -> bool:
     """Whether one program per SM would run a static grid's tasks within ONE_TASK_SLACK x the
     longest task's time (in_order_finish on sm_count >= 1 slots). True for at most sm_count
     tasks; for an empty plan too."""
-    if int(sm_count) != sm_count or sm_count < 1:
-        raise ValueError(f"sm_count: {sm_count} not allowed; allowed: an integer >= 1")
-    if int(num_kv_heads) != num_kv_heads or num_kv_heads < 1:
-        raise ValueError(f"num_kv_heads: {num_kv_heads} not allowed; allowed: an integer >= 1")
-    keys = np.asarray(item_keys, dtype=np.float64).ravel()
-    if keys.size and np.all(np.isfinite(keys)) and keys.min() >= 0 and keys.max() > 0 \
-            and keys.sum() * num_kv_heads > ONE_TASK_SLACK * keys.max() * sm_count \
-            and keys.size * num_kv_heads > sm_count:
+    keys = _task_keys(item_keys, num_kv_heads, sm_count, "sm_count")
+    tasks = keys.size * num_kv_heads
+    if tasks > sm_count and keys.sum() * num_kv_heads > ONE_TASK_SLACK * keys.max() * sm_count:
         return False  # more work than sm_count SMs hold in that time, whatever the order
     return in_order_finish(keys, num_kv_heads, sm_count, ONE_TASK_SLACK) <= ONE_TASK_SLACK
+
+
+def one_wave_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
+                  sm_count: int, item_keys=None, num_kv_heads: int = 1) -> KernelConfig:
+    """`config`, or its register-capped twin (ONE_WAVE_TWIN; same bits, more programs per SM)
+    where the twin holds all `programs` in one wave while the entry, handed the tasks in launch
+    order (in_order_finish of item_keys, keys per work item, for each of num_kv_heads), would
+    finish them later than CAPPED_TWIN_SLACK x the longest task. Without item_keys, or for an
+    entry with no capped twin: `config`."""
+    key = (head_dim, kv_element_bytes, config)
+    capped = ONE_WAVE_TWIN.get(key)
+    if capped is None or item_keys is None:
+        return config
+    deep_slots = RESIDENT_PER_SM[key] * sm_count
+    capped_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)] * sm_count
+    if not deep_slots < programs <= capped_slots:
+        return config
+    late = in_order_finish(item_keys, num_kv_heads, deep_slots, CAPPED_TWIN_SLACK)
+    return capped if late > CAPPED_TWIN_SLACK else config
 
 
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
@@ -485,11 +506,8 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
                    item_keys=None, num_kv_heads: int = 1) -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
     and computes the same bits (an entry with a register-capped twin, ONE_WAVE_TWIN, follows
-    that table's rule instead: the capped twin where it holds all `programs` in one wave while
-    the entry, handed the tasks in launch order (in_order_finish of item_keys, keys per work
-    item, for each of num_kv_heads), would finish them later than CAPPED_TWIN_SLACK x the
-    longest task; without item_keys, the entry). The deep entry stays where no SM gets a second
-    program (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
+    `one_wave_twin` instead). The deep entry stays where no SM gets a second program
+    (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
     the plan's items) that fill its waves (last wave at least DEEP_FILL_MIN full) better than
     the twin's by more than WAVE_FILL_MARGIN (`programs` programs, one per task, on `sm_count`
     SMs): equal tasks finish together, and where their waves are full the deeper pipeline
@@ -502,14 +520,9 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     tasks beside long ones (H100, sixteenth session). The choice never changes a request's
     arithmetic, so a result stays independent of the rest of the batch."""
     key = (head_dim, kv_element_bytes, config)
-    capped = ONE_WAVE_TWIN.get(key)
-    if capped is not None:
-        deep_slots = RESIDENT_PER_SM[key] * sm_count
-        capped_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)] * sm_count
-        if item_keys is None or not deep_slots < programs <= capped_slots:
-            return config
-        late = in_order_finish(item_keys, num_kv_heads, deep_slots, CAPPED_TWIN_SLACK)
-        return capped if late > CAPPED_TWIN_SLACK else config
+    if key in ONE_WAVE_TWIN:
+        return one_wave_twin(config, head_dim, kv_element_bytes, programs, sm_count, item_keys,
+                             num_kv_heads)
     twin = SHALLOW_TWIN.get(key)
     if twin is None:
         return config
@@ -565,4 +578,5 @@ __all__ = ["CANDIDATES", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
-           "in_order_finish", "occupancy_twin", "regime", "tasks_of_one_length", "wave_fill"]
+           "in_order_finish", "occupancy_twin", "one_wave_twin", "regime",
+           "tasks_of_one_length", "wave_fill"]

@@ -41,6 +41,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from kvtune.kernels import decode as decode_mod  # noqa: E402
+from kvtune.kernels import decode_flat as decode_flat_mod  # noqa: E402
 from kvtune.kernels.decode_config import KernelConfig  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 128)
@@ -57,11 +58,14 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
                    page_size: int = 16, mode: int = 0, num_kv_heads: int = 8,
                    tail_merge: bool = False):
     """The compiled kernel (triton CompiledKernel) for sm_90, without launching anything.
-    tail_merge: the variant that merges split requests in its tail (kernels/merge_tail.py)."""
-    fn = decode_mod._attend_kernel
+    tail_merge: the variant that merges split requests in its tail (kernels/merge_tail.py).
+    A config with flat_per_sm builds kernels/decode_flat.py's flattened stage 1 instead."""
+    flat = bool(cfg.flat_per_sm)
+    fn = decode_flat_mod._attend_flat_kernel if flat else decode_mod._attend_kernel
     q_ptr, p_dtype = _Q_TYPES[q_type]
     kv_ptr = _KV_TYPES[kv_type] or q_ptr  # a 16-bit cache has the query type
     args = {
+        "rows_ptr": "*i32", "first_ptr": "*i32", "tiles_ptr": "*i32",
         "q_ptr": q_ptr, "k_ptr": kv_ptr, "v_ptr": kv_ptr, "out_ptr": q_ptr,
         "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "page_indptr_ptr": "*i32",
         "page_indices_ptr": "*i32", "items_ptr": "*i32", "counter_ptr": "*i32",
@@ -82,7 +86,10 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "Q_TO_FP16": kv_type == "fp8" and q_type == "bf16",
         "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True, "WARP_SPLIT": cfg.warp_split,
         "V_PAIRS": cfg.v_pairs and kv_type == "fp8", "TAIL_MERGE": tail_merge,
+        "ROW": decode_flat_mod.ROW_FIELDS,
     }
+    constexprs = {n: v for n, v in constexprs.items() if n in fn.arg_names}
+    args = {n: v for n, v in args.items() if n in fn.arg_names}
     signature = {name: args.get(name, "constexpr") for name in fn.arg_names}
     # What the JIT's specialisation would say on a GPU: torch allocations are 16-byte aligned,
     # and every stride here is a multiple of 16 elements (head_dim >= 64).

@@ -73,8 +73,12 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
+from kvtune.kernels.decode_steps import (
+    kv_offsets, load_e4m3_as_f16, load_e4m3_pairs, online_softmax_step, online_softmax_step_pairs,
+    online_softmax_step_split, page_ids, query_rows_to_f16, token_rows)
 from kvtune.kernels.decode_config import (KernelConfig, default_config, fits_one_task,
                                           tasks_of_one_length)
+from kvtune.kernels.decode_flat import FlatSchedule, launch_flat, prepare_flat
 from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.merge_tail import TAIL_ROWS, TailMerge, prepare_tail_merge, tail_merge
@@ -89,211 +93,6 @@ SCHEDULE_MODES = {
     "persistent-heavy-first": 2,
 }
 LOG2_E = 1.4426950408889634
-
-
-@triton.jit
-def _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d, stride_kv_page,
-                stride_kv_tok, PAGE_SIZE: tl.constexpr):
-    """Element offsets [BLOCK_N, HEAD_DIM] of tokens `tok` of one KV head in the page pool."""
-    page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid, other=0)
-    # int64: page * stride reaches past 2^31 for large caches.
-    row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
-    return row[:, None] + kv_head_off + offs_d[None, :]
-
-
-@triton.jit
-def _page_ids(page_indices_ptr, page_base, tok, kv_hi, PAGE_SIZE: tl.constexpr):
-    """The page id holding each token position `tok` of a request (0 at and past kv_hi)."""
-    return tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=tok < kv_hi, other=0)
-
-
-@triton.jit
-def _token_rows(page, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE: tl.constexpr):
-    """Element offset (int64) of each token's row in the page pool: page id x page stride plus
-    slot x token stride (int64: page x stride passes 2^31 for large caches)."""
-    return page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
-
-
-@triton.jit
-def query_rows_to_f16(q):
-    """(q16, q_inv): bf16 query rows [R, D] taken to fp16 exactly, each row scaled by the power of
-    two that puts its largest magnitude in [2^14, 2^15) (every element within 2^31 of it then fits
-    fp16's range and precision), and the float32 inverse scale per row [R] that the caller folds
-    into its float32 score scale. An all-zero row gets scale 2^126 (its q16 stays 0)."""
-    qf = q.to(tl.float32)
-    amax_exp = (tl.max(tl.abs(qf), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF
-    mul_exp = tl.minimum(tl.maximum(268 - amax_exp, 1), 253)  # biased, 2^(14 - E)
-    q_mul = (mul_exp << 23).to(tl.float32, bitcast=True)
-    q_inv = ((254 - mul_exp) << 23).to(tl.float32, bitcast=True)
-    return (qf * q_mul[:, None]).to(tl.float16), q_inv
-
-
-@triton.jit
-def _e4m3x4_to_f16(x, ASM: tl.constexpr):
-    """Four fp16 tensors (bytes 0..3 of each int32 of `x`, little endian: elements 4j..4j+3)
-    with the exact fp16 values of the e4m3 codes. ASM: one `mov.b32 {lo, hi}` and two
-    `cvt.rn.f16x2.e4m3x2` per int32 (sm_89+); otherwise (the interpreter, which cannot run
-    inline asm) the same values through a byte extract and Triton's e4m3 -> fp16 cast."""
-    if ASM:
-        b0, b1, b2, b3 = tl.inline_asm_elementwise(
-            "{ .reg .b16 lo, hi; .reg .b32 r0, r1;\n"
-            "mov.b32 {lo, hi}, $4;\n"
-            "cvt.rn.f16x2.e4m3x2 r0, lo;\n"
-            "cvt.rn.f16x2.e4m3x2 r1, hi;\n"
-            "mov.b32 {$0, $1}, r0;\n"
-            "mov.b32 {$2, $3}, r1; }",
-            "=h,=h,=h,=h,r", [x],
-            dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=True, pack=1)
-    else:
-        b0 = _e4m3_byte_to_f16(x & 0xFF)
-        b1 = _e4m3_byte_to_f16((x >> 8) & 0xFF)
-        b2 = _e4m3_byte_to_f16((x >> 16) & 0xFF)
-        b3 = _e4m3_byte_to_f16((x >> 24) & 0xFF)
-    return b0, b1, b2, b3
-
-
-@triton.jit
-def _e4m3_byte_to_f16(code):
-    """fp16 value of e4m3 codes (int32 0..255). The interpreter's e4m3 cast widens the NaN codes
-    (0x7F, 0xFF) to 480 (its exponent shift has no NaN case); the hardware conversion and torch
-    give NaN, so they are set here."""
-    f = code.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
-    return tl.where((code & 0x7F) == 0x7F, float("nan"), f).to(tl.float16)
-
-
-@triton.jit
-def _load_e4m3_as_f16(ptr, row, valid, kv_head_off, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-                      ASM: tl.constexpr):
-    """The [BLOCK_N, HEAD_DIM] fp16 tile of e4m3 elements at `ptr + row[:, None] + kv_head_off +
-    d`, loaded as HEAD_DIM / 4 int32 per token (16-byte vector loads) and widened where it was
-    loaded. The join/reshape that rebuilds the tile stops Triton from propagating a dot-operand
-    layout back to the load (which, for the P.V product of 8-bit V, is one byte-wide shared-memory
-    load per element on sm_90): the widening runs in the load's layout and the fp16 tile reaches
-    the mma through the 16-bit path. Masked tokens read 0 (+0.0 in e4m3). Element order: byte k
-    of int32 j is element 4j + k; the joins put (j, k // 2, k % 2) on the last three axes."""
-    ptr32 = ptr.to(tl.pointer_type(tl.int32), bitcast=True)
-    # row + kv_head_off is a multiple of HEAD_DIM >= 64 elements (the page and token strides of
-    # a contiguous pool are multiples of num_kv_heads x HEAD_DIM), so every token's first word
-    # is 16-byte aligned (prepare_decode checks the pool's own 4-byte alignment; torch
-    # allocations are 16-byte aligned, which Triton's pointer specialisation sees).
-    base = tl.multiple_of((row + kv_head_off) // 4, 4)
-    offs_j = tl.arange(0, HEAD_DIM // 4)
-    x = tl.load(ptr32 + base[:, None] + offs_j[None, :], mask=valid[:, None], other=0)
-    b0, b1, b2, b3 = _e4m3x4_to_f16(x, ASM)
-    tile = tl.join(tl.join(b0, b2), tl.join(b1, b3))  # [BLOCK_N, HEAD_DIM // 4, k // 2, k % 2]
-    return tl.reshape(tile, (BLOCK_N, HEAD_DIM))
-
-
-@triton.jit
-def _e4m3_pairs_to_f16(x, ASM: tl.constexpr):
-    """Two fp16 tensors of `x`'s shape from int16 `x` holding two e4m3 codes each (little endian:
-    the low byte is the element at the even head_dim index 2j, the high byte the odd one, 2j+1):
-    (even, odd), the exact fp16 values. ASM: per two int16 (pack=2, which in the P.V product's
-    operand layout are the same column of two consecutive tokens) one `prmt` gathers the two low
-    bytes and the two high bytes, and two `cvt.rn.f16x2.e4m3x2` widen them: 1.5 instructions per
-    two elements, no byte-wide shared-memory load; otherwise (the interpreter) a byte extract and
-    Triton's e4m3 -> fp16 cast, the same values."""
-    if ASM:
-        even, odd = tl.inline_asm_elementwise(
-            "{ .reg .b32 t; .reg .b16 lo, hi;\n"
-            "prmt.b32 t, $2, 0, 0x3120;\n"
-            "mov.b32 {lo, hi}, t;\n"
-            "cvt.rn.f16x2.e4m3x2 $0, lo;\n"
-            "cvt.rn.f16x2.e4m3x2 $1, hi; }",
-            "=r,=r,r", [x], dtype=(tl.float16, tl.float16), is_pure=True, pack=2)
-    else:
-        code = x.to(tl.int32) & 0xFFFF
-        even = _e4m3_byte_to_f16(code & 0xFF)
-        odd = _e4m3_byte_to_f16(code >> 8)
-    return even, odd
-
-
-@triton.jit
-def _load_e4m3_pairs(ptr, row, valid, kv_head_off, HEAD_DIM: tl.constexpr):
-    """The [BLOCK_N, HEAD_DIM / 2] int16 tile of e4m3 element pairs (2j, 2j + 1) at `ptr + row[:,
-    None] + kv_head_off + d`. Read as 16-bit elements, the tile reaches the P.V product's operand
-    layout through the 16-bit path (ldmatrix.trans from shared memory) instead of one byte-wide
-    shared load per element; _e4m3_pairs_to_f16 then splits each pair in registers. Masked tokens
-    read 0 (+0.0 in e4m3)."""
-    ptr16 = ptr.to(tl.pointer_type(tl.int16), bitcast=True)
-    # row + kv_head_off is a multiple of HEAD_DIM >= 64 elements (see _load_e4m3_as_f16), so each
-    # token's first pair is 16-byte aligned.
-    base = tl.multiple_of((row + kv_head_off) // 2, 8)
-    offs_j = tl.arange(0, HEAD_DIM // 2)
-    return tl.load(ptr16 + base[:, None] + offs_j[None, :], mask=valid[:, None], other=0)
-
-
-@triton.jit
-def _online_softmax_step_pairs(q, k, v_pairs, valid, m_i, l_i, acc_even, acc_odd,
-                               qk_scale_log2, ASM: tl.constexpr):
-    """`_online_softmax_step` for e4m3 V read as element pairs (fp8 caches, fp16 products):
-    the P.V product runs as two products over the even and the odd head_dim columns, into
-    acc_even and acc_odd [G_PAD, HEAD_DIM / 2] float32 (interleaved once per task). The same
-    roundings as the plain step: K and V widened exactly, P rounded to fp16."""
-    k = k.to(tl.float16)
-    s = tl.dot(q, tl.trans(k)) * qk_scale_log2
-    s = tl.where(valid[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    p_in = p.to(tl.float16)
-    v_even, v_odd = _e4m3_pairs_to_f16(v_pairs, ASM)
-    acc_even = acc_even * alpha[:, None] + tl.dot(p_in, v_even)
-    acc_odd = acc_odd * alpha[:, None] + tl.dot(p_in, v_odd)
-    return m_new, l_i, acc_even, acc_odd
-
-
-@triton.jit
-def _online_softmax_step(q, k, v, valid, m_i, l_i, acc, qk_scale_log2,
-                         DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                         P_DTYPE: tl.constexpr):
-    """Fold one block of keys/values into the running max, sum and output (base-2 domain).
-
-    qk_scale_log2: a float32 scalar, or [G_PAD, 1] (fp8 caches with bf16 queries: the score
-    scale times each row's power-of-two query multiplier's inverse)."""
-    # fp8 pages widen here to q's type, fp16 on the fp8 path (exact, one cvt.rn.f16x2.e4m3x2 per
-    # two elements on sm_90); 16-bit pages are already of that type.
-    k = k.to(q.dtype)
-    v = v.to(q.dtype)
-    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
-    s = tl.where(valid[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    p_in = p.to(P_DTYPE)  # the rounding a bf16/fp16 matrix product sees
-    if UPCAST_DOT:
-        p_in = p_in.to(tl.float32)
-    acc = acc * alpha[:, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
-    return m_new, l_i, acc
-
-
-@triton.jit
-def _online_softmax_step_split(q3, k, v, valid, m_i, l_i, acc, qk_scale_log2,
-                               DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                               P_DTYPE: tl.constexpr):
-    """`_online_softmax_step` for a step cut into WARP_SPLIT token slices, each with its own
-    running max / sum / output (batched [W, ...] products: Triton puts the warps on the batch
-    axis, so no slice waits on another's reduction within a step).
-
-    q3 [W, G_PAD, D]; k, v [W, NW, D]; valid [W, NW]; m_i, l_i [W, G_PAD]; acc [W, G_PAD, D].
-    qk_scale_log2: a float32 scalar or [1, G_PAD, 1]. A slice with no valid key yet keeps
-    m = -inf: the exponentials then subtract 0 instead (alpha = p = 0, no NaN)."""
-    k = k.to(q3.dtype)
-    v = v.to(q3.dtype)
-    s = tl.dot(q3, tl.permute(k, (0, 2, 1)), input_precision=DOT_PRECISION) * qk_scale_log2
-    s = tl.where(valid[:, None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 2))
-    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2(m_i - m_use)
-    p = tl.exp2(s - m_use[:, :, None])
-    l_i = l_i * alpha + tl.sum(p, 2)
-    p_in = p.to(P_DTYPE)
-    if UPCAST_DOT:
-        p_in = p_in.to(tl.float32)
-    acc = acc * alpha[:, :, None] + tl.dot(p_in, v, input_precision=DOT_PRECISION)
-    return m_new, l_i, acc
 
 
 @triton.jit(do_not_specialize=["num_items", "num_tasks", "num_programs"])
@@ -375,16 +174,16 @@ def _attend_kernel(
             m3 = tl.full([WARP_SPLIT, G_PAD], float("-inf"), dtype=tl.float32)
             l3 = tl.zeros([WARP_SPLIT, G_PAD], dtype=tl.float32)
             acc3 = tl.zeros([WARP_SPLIT, G_PAD, HEAD_DIM], dtype=tl.float32)
-            page_cur = _page_ids(page_indices_ptr, page_base, kv_lo + tok_off, kv_hi, PAGE_SIZE)
+            page_cur = page_ids(page_indices_ptr, page_base, kv_lo + tok_off, kv_hi, PAGE_SIZE)
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + tok_off
                 valid = tok < kv_hi
-                row = _token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                row = token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                 kv_offs = row[:, :, None] + kv_head_off + offs_d[None, None, :]
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, :, None], other=0.0)
                 v = tl.load(v_ptr + kv_offs, mask=valid[:, :, None], other=0.0)
-                page_cur = _page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
-                m3, l3, acc3 = _online_softmax_step_split(q3, k, v, valid, m3, l3, acc3, score3,
+                page_cur = page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
+                m3, l3, acc3 = online_softmax_step_split(q3, k, v, valid, m3, l3, acc3, score3,
                                                           DOT_PRECISION, UPCAST_DOT, P_DTYPE)
             # Merge the slices: the same rescaling as the split-KV merge, in float32.
             m_i = tl.max(m3, 0)
@@ -397,14 +196,14 @@ def _attend_kernel(
             # load issued in the same iteration.
             tok = kv_lo + offs_n
             valid = tok < kv_hi
-            kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d,
+            kv_offs = kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d,
                                   stride_kv_page, stride_kv_tok, PAGE_SIZE)
             k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
             if V_WIDE:
                 page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid,
                                other=0)
                 row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
-                v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+                v = load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
             else:
                 v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
             tok_next = tok + BLOCK_N
@@ -417,7 +216,7 @@ def _attend_kernel(
                 kv_offs_next = row[:, None] + kv_head_off + offs_d[None, :]
                 k_next = tl.load(k_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
                 if V_WIDE:
-                    v_next = _load_e4m3_as_f16(v_ptr, row, valid_next, kv_head_off, HEAD_DIM,
+                    v_next = load_e4m3_as_f16(v_ptr, row, valid_next, kv_head_off, HEAD_DIM,
                                                BLOCK_N, ASM)
                 else:
                     v_next = tl.load(v_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
@@ -425,26 +224,26 @@ def _attend_kernel(
                 valid_after = tok_after < kv_hi
                 page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
                                     mask=valid_after, other=0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
+                m_i, l_i, acc = online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
                 k, v, valid = k_next, v_next, valid_next
                 tok_next, valid_next = tok_after, valid_after
         elif PAGE_AHEAD and V_PAIRS:
             # fp8 pages, V read as int16 element pairs (KernelConfig.v_pairs): page ids one block
             # ahead as below; the P.V product runs on the even and the odd head_dim columns.
-            page_cur = _page_ids(page_indices_ptr, page_base, kv_lo + offs_n, kv_hi, PAGE_SIZE)
+            page_cur = page_ids(page_indices_ptr, page_base, kv_lo + offs_n, kv_hi, PAGE_SIZE)
             acc_even = tl.zeros([G_PAD, HEAD_DIM // 2], dtype=tl.float32)
             acc_odd = tl.zeros([G_PAD, HEAD_DIM // 2], dtype=tl.float32)
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
                 valid = tok < kv_hi
-                row = _token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                row = token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                 k = tl.load(k_ptr + row[:, None] + kv_head_off + offs_d[None, :],
                             mask=valid[:, None], other=0.0)
-                v_pairs = _load_e4m3_pairs(v_ptr, row, valid, kv_head_off, HEAD_DIM)
-                page_cur = _page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi,
+                v_pairs = load_e4m3_pairs(v_ptr, row, valid, kv_head_off, HEAD_DIM)
+                page_cur = page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi,
                                      PAGE_SIZE)
-                m_i, l_i, acc_even, acc_odd = _online_softmax_step_pairs(
+                m_i, l_i, acc_even, acc_odd = online_softmax_step_pairs(
                     q, k, v_pairs, valid, m_i, l_i, acc_even, acc_odd, score_scale, ASM)
             # Column 2j from acc_even[:, j], 2j + 1 from acc_odd[:, j].
             acc = tl.reshape(tl.join(acc_even, acc_odd), (G_PAD, HEAD_DIM))
@@ -453,19 +252,19 @@ def _attend_kernel(
             # of a step no longer wait on a load of the same step, which lets Triton's
             # pipeliner keep num_stages - 1 K/V tiles in flight in shared memory (with the page
             # id loaded in the same step it keeps one; docs/KERNEL_NOTES.md).
-            page_cur = _page_ids(page_indices_ptr, page_base, kv_lo + offs_n, kv_hi, PAGE_SIZE)
+            page_cur = page_ids(page_indices_ptr, page_base, kv_lo + offs_n, kv_hi, PAGE_SIZE)
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
                 valid = tok < kv_hi
-                row = _token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                row = token_rows(page_cur, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                 kv_offs = row[:, None] + kv_head_off + offs_d[None, :]
                 k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 if V_WIDE:
-                    v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+                    v = load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
                 else:
                     v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                page_cur = _page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
+                page_cur = page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
+                m_i, l_i, acc = online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
         else:
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
@@ -477,13 +276,13 @@ def _attend_kernel(
                     row = page.to(tl.int64) * stride_kv_page + (tok % PAGE_SIZE) * stride_kv_tok
                     k = tl.load(k_ptr + row[:, None] + kv_head_off + offs_d[None, :],
                                 mask=valid[:, None], other=0.0)
-                    v = _load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
+                    v = load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
                 else:
-                    kv_offs = _kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
+                    kv_offs = kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
                                           offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                     k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
                     v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
-                m_i, l_i, acc = _online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
+                m_i, l_i, acc = online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
                                                      DOT_PRECISION, UPCAST_DOT, P_DTYPE)
 
         if KV_FP8:
@@ -546,6 +345,8 @@ class DecodeLaunch:
     launch three times in one process, it was 0.5-3.7 us faster per step in every round of
     eight cases, and a CUDA graph of it replays the eager output bit for bit
     (docs/PERFORMANCE.md, sixteenth session).
+    flat: the task lists of the flattened persistent stage 1 (config.flat_per_sm > 0,
+    kernels/decode_flat.py), which then runs instead of _attend_kernel; None otherwise.
     """
 
     plan: Plan
@@ -562,6 +363,7 @@ class DecodeLaunch:
     chunked_merge: ChunkedMerge | None = None
     merge_pdl: bool = False
     tail_merge: TailMerge | None = None
+    flat: FlatSchedule | None = None
 
     @property
     def num_launches(self) -> int:
@@ -603,9 +405,13 @@ def pdl_supported(device: torch.device) -> bool:
             and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
+# SMs assumed for the flattened stage 1's program count where no GPU tells (the interpreter).
+FLAT_CPU_SM_COUNT = 4
+
+
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None, merge: str = "chunked",
-                   merge_pdl: bool = True) -> DecodeLaunch:
+                   merge_pdl: bool = True, flat_programs: int | None = None) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
@@ -618,6 +424,9 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         slower on an H100).
     merge_pdl: DecodeLaunch.merge_pdl for the chunked merge (default on); True is ignored
         where pdl_supported says no.
+    flat_programs: with a config of flat_per_sm > 0, the program count of the flattened stage 1
+        (default flat_per_sm x the SM count, FLAT_CPU_SM_COUNT SMs without a GPU); 1.., capped
+        at the task count.
     """
     if merge not in MERGES:
         raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
@@ -636,6 +445,10 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         obstacle = _v_path_obstacle(config, flag, cache)
         if obstacle:
             raise ValueError(f"config.{flag}: {config.label()} {obstacle}")
+    if config.flat_per_sm and merge == "tail":
+        raise ValueError(f"merge: 'tail' not allowed with the flattened stage 1 ({config.label()})")
+    if flat_programs is not None and flat_programs < 1:
+        raise ValueError(f"flat_programs: {flat_programs} out of range; allowed: 1 and above")
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
@@ -643,6 +456,11 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     part_row = np.where(split[plan.work_request], row0[plan.work_request] + plan.work_split, -1)
     items = np.stack([plan.work_request, plan.work_kv_start, plan.work_kv_end, part_row], axis=1)
     grid = (plan.num_items, plan.num_kv_heads) if mode == 0 else (plan.grid_size,)
+    flat = None
+    if config.flat_per_sm:
+        programs = flat_programs or config.flat_per_sm * (sm_count or FLAT_CPU_SM_COUNT)
+        flat = prepare_flat(items, plan.num_kv_heads, config.block_n, programs, device)
+        grid = (flat.programs,)
     if mode == 0 and plan.num_kv_heads > 65535:
         raise ValueError(f"num_kv_heads: {plan.num_kv_heads} above the CUDA grid limit 65535")
     if plan.num_tasks + plan.grid_size >= 2**31:
@@ -677,6 +495,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         merge_pdl=bool(merge == "chunked" and merge_req.size and merge_pdl
                        and pdl_supported(device)),
         tail_merge=tail,
+        flat=flat,
     )
 
 
@@ -736,27 +555,34 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     k_scale = cache.k_scale if cache.is_fp8 else 1.0
     merge_pdl = (launch.merge_pdl and launch.chunked_merge is not None and not launch_pdl
                  and not INTERPRETED)
-    _attend_kernel[launch.grid](
-        q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
-        cache.page_indptr, cache.page_indices, launch.items, launch.counter,
-        launch.plan.num_items, launch.plan.num_tasks, launch.grid[0] if launch.mode else 1,
-        scale * k_scale * LOG2_E, cache.v_scale,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        cache.k_pages.stride(0), cache.k_pages.stride(1),
-        shape.num_qo_heads * shape.head_dim,
+    constants = dict(
         NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
         HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
-        MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead, DOT_PRECISION=precision, UPCAST_DOT=upcast,
-        P_DTYPE=_TL_DTYPES[p_dtype], KV_FP8=cache.is_fp8,
-        Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
-        V_WIDE=cfg.v_widen and cache.is_fp8, ASM=not INTERPRETED, WARP_SPLIT=cfg.warp_split,
-        V_PAIRS=cfg.v_pairs and fp16_products,
+        DOT_PRECISION=precision, UPCAST_DOT=upcast, P_DTYPE=_TL_DTYPES[p_dtype],
+        KV_FP8=cache.is_fp8, Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
+        ASM=not INTERPRETED, V_PAIRS=cfg.v_pairs and fp16_products,
+        **({"GDC_TRIGGER": True} if merge_pdl else {}))
+    options = dict(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
-        **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}),
-        **({"GDC_TRIGGER": True} if merge_pdl else {}),
-        **_tail_args(launch.tail_merge),
-    )
+        **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}))
+    if launch.flat is not None:
+        launch_flat(launch.flat, q, cache.k_pages, cache.v_pages, out, launch.partial_out,
+                    launch.partial_lse, cache.page_indptr, cache.page_indices,
+                    scale * k_scale * LOG2_E, cache.v_scale, constants, options)
+    else:
+        _attend_kernel[launch.grid](
+            q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
+            cache.page_indptr, cache.page_indices, launch.items, launch.counter,
+            launch.plan.num_items, launch.plan.num_tasks, launch.grid[0] if launch.mode else 1,
+            scale * k_scale * LOG2_E, cache.v_scale,
+            q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+            cache.k_pages.stride(0), cache.k_pages.stride(1),
+            shape.num_qo_heads * shape.head_dim,
+            MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead,
+            V_WIDE=cfg.v_widen and cache.is_fp8, WARP_SPLIT=cfg.warp_split,
+            **constants, **options, **_tail_args(launch.tail_merge),
+        )
     if launch.tail_merge is not None:
         pass  # merged by stage 1 itself
     elif launch.chunked_merge is not None:

@@ -80,6 +80,10 @@ class KernelConfig:
     max_registers: None, or a per-thread register cap 64..255 passed to the compiler (Triton's
         maxnreg): fewer registers per thread can fit one more program per SM, at the price of
         spills (label -rN).
+    flat_per_sm: 0, or 1..8: run stage 1 as flat_per_sm x SM-count persistent programs, each a
+        fixed list of whole tasks walked as one loop over their tiles, so the next task's first
+        tile is loaded while the current one ends (kernels/decode_flat.py; label -flN; needs
+        page_ahead, not with prefetch, v_widen or warp_split). Same bits as without.
     """
 
     block_n: int
@@ -91,6 +95,7 @@ class KernelConfig:
     warp_split: int = 1
     max_registers: int | None = None
     v_pairs: bool = False
+    flat_per_sm: int = 0
 
     def __post_init__(self) -> None:
         if self.block_n not in (16, 32, 64, 128, 256):
@@ -113,31 +118,39 @@ class KernelConfig:
                              or self.warp_split > 1):
             raise ValueError("v_pairs: allowed only with page_ahead, and without prefetch, "
                              "v_widen and warp_split")
+        if not 0 <= self.flat_per_sm <= 8:
+            raise ValueError(f"flat_per_sm: {self.flat_per_sm} out of range; allowed: 0..8")
+        if self.flat_per_sm and (not self.page_ahead or self.prefetch or self.v_widen
+                                 or self.warp_split > 1):
+            raise ValueError("flat_per_sm: allowed only with page_ahead, and without prefetch, "
+                             "v_widen and warp_split")
 
     @classmethod
     def from_label(cls, label: str) -> "KernelConfig":
         """The configuration a `label()` names: bn128-w4-s3-pa -> KernelConfig(128, 4, 3,
         page_ahead=True); ValueError (naming the form) for anything else."""
-        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw|-vp)*)(?:-ws(\d))?(?:-r(\d+))?",
-                         label)
+        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw|-vp)*)(?:-ws(\d))?(?:-r(\d+))?"
+                         r"(?:-fl(\d))?", label)
         if not m:
             raise ValueError(f"config: {label!r} not a label like bn128-w4-s3-pa "
-                             "(suffixes -pf, -pa, -vw, -vp, -ws4, -r168)")
+                             "(suffixes -pf, -pa, -vw, -vp, -ws4, -r168, -fl2)")
         return cls(int(m[1]), int(m[2]), int(m[3]), prefetch="-pf" in m[4],
                    page_ahead="-pa" in m[4], v_widen="-vw" in m[4],
                    warp_split=int(m[5] or 1), max_registers=int(m[6]) if m[6] else None,
-                   v_pairs="-vp" in m[4])
+                   v_pairs="-vp" in m[4], flat_per_sm=int(m[7] or 0))
 
     def label(self) -> str:
         """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch, -pa for the page
         ids one block ahead, -vw for fp8 V widened before the product, -vp for fp8 V read as
         element pairs, -ws4 for 4 token
-        slices per step, -r168 for a register cap)."""
+        slices per step, -r168 for a register cap, -fl2 for the flattened persistent loop at two
+        programs per SM)."""
         return (f"bn{self.block_n}-w{self.num_warps}-s{self.num_stages}"
                 + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else "")
                 + ("-vw" if self.v_widen else "") + ("-vp" if self.v_pairs else "")
                 + (f"-ws{self.warp_split}" if self.warp_split > 1 else "")
-                + (f"-r{self.max_registers}" if self.max_registers else ""))
+                + (f"-r{self.max_registers}" if self.max_registers else "")
+                + (f"-fl{self.flat_per_sm}" if self.flat_per_sm else ""))
 
 
 def _c(block_n, warps, stages, prefetch=False, page_ahead=False) -> KernelConfig:

@@ -69,7 +69,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
-from kvtune.kernels.decode import DecodeLaunch, prepare_decode, query_rows_to_f16, run_decode
+from kvtune.kernels.decode import DecodeLaunch, prepare_decode, run_decode
+from kvtune.kernels.decode_steps import query_rows_to_f16
 from kvtune.kernels.decode_config import default_config
 from kvtune.kernels.hybrid_plan import (MAX_DECODE_Q_LEN, HybridPlan, decode_kernel_allowed,
                                         decodes_through_decode_kernel, widened_prefill_pages)

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kvtune.kernels import decode as decode_module
+from kvtune.kernels import decode_steps
 from kvtune.kernels import policies
 from kvtune.kernels.decode import decode, run_decode, prepare_decode
 from kvtune.kernels.decode_config import KernelConfig
@@ -212,8 +212,8 @@ def _widen_tile_kernel(src, dst, n_valid, kv_head_off, stride_tok, HEAD_DIM: tl.
                        BLOCK_N: tl.constexpr):
     tok = tl.arange(0, BLOCK_N)
     row = tok.to(tl.int64) * stride_tok
-    v = decode_module._load_e4m3_as_f16(src, row, tok < n_valid, kv_head_off, HEAD_DIM, BLOCK_N,
-                                        False)
+    v = decode_steps.load_e4m3_as_f16(src, row, tok < n_valid, kv_head_off, HEAD_DIM, BLOCK_N,
+                                      False)
     tl.store(dst + tok[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], v)
 
 
@@ -335,8 +335,8 @@ def _pairs_tile_kernel(src, dst, n_valid, kv_head_off, stride_tok, HEAD_DIM: tl.
                        BLOCK_N: tl.constexpr):
     tok = tl.arange(0, BLOCK_N)
     row = tok.to(tl.int64) * stride_tok
-    pairs = decode_module._load_e4m3_pairs(src, row, tok < n_valid, kv_head_off, HEAD_DIM)
-    even, odd = decode_module._e4m3_pairs_to_f16(pairs, False)
+    pairs = decode_steps.load_e4m3_pairs(src, row, tok < n_valid, kv_head_off, HEAD_DIM)
+    even, odd = decode_steps.e4m3_pairs_to_f16(pairs, False)
     tile = tl.reshape(tl.join(even, odd), (BLOCK_N, HEAD_DIM))  # the kernel's interleave
     tl.store(dst + tok[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], tile)
 

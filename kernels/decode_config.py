@@ -83,7 +83,8 @@ class KernelConfig:
     flat_per_sm: 0, or 1..8: run stage 1 as flat_per_sm x SM-count persistent programs, each a
         fixed list of whole tasks walked as one loop over their tiles, so the next task's first
         tile is loaded while the current one ends (kernels/decode_flat.py; label -flN; needs
-        page_ahead, not with prefetch, v_widen or warp_split). Same bits as without.
+        page_ahead, not with prefetch, v_widen or warp_split). 16-bit: the bits of the same
+        configuration without it (H100-checked); fp8 -vp: other bits on the GPU.
     """
 
     block_n: int

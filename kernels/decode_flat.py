@@ -18,7 +18,16 @@ number of programs is KernelConfig.flat_per_sm x the SM count (at most the task 
 Batch invariance: a task's tiles are folded in order through the same device functions
 (kernels/decode_steps.py) from the same initial state as in kernels/decode.py's page-ahead loop,
 so a request's bits do not depend on which program ran it or what else it ran; a test compares
-both kernels bit for bit.
+both kernels bit for bit in the interpreter. On an H100 (eighteenth session) the 16-bit variants
+computed the per-task loop's bits; the fp8 -vp ones did not (the compiler schedules the loop's
+arithmetic differently), so a flat fp8 configuration is a configuration of its own, never a twin
+chosen by batch.
+
+Measured (docs/PERFORMANCE.md, eighteenth session): faster on equal tasks of few tiles over more
+than one round (llama3-70b-tp8 uniform B=256 balanced-2x: 65.4 against 69.6 us), slower where
+the task lengths differ (a fixed list cannot follow the tasks' actual speeds as the hardware's
+block scheduler does) and on one wave of long tasks. Not in the configuration table; a sweep
+candidate.
 
 Supported: the page-ahead loop (16-bit pages, fp8 pages widened to fp16, fp8 V read as element
 pairs -vp); not the register prefetch, -vw or the warp split (KernelConfig checks that).

@@ -212,6 +212,14 @@ def _ws(block_n, warps, stages, split) -> KernelConfig:
 #   0.86-0.89x FlashInfer with fixed-2048 (0.77-0.90 balanced), where bn128-w4-s2 ran at
 #   1.02-1.05x (0.89-1.24) in the 07:31 call: with one token per page the page-ahead gather of
 #   64-token tiles does not pay. Pages smaller than SMALL_PAGE keep bn128-w4-s2.
+# H100, eighteenth session (docs/PERFORMANCE.md, call 3; FlashInfer on the same plan): page 1,
+#   llama3-8b, bn128-w4-s3 (205 registers in the local compile: two programs per SM) computes
+#   bn128-w4-s2's bits (168: three per SM) and ran uniform B=64 balanced-2x (512 programs: 1.94
+#   waves of two per SM, 1.29 of three) in 364.0 us against 389.4 (FlashInfer 367.7), uniform B=64
+#   fixed-2048 in 370.7 against 370.6; s2 was faster on uniform B=8 balanced-2x (320 programs:
+#   378.2 against 382.7) and on skew80 B=8 / B=64 balanced-2x (388.0 / 394.2 against 439.6 /
+#   399.1). So the page-1 "many" entry is bn128-w4-s3 with bn128-w4-s2 as its SHALLOW_TWIN:
+#   occupancy_twin's wave-fill rule picks each case's faster one.
 # float32 (4 bytes): the precise tests only, not tuned.
 # H100 sweep of the sixteenth session (2026-11-27 14:53 UTC, 3.035 TB/s copy, chunked merge as a
 #   programmatic dependent; docs/PERFORMANCE.md "Sixteenth session"), 16 q / 8 KV heads:
@@ -260,7 +268,7 @@ _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
 SMALL_PAGE = 16
 SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
-    (128, 2, "many"): _c(128, 4, 2),
+    (128, 2, "many"): _c(128, 4, 3),
     (128, 2, "many-large-group"): _c(128, 4, 2),
 }
 # Pages of at least LARGE_PAGE tokens use LARGE_PAGE_TABLE where it has an entry, and keep it
@@ -271,7 +279,7 @@ SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 # / 404.3 / 374.7; skew80 B=64 balanced-2x 392.3 / 406.1 / 406.5 / 382.9; uniform B=64
 # balanced-2x 362.2 / 365.5 / 396.7 / 362.5; uniform B=64 fixed-2048 371.8 / 374.5 / 374.2 /
 # 370.7. The twin bn128-w8-s2-pa: 400.2, 396.5, 360.7, 368.3 (slower on the two skewed ones).
-# Decode launches only (default_config(large_pages=True)); the hybrid kernels size their decode
+# Decode launches only (default_config(decode_launch=True)); the hybrid kernels size their decode
 # tiles from the page-16 entry.
 LARGE_PAGE = 64
 LARGE_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
@@ -323,7 +331,7 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
     (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3),
               _ws(128, 4, 3, 4), _ws(128, 4, 4, 4), _ws(256, 8, 2, 8), _ws(128, 2, 4, 2)),
-    (128, 2): (_c(128, 4, 2), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4),
+    (128, 2): (_c(128, 4, 2), _c(128, 4, 3), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4),
                _pa(64, 4, 3), _pa(128, 8, 2),
                _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
                _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
@@ -382,6 +390,8 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (128, 2, _pa(64, 4, 4)): 2, (128, 2, _pa(64, 4, 3)): 3,
     (128, 2, _pa(128, 8, 3)): 1, (128, 2, _pa(128, 8, 2)): 2,
     (256, 2, _c(64, 4, 2)): 2, (256, 2, _cap(_c(64, 4, 2), 168)): 3,
+    # SMALL_PAGE_TABLE's (pages below SMALL_PAGE; the local compile at page size 1).
+    (128, 2, _c(128, 4, 3)): 2, (128, 2, _c(128, 4, 2)): 3,
 }
 # A table entry -> its twin with one pipeline stage less: the same block, warps and loop, so the
 # same arithmetic in the same order and the same output bits (checked on the GPU: docs/
@@ -390,6 +400,7 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
 SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
+    (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE
 }
 # A table entry -> the same kernel compiled under a register cap (-rN: same arithmetic, same
 # bits; one program more per SM, each slower: spills and less overlap). It runs only where it
@@ -557,7 +568,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
                    group_size: int = 1, programs: int | None = None,
                    sm_count: int | None = None, equal_tasks: bool = True,
                    one_task: bool = False, item_keys=None,
-                   large_pages: bool = True) -> KernelConfig:
+                   decode_launch: bool = True) -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
@@ -567,8 +578,9 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     compiled variants stays bounded and a request's arithmetic under a given policy does not
     change with what else is in the batch. page_size: tokens per page; pages smaller than
     SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1); pages
-    of LARGE_PAGE or more LARGE_PAGE_TABLE's, with no twin (measured at page size 64), unless
-    large_pages is False (the hybrid kernels, which were not measured with it).
+    of LARGE_PAGE or more LARGE_PAGE_TABLE's, with no twin (measured at page size 64).
+    decode_launch False: the hybrid kernels' decode tiles, which keep what they were measured
+    with: the page-16 entries at large pages, the small-page entry's shallow twin at small ones.
     programs, sm_count, equal_tasks: the launch's programs (one per task), the device's SMs and
     whether the tasks are of one length (tasks_of_one_length), one_task (fits_one_task) and
     item_keys (keys per work item, for the register-capped twins of ONE_WAVE_TWIN);
@@ -577,10 +589,13 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     """
     key = config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm, group_size)
     if page_size < SMALL_PAGE and key in SMALL_PAGE_TABLE:
-        return SMALL_PAGE_TABLE[key]
-    if large_pages and page_size >= LARGE_PAGE and key in LARGE_PAGE_TABLE:
+        config = SMALL_PAGE_TABLE[key]
+        if not decode_launch:
+            return SHALLOW_TWIN.get((head_dim, key[1], config), config)
+    elif decode_launch and page_size >= LARGE_PAGE and key in LARGE_PAGE_TABLE:
         return LARGE_PAGE_TABLE[key]
-    config = CONFIG_TABLE[key]
+    else:
+        config = CONFIG_TABLE[key]
     if programs is not None and sm_count is not None:
         config = occupancy_twin(config, head_dim, key[1], programs, sm_count, equal_tasks,
                                 one_task, item_keys, num_kv_heads)

@@ -557,7 +557,7 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
     the pipeline drops to one stage so four programs can fit an SM's 228 KB.
     """
     shape = cache.shape
-    dec = default_config(shape.head_dim, cache.dtype, shape.page_size, 2, large_pages=False)
+    dec = default_config(shape.head_dim, cache.dtype, shape.page_size, 2, decode_launch=False)
     dq = plan.q_lens[plan.decode_requests]
     max_dq = int(dq.max()) if dq.size else 1
     block_md = max(16, triton.next_power_of_2(max_dq * shape.group_size))

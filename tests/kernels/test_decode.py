@@ -264,7 +264,7 @@ def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
     assert default_config(128, torch.bfloat16, 16, 4, num_kv_heads=4, group_size=16).page_ahead
     # Token-granular pages (SGLang's page size 1): the 16-bit head_dim-128 entries of several
     # programs per SM drop the page-ahead gather (measured slower there); one-per-sm keeps it.
-    assert default_config(128, torch.bfloat16, 1, 2, num_kv_heads=8) == KernelConfig(128, 4, 2)
+    assert default_config(128, torch.bfloat16, 1, 2, num_kv_heads=8) == KernelConfig(128, 4, 3)
     assert default_config(128, torch.bfloat16, 8, 2, num_kv_heads=4, group_size=8) == KernelConfig(128, 4, 2)
     assert default_config(128, torch.bfloat16, 1, 8, num_kv_heads=1).page_ahead
     assert default_config(128, torch.bfloat16, 16, 2) != default_config(128, torch.bfloat16, 1, 2)
@@ -388,7 +388,7 @@ def test_launch_config_keeps_the_deep_entry_where_long_tasks_each_get_an_sm():
 
 def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     from kvtune.kernels.decode_config import (CANDIDATES, CONFIG_TABLE, RESIDENT_PER_SM,
-                                              SHALLOW_TWIN, occupancy_twin)
+                                              SHALLOW_TWIN, SMALL_PAGE_TABLE, occupancy_twin)
 
     for (d, elem, deep), twin in SHALLOW_TWIN.items():
         # The same block, warps and loop: only the stages differ, so the bits are the same
@@ -397,7 +397,8 @@ def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
                                     deep.prefetch, deep.page_ahead, deep.v_widen,
                                     deep.warp_split, deep.max_registers)
         assert RESIDENT_PER_SM[(d, elem, twin)] > RESIDENT_PER_SM[(d, elem, deep)]
-        assert deep in CONFIG_TABLE.values() and twin in CANDIDATES[(d, elem)]
+        assert (deep in CONFIG_TABLE.values() or deep in SMALL_PAGE_TABLE.values()) \
+            and twin in CANDIDATES[(d, elem)]
     many = CONFIG_TABLE[(128, 2, "many")]
     one = CONFIG_TABLE[(128, 2, "one-per-sm")]
     twin, twin_one = SHALLOW_TWIN[(128, 2, many)], SHALLOW_TWIN[(128, 2, one)]
@@ -506,7 +507,7 @@ def test_large_pages_take_their_own_entry_without_a_twin():
                               programs=272, sm_count=132, equal_tasks=False) == big
         # The hybrid kernels keep the page-16 entry.
         assert default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4,
-                              large_pages=False) == CONFIG_TABLE[(128, 2, "many")]
+                              decode_launch=False) == CONFIG_TABLE[(128, 2, "many")]
     page16 = default_config(128, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=4,
                             programs=272, sm_count=132, equal_tasks=False)
     assert page16 == occupancy_twin(CONFIG_TABLE[(128, 2, "many")], 128, 2, 272, 132, False)
@@ -516,3 +517,27 @@ def test_large_pages_take_their_own_entry_without_a_twin():
         CONFIG_TABLE[(128, 2, "many")]
     assert default_config(128, torch.bfloat16, 64, 2, num_kv_heads=1) == \
         CONFIG_TABLE[(128, 2, "one-per-sm")]
+
+
+def test_token_pages_take_the_deeper_entry_only_where_equal_tasks_fill_its_waves():
+    # Page 1 (H100, eighteenth session): bn128-w4-s3 (two programs per SM) beat its same-bits
+    # twin bn128-w4-s2 (three) on 512 equal tasks (1.94 waves against 1.29), lost on 320 equal
+    # tasks (1.21 waves against 0.81) and on tasks of many lengths.
+    from kvtune.kernels.decode_config import SHALLOW_TWIN, SMALL_PAGE_TABLE
+
+    deep = SMALL_PAGE_TABLE[(128, 2, "many")]
+    shallow = SHALLOW_TWIN[(128, 2, deep)]
+    assert (deep.block_n, deep.num_warps, deep.num_stages) == (128, 4, 3)
+    assert dataclasses.replace(deep, num_stages=2) == shallow
+
+    def pick(programs, equal):
+        return default_config(128, torch.bfloat16, 1, 2, num_kv_heads=8, group_size=4,
+                              programs=programs, sm_count=132, equal_tasks=equal)
+
+    assert pick(512, True) == deep
+    assert pick(320, True) == shallow
+    assert pick(720, False) == shallow
+    assert pick(100, False) == deep  # one program per SM either way: the deeper one
+    # The hybrid kernels keep the entry they were measured with.
+    assert default_config(128, torch.bfloat16, 1, 2, num_kv_heads=8, group_size=4,
+                          decode_launch=False) == shallow

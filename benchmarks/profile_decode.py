@@ -4,8 +4,9 @@ Nsight Compute (benchmarks/profile_gpu.sh) and a quick timing of one configurati
 Not a test: it needs a CUDA GPU. The case: a named shape (workloads/shapes.py), KV type, page
 size, distribution (uniform or skew80, --total-tokens split over --batch requests) and the
 fixed-split plan of --chunk tokens; --config overrides the stage-1 configuration by label
-(bn128-w4-s3-pa, suffixes -pf -pa -vw -vp -ws4 -r168 -fl2; default: the table's). The output is checked against the
-float64 reference before anything else runs, and the case refuses to run on a failed check, so
+(bn128-w4-s3-pa, suffixes -pf -pa -vw -vp -ws4 -r168 -fl2; default: the table's). The output is
+checked against the float64 reference before anything else runs, and the case refuses to run on
+a failed check, so
 a profile is never of a wrong kernel. Then --iters plain launches (what ncu picks from: give it
 --launch-skip 2 --launch-count 1 and a kernel filter on _attend_kernel), then, with --time, the
 median of 30 CUDA-event pairs with the L2 flushed before each (the bench_kernels Timer), as a

@@ -101,3 +101,19 @@ def test_the_tail_merge_variant_compiles_for_sm90_with_the_main_loop_unchanged(t
     # The main loop's products and async copies are the same; the tail adds a ticket atomic.
     assert tail["ptx_mma"] == plain["ptx_mma"] and tail["ptx_cp.async"] == plain["ptx_cp.async"]
     assert tail["ptx_all"] > plain["ptx_all"]
+
+
+def test_flattened_stage1_keeps_the_pipelined_k_v_copies(tmp_path):
+    # kernels/decode_flat.py walks several tasks as one loop: the pipeliner must still issue the
+    # K/V tiles as asynchronous copies into the same shared-memory buffers as the per-task
+    # page-ahead loop (cp.async count and shared memory equal), without spills.
+    env = {**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    subprocess.run([sys.executable, str(SCRIPT), "--head-dim", "64", "--group", "4", "--kv", "bf16",
+                    "--configs", "bn64-w4-s3-pa,bn64-w4-s3-pa-fl2", "--out", str(tmp_path)],
+                   check=True, env=env, capture_output=True, timeout=300)
+    plain, flat = json.loads((tmp_path / "survey.json").read_text())
+    assert "error" not in plain and "error" not in flat, (plain, flat)
+    assert flat["config"] == "bn64-w4-s3-pa-fl2" and flat["spill_bytes"] == 0
+    assert flat["ptx_cp.async"] == plain["ptx_cp.async"] > 0
+    assert flat["smem_bytes"] == plain["smem_bytes"]

@@ -74,8 +74,8 @@ def flat_assignment(task_tiles: np.ndarray, num_programs: int) -> tuple[np.ndarr
     """Assign tasks to programs, longest processing time first.
 
     task_tiles: [T] tiles per task, each >= 1. num_programs: 1..T.
-    Returns (order, owner): order [T] the task ids in program order (each program's tasks
-    heaviest first), owner [programs + 1] the CSR offsets of each program's tasks in `order`.
+    Returns (order, offsets): order [T] the task ids in program order (each program's tasks
+    heaviest first), offsets [programs + 1] the CSR offsets of each program's tasks in `order`.
     Deterministic: ties go to the lower task id and to the lower program index.
     """
     task_tiles = np.asarray(task_tiles, dtype=np.int64)

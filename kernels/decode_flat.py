@@ -123,7 +123,7 @@ def prepare_flat(items: np.ndarray, num_kv_heads: int, block_n: int, num_program
     rows[:num_tasks, :4] = items[item]
     rows[:num_tasks, 4] = order // num_items
     rows[num_tasks] = rows[num_tasks - 1]  # read by the last program's last iteration, unused
-    tiles = np.add.reduceat(task_tiles[order], offsets[:-1]) if num_tasks else np.zeros(0)
+    tiles = np.add.reduceat(task_tiles[order], offsets[:-1])
 
     def as_dev(a):
         return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(device)

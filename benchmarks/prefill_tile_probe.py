@@ -54,6 +54,11 @@ TILES = [
     ("m64-default", 64, {}),
     ("m64-n128-w4-s2", 64, {"block_np": 128, "prefill_warps": 4, "prefill_stages": 2}),
     ("m64-n64-w4-s4", 64, {"block_np": 64, "prefill_warps": 4, "prefill_stages": 4}),
+    # kernels/prefill_wgmma.py (Gluon, sm_90): asynchronous products beside the softmax
+    ("wgmma-n64-s3", 128, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 3}),
+    ("wgmma-n64-s2", 128, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 2}),
+    ("wgmma-n64-s4", 128, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 4}),
+    ("wgmma-n128-s2", 128, {"prefill_wgmma": True, "block_np": 128, "prefill_stages": 2}),
 ]
 # Prefill-only batches: (chunk tokens, prefix tokens); kv_len = prefix + chunk, causal inside.
 GPU_BATCHES = ((2048, 8192), (512, 4096), (2048, 16384), (1536, 12288))

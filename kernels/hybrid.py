@@ -546,6 +546,10 @@ class HybridConfig:
     # scratch NaN-filled between replays, and ran 1.07x faster than serial in geomean over 12
     # sweep cases against 1.04x for two streams (worst 0.92x against 0.79x).
     ordered_launch: bool = False
+    # Prefill tiles of a one-program-per-task prefill launch through kernels/prefill_wgmma.py's
+    # Gluon kernel (asynchronous warpgroup products overlapped with the softmax; sm_90 only,
+    # see prefill_wgmma_ok) with block_np keys per step and prefill_stages K/V buffers.
+    prefill_wgmma: bool = False
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -584,6 +588,38 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         decode_ahead=bool(plan.decode_ahead),
                         persistent_prefill_programs=colocated, prefill_tail_programs=colocated,
                         ordered_launch=colocated > 0)
+
+
+def prefill_wgmma_ok(plan: HybridPlan, cache: PagedKVCache, device) -> bool:
+    """Whether kernels/prefill_wgmma.py can run this plan's prefill tiles: Gluon's Hopper ops
+    (a compiled sm_90 GPU, never the interpreter), 128-row tiles, head_dim 64 or 128, 16-bit
+    queries (an fp8 cache's prefill tiles read its 16-bit copy, as they do in hybrid.py)."""
+    from kvtune.kernels import prefill_wgmma
+
+    device = torch.device(device)
+    return (prefill_wgmma.HAS_GLUON and not INTERPRETED and device.type == "cuda"
+            and torch.cuda.get_device_capability(device) == (9, 0)
+            and plan.prefill_block_m == prefill_wgmma.BLOCK_M
+            and cache.shape.head_dim in prefill_wgmma.HEAD_DIMS
+            and cache.shape.dtype in ("bf16", "fp16"))
+
+
+def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, p_indices):
+    """The prefill launch through kernels/prefill_wgmma.py: one program per prefill task."""
+    from kvtune.kernels import prefill_wgmma
+
+    cfg = launch.config
+    _, page_size, num_kv_heads, head_dim = pk.shape  # [pages, page_size, KV heads, head_dim]
+    n = launch.num_prefill
+    if n == 0:
+        return
+    prefill_wgmma.prefill_wgmma_kernel[(n,)](
+        q, pk, pv, out, launch.partial_out, launch.partial_lse, p_indptr, p_indices,
+        launch.prefill_tasks, qk_scale_log2, v_scale,
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1), pk.stride(0), pk.stride(1),
+        NUM_QO_HEADS=q.shape[1], G=q.shape[1] // num_kv_heads, HEAD_DIM=head_dim,
+        PAGE_SIZE=page_size, BLOCK_M=prefill_wgmma.BLOCK_M, BLOCK_N=cfg.block_np,
+        STAGES=cfg.prefill_stages, num_warps=prefill_wgmma.NUM_WARPS)
 
 
 def has_programmatic_launch(device: torch.device) -> bool:
@@ -938,7 +974,10 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         tprog = min(P, cfg.prefill_tail_programs) if pprog else 0
 
         def prefill_launch(programs):
-            if programs:
+            if not programs and cfg.prefill_wgmma:
+                run_prefill_wgmma(launch, q, out, scale * cache.k_scale * LOG2_E, cache.v_scale,
+                                  pk, pv, p_indptr, p_indices)
+            elif programs:
                 launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
                               False, programs, dynamic_programs=pprog + tprog)
             else:

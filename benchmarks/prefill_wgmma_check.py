@@ -50,6 +50,10 @@ CASES = [
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "prefill_wgmma_check_out"))
+    ap.add_argument("--block-m", type=int, default=128, choices=(64, 128),
+                    help="prefill tile rows (the plan's prefill_block_m)")
+    ap.add_argument("--block-n", type=int, default=None, help="keys per step (default: config's)")
+    ap.add_argument("--stages", type=int, default=None, help="K/V buffers (default: config's)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     from kvtune.harness.device import live_device
@@ -61,7 +65,7 @@ def main(argv=None) -> int:
         dtype = torch.float16 if shape.dtype == "fp16" else torch.bfloat16
         batch = AttentionBatch(q_lens, kv_lens, shape, seed=7)
         data = BatchData(batch, "cuda", dtype)
-        plan = policies.get("hybrid-serial").plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
+        plan = policies.get("hybrid-serial", prefill_block_m=args.block_m).plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
         launch = prepare_hybrid(plan, data.cache, batch.q_lens)
         row = {"case": label, "shape": shape.to_dict(), "q_lens": q_lens, "kv_lens": kv_lens,
                "prefill_tasks": plan.num_prefill_tasks,
@@ -69,8 +73,12 @@ def main(argv=None) -> int:
         out_t = torch.empty_like(data.q)
         out_g = torch.empty_like(data.q)
         row["triton"] = check_launch(launch, data, out_t)
-        fast = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
-                                                                      prefill_wgmma=True))
+        knobs = {"prefill_wgmma": True}
+        if args.block_n:
+            knobs["block_np"] = args.block_n
+        if args.stages:
+            knobs["prefill_stages"] = args.stages
+        fast = dataclasses.replace(launch, config=dataclasses.replace(launch.config, **knobs))
         row["gluon"] = check_launch(fast, data, out_g)
         row["max_abs_diff"] = float((out_t.float() - out_g.float()).abs().max())
         row["same_bits"] = bool(torch.equal(out_t, out_g))

@@ -599,7 +599,7 @@ def prefill_wgmma_ok(plan: HybridPlan, cache: PagedKVCache, device) -> bool:
     device = torch.device(device)
     return (prefill_wgmma.HAS_GLUON and not INTERPRETED and device.type == "cuda"
             and torch.cuda.get_device_capability(device) == (9, 0)
-            and plan.prefill_block_m == prefill_wgmma.BLOCK_M
+            and plan.prefill_block_m in prefill_wgmma.BLOCK_MS
             and cache.shape.head_dim in prefill_wgmma.HEAD_DIMS
             and cache.shape.dtype in ("bf16", "fp16"))
 
@@ -618,8 +618,8 @@ def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, 
         launch.prefill_tasks, qk_scale_log2, v_scale,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), pk.stride(0), pk.stride(1),
         NUM_QO_HEADS=q.shape[1], G=q.shape[1] // num_kv_heads, HEAD_DIM=head_dim,
-        PAGE_SIZE=page_size, BLOCK_M=prefill_wgmma.BLOCK_M, BLOCK_N=cfg.block_np,
-        STAGES=cfg.prefill_stages, num_warps=prefill_wgmma.NUM_WARPS)
+        PAGE_SIZE=page_size, BLOCK_M=launch.plan.prefill_block_m, BLOCK_N=cfg.block_np,
+        STAGES=cfg.prefill_stages, num_warps=prefill_wgmma.num_warps_for(launch.plan.prefill_block_m))
 
 
 def has_programmatic_launch(device: torch.device) -> bool:

@@ -43,11 +43,13 @@ except ImportError:  # pragma: no cover - older Triton
 
 FIELDS = 9  # kernels/hybrid.py's task layout: kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi,
 # part_row, head
-BLOCK_M = 128  # query rows (tokens x G) per tile: two warpgroups of 64
-BLOCK_N = 64  # keys per step
-STAGES = 3  # K/V tiles in the shared-memory ring
-NUM_WARPS = 8
+BLOCK_MS = (64, 128)  # query rows (tokens x G) per tile: one or two warpgroups of 64 rows
 HEAD_DIMS = (64, 128)
+
+
+def num_warps_for(block_m: int) -> int:
+    """Warps of a tile of block_m rows: one warp per 16 rows (a warpgroup per 64)."""
+    return block_m // 16
 
 
 if HAS_GLUON:

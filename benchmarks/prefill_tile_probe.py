@@ -46,25 +46,34 @@ from kvtune.workloads.batch import AttentionBatch  # noqa: E402
 # (label, prefill_block_m, HybridConfig overrides); "default" is hybrid_config's own choice.
 TILES = [
     ("default", 128, {}),
-    ("m128-n128-w8-s2", 128, {"block_np": 128, "prefill_warps": 8, "prefill_stages": 2}),
-    ("m128-n64-w8-s4", 128, {"block_np": 64, "prefill_warps": 8, "prefill_stages": 4}),
-    ("m128-n64-w8-s2", 128, {"block_np": 64, "prefill_warps": 8, "prefill_stages": 2}),
-    ("m128-n64-w4-s3", 128, {"block_np": 64, "prefill_warps": 4, "prefill_stages": 3}),
-    ("m128-n32-w8-s4", 128, {"block_np": 32, "prefill_warps": 8, "prefill_stages": 4}),
-    ("m64-default", 64, {}),
-    ("m64-n128-w4-s2", 64, {"block_np": 128, "prefill_warps": 4, "prefill_stages": 2}),
-    ("m64-n64-w4-s4", 64, {"block_np": 64, "prefill_warps": 4, "prefill_stages": 4}),
+    # the Triton tile (kernels/hybrid.py _prefill_task) where the default is the Gluon one
+    ("triton", 128, {"prefill_wgmma": False}),
+    ("m128-n128-w8-s2", 128, {"block_np": 128, "prefill_warps": 8, "prefill_stages": 2,
+                              "prefill_wgmma": False}),
+    ("m128-n64-w8-s4", 128, {"block_np": 64, "prefill_warps": 8, "prefill_stages": 4,
+                             "prefill_wgmma": False}),
+    ("m128-n64-w8-s2", 128, {"block_np": 64, "prefill_warps": 8, "prefill_stages": 2,
+                             "prefill_wgmma": False}),
+    ("m128-n64-w4-s3", 128, {"block_np": 64, "prefill_warps": 4, "prefill_stages": 3,
+                             "prefill_wgmma": False}),
+    ("m128-n32-w8-s4", 128, {"block_np": 32, "prefill_warps": 8, "prefill_stages": 4,
+                             "prefill_wgmma": False}),
+    ("m64-default", 64, {"prefill_wgmma": False}),
+    ("m64-n128-w4-s2", 64, {"block_np": 128, "prefill_warps": 4, "prefill_stages": 2,
+                            "prefill_wgmma": False}),
+    ("m64-n64-w4-s4", 64, {"block_np": 64, "prefill_warps": 4, "prefill_stages": 4,
+                           "prefill_wgmma": False}),
     # kernels/prefill_wgmma.py (Gluon, sm_90): asynchronous products beside the softmax
-    ("wgmma-n64-s3", 128, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 3}),
-    ("wgmma-n64-s2", 128, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 2}),
-    ("wgmma-n64-s4", 128, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 4}),
-    ("wgmma-n128-s2", 128, {"prefill_wgmma": True, "block_np": 128, "prefill_stages": 2}),
-    ("wgmma-n128-s3", 128, {"prefill_wgmma": True, "block_np": 128, "prefill_stages": 3}),
+    ("wgmma-n64-s3", 128, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 3}),
+    ("wgmma-n64-s2", 128, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 2}),
+    ("wgmma-n64-s4", 128, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 4}),
+    ("wgmma-n128-s2", 128, {"prefill_wgmma": True, "wgmma_block_n": 128, "wgmma_stages": 2}),
+    ("wgmma-n128-s3", 128, {"prefill_wgmma": True, "wgmma_block_n": 128, "wgmma_stages": 3}),
     # 64-row tiles, one warpgroup: two programs per SM drift apart, so one's softmax can run
     # beside the other's products (FA3's ping-pong between warpgroups, by the block scheduler)
-    ("wgmma-m64-n64-s2", 64, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 2}),
-    ("wgmma-m64-n64-s3", 64, {"prefill_wgmma": True, "block_np": 64, "prefill_stages": 3}),
-    ("wgmma-m64-n128-s2", 64, {"prefill_wgmma": True, "block_np": 128, "prefill_stages": 2}),
+    ("wgmma-m64-n64-s2", 64, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 2}),
+    ("wgmma-m64-n64-s3", 64, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 3}),
+    ("wgmma-m64-n128-s2", 64, {"prefill_wgmma": True, "wgmma_block_n": 128, "wgmma_stages": 2}),
 ]
 # Prefill-only batches: (chunk tokens, prefix tokens); kv_len = prefix + chunk, causal inside.
 GPU_BATCHES = ((2048, 8192), (512, 4096), (2048, 16384), (1536, 12288))
@@ -78,7 +87,8 @@ def run_tile(data: BatchData, spec, timer, block_m: int, overrides: dict) -> dic
                       overrides)
     cfg = row["config"]
     row.update(block_np=cfg["block_np"], prefill_warps=cfg["prefill_warps"],
-               prefill_stages=cfg["prefill_stages"])
+               prefill_stages=cfg["prefill_stages"], prefill_wgmma=cfg["prefill_wgmma"],
+               wgmma_block_n=cfg["wgmma_block_n"], wgmma_stages=cfg["wgmma_stages"])
     if row["ok"]:
         row["tflops"] = data.batch.causal_flops / (row["median_us"] * 1e-6) / 1e12
     return row

@@ -65,19 +65,22 @@ def main(argv=None) -> int:
         dtype = torch.float16 if shape.dtype == "fp16" else torch.bfloat16
         batch = AttentionBatch(q_lens, kv_lens, shape, seed=7)
         data = BatchData(batch, "cuda", dtype)
-        plan = policies.get("hybrid-serial", prefill_block_m=args.block_m).plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
+        policy = policies.get("hybrid-serial", prefill_block_m=args.block_m)
+        plan = policy.plan_hybrid(batch.q_lens, batch.kv_lens, shape, spec)
         launch = prepare_hybrid(plan, data.cache, batch.q_lens)
         row = {"case": label, "shape": shape.to_dict(), "q_lens": q_lens, "kv_lens": kv_lens,
                "prefill_tasks": plan.num_prefill_tasks,
                "eligible": prefill_wgmma_ok(plan, data.cache, "cuda")}
         out_t = torch.empty_like(data.q)
         out_g = torch.empty_like(data.q)
-        row["triton"] = check_launch(launch, data, out_t)
+        slow = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                      prefill_wgmma=False))
+        row["triton"] = check_launch(slow, data, out_t)
         knobs = {"prefill_wgmma": True}
         if args.block_n:
-            knobs["block_np"] = args.block_n
+            knobs["wgmma_block_n"] = args.block_n
         if args.stages:
-            knobs["prefill_stages"] = args.stages
+            knobs["wgmma_stages"] = args.stages
         fast = dataclasses.replace(launch, config=dataclasses.replace(launch.config, **knobs))
         row["gluon"] = check_launch(fast, data, out_g)
         row["max_abs_diff"] = float((out_t.float() - out_g.float()).abs().max())

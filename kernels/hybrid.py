@@ -546,10 +546,15 @@ class HybridConfig:
     # scratch NaN-filled between replays, and ran 1.07x faster than serial in geomean over 12
     # sweep cases against 1.04x for two streams (worst 0.92x against 0.79x).
     ordered_launch: bool = False
-    # Prefill tiles of a one-program-per-task prefill launch through kernels/prefill_wgmma.py's
-    # Gluon kernel (asynchronous warpgroup products overlapped with the softmax; sm_90 only,
-    # see prefill_wgmma_ok) with block_np keys per step and prefill_stages K/V buffers.
+    # Prefill tiles of a one-program-per-task prefill launch (serial and stream schedules, the
+    # tail-free two-launch ones) through kernels/prefill_wgmma.py's Gluon kernel (asynchronous
+    # warpgroup products overlapped with the softmax; sm_90 only, see prefill_wgmma_ok) with
+    # wgmma_block_n keys per step and wgmma_stages K/V buffers. hybrid_config turns it on where
+    # it was measured faster (head_dim 128, 128-row tiles: 1.11-1.13x the Triton tile on an
+    # H100, docs/PERFORMANCE.md, nineteenth session); persistent prefill grids keep Triton's.
     prefill_wgmma: bool = False
+    wgmma_block_n: int = 128
+    wgmma_stages: int = 3
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -587,7 +592,9 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         ahead_stages=3 if shape.head_dim <= 128 else 2, ahead_block_n=block_nd,
                         decode_ahead=bool(plan.decode_ahead),
                         persistent_prefill_programs=colocated, prefill_tail_programs=colocated,
-                        ordered_launch=colocated > 0)
+                        ordered_launch=colocated > 0,
+                        prefill_wgmma=(shape.head_dim == 128 and plan.prefill_block_m == 128
+                                       and prefill_wgmma_ok(plan, cache, cache.k_pages.device)))
 
 
 def prefill_wgmma_ok(plan: HybridPlan, cache: PagedKVCache, device) -> bool:
@@ -618,8 +625,8 @@ def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, 
         launch.prefill_tasks, qk_scale_log2, v_scale,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), pk.stride(0), pk.stride(1),
         NUM_QO_HEADS=q.shape[1], G=q.shape[1] // num_kv_heads, HEAD_DIM=head_dim,
-        PAGE_SIZE=page_size, BLOCK_M=launch.plan.prefill_block_m, BLOCK_N=cfg.block_np,
-        STAGES=cfg.prefill_stages, num_warps=prefill_wgmma.num_warps_for(launch.plan.prefill_block_m))
+        PAGE_SIZE=page_size, BLOCK_M=launch.plan.prefill_block_m, BLOCK_N=cfg.wgmma_block_n,
+        STAGES=cfg.wgmma_stages, num_warps=prefill_wgmma.num_warps_for(launch.plan.prefill_block_m))
 
 
 def has_programmatic_launch(device: torch.device) -> bool:

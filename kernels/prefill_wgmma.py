@@ -37,6 +37,11 @@ try:  # Gluon ships with Triton >= 3.5; the Hopper ops need its NVIDIA backend.
         warpgroup_mma,
         warpgroup_mma_wait,
     )
+    # The cp.async copy into shared memory: `async_load` since Triton 3.7 (this checkout's
+    # tests), `async_copy_global_to_shared` in 3.5-3.6 (the GPU machine's); same arguments.
+    async_copy = getattr(cp, "async_load", None) or cp.async_copy_global_to_shared
+    # The CTA-wide barrier: `barrier` since Triton 3.7, `thread_barrier` before.
+    cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
     HAS_GLUON = True
 except ImportError:  # pragma: no cover - older Triton
     HAS_GLUON = False
@@ -65,8 +70,8 @@ if HAS_GLUON:
         row = page.to(gl.int64) * stride_kv_page + (key % PAGE_SIZE) * stride_kv_tok + kv_head_off
         offs = gl.expand_dims(row, 1) + gl.expand_dims(offs_d, 0)
         mask = gl.expand_dims(valid, 1)
-        cp.async_copy_global_to_shared(k_buf, k_ptr + offs, mask=mask)
-        cp.async_copy_global_to_shared(v_buf, v_ptr + offs, mask=mask)
+        async_copy(k_buf, k_ptr + offs, mask=mask)
+        async_copy(v_buf, v_ptr + offs, mask=mask)
         cp.commit_group()
 
     @gluon.jit
@@ -163,7 +168,7 @@ if HAS_GLUON:
 
         # Block 0: S_0 and its softmax.
         cp.wait_group(STAGES - 1)
-        gl.thread_barrier()
+        cta_barrier()
         s0 = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_l)
         s_tok = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s0, use_acc=False,
                               is_async=True)
@@ -179,7 +184,7 @@ if HAS_GLUON:
             # Block j's copies landed (every thread's: hence the barrier). Committed so far:
             # STAGES + j - 1 groups, block j the (j + 1)-th.
             cp.wait_group(STAGES - 2)
-            gl.thread_barrier()
+            cta_barrier()
             s_tok = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s0, use_acc=False,
                                   is_async=True)
             p_op = gl.convert_layout(p.to(dtype), p_l)
@@ -192,7 +197,7 @@ if HAS_GLUON:
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_l)), 1)
             # Every warpgroup is done with block j - 1's buffers: refill them with block
             # j + STAGES - 1 (an empty group past the last block keeps the wait counts right).
-            gl.thread_barrier()
+            cta_barrier()
             n_fill = kv_lo + (j + STAGES - 1) * BLOCK_N
             _issue_tile(k_ptr, v_ptr, k_smem.index(prev), v_smem.index(prev), page_next, n_fill,
                         kv_hi, kv_head_off, stride_kv_page, stride_kv_tok, offs_n, offs_d,

@@ -1,0 +1,84 @@
+"""kernels/prefill_wgmma.py, the Gluon prefill tile: it runs only on an sm_90 GPU (Gluon has no
+interpreter), so here it is compiled for sm_90 without a GPU (in a subprocess: the compiler needs
+a process where Triton was not imported in interpreter mode) and its schedule is checked in the
+PTX; its numerics are checked on the GPU against the float64 reference
+(benchmarks/prefill_wgmma_check.py, docs/PERFORMANCE.md). On this machine the hybrid kernel must
+never choose it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+COMPILE = r"""
+import json, re, sys
+import compile_survey as cs  # sets TRITON_INTERPRET=0 before triton is imported
+import triton
+from triton.experimental.gluon._runtime import GluonASTSource
+from kvtune.kernels import prefill_wgmma as m
+
+rows = []
+for head_dim, block_m, block_n, stages in json.loads(sys.argv[1]):
+    fn = m.prefill_wgmma_kernel
+    ptrs = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16",
+            "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "page_indptr_ptr": "*i32",
+            "page_indices_ptr": "*i32", "tasks_ptr": "*i32"}
+    sig = {n: ptrs.get(n, "fp32" if n in ("qk_scale_log2", "v_scale")
+                       else "i32" if n.startswith("stride") else "constexpr")
+           for n in fn.arg_names}
+    warps = m.num_warps_for(block_m)
+    consts = {"NUM_QO_HEADS": 32, "G": 4, "HEAD_DIM": head_dim, "PAGE_SIZE": 16,
+              "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "num_warps": warps}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in sig
+             if n.endswith("_ptr") or n.startswith("stride")}
+    k = triton.compile(GluonASTSource(fn, sig, constexprs=consts, attrs=attrs), target=cs.TARGET,
+                       options={"num_warps": warps})
+    ptx = k.asm["ptx"]
+    regs, spills, _ = cs.ptxas_usage(ptx)
+    waits = sorted(set(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)))
+    rows.append({"regs": regs, "spills": spills, "smem": k.metadata.shared,
+                 "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)), "waits": waits,
+                 "cp_async": len(re.findall(r"cp\.async\.cg\.shared\.global", ptx))})
+print(json.dumps(rows))
+"""
+
+
+def test_the_gluon_prefill_tile_compiles_for_sm90_with_a_product_left_in_flight():
+    cases = [[128, 128, 128, 3], [64, 64, 64, 2]]
+    env = {**os.environ, "PYTHONPATH": str(BENCH)}
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, "-c", COMPILE, json.dumps(cases)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = json.loads(res.stdout.strip().splitlines()[-1])
+    for (head_dim, block_m, block_n, stages), row in zip(cases, rows):
+        assert row["spills"] == 0 and 0 < row["regs"] <= 255, row
+        # Q plus STAGES K and V buffers, all 16-bit, within one SM's 227 KB per block.
+        assert row["smem"] >= 2 * (block_m + 2 * stages * block_n) * head_dim
+        assert row["smem"] <= 227 * 1024
+        assert row["wgmma"] > 0 and row["cp_async"] > 0
+        # The overlap itself: a wait that leaves one product (P.V) in flight during the softmax.
+        assert "1" in row["waits"] and "0" in row["waits"], row
+
+
+def test_the_interpreter_never_chooses_the_gluon_tile():
+    from kvtune.kernels import policies
+    from kvtune.kernels.hybrid import hybrid_config, prefill_wgmma_ok
+    from kvtune.kernels.paged import PagedKVCache
+    from kvtune.kernels.plan import AttentionShape, DeviceSpec
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=128, page_size=16)
+    q_lens, kv_lens = np.array([300, 1]), np.array([400, 20])
+    spec = DeviceSpec("h100", sm_count=132, l2_bytes=50 * 2**20, hbm_bytes_per_s=3.35e12)
+    plan = policies.get("hybrid-serial").plan_hybrid(q_lens, kv_lens, shape, spec)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, device="cpu", seed=0)
+    assert plan.prefill_block_m == 128
+    assert not prefill_wgmma_ok(plan, cache, "cpu")
+    assert not hybrid_config(plan, cache).prefill_wgmma

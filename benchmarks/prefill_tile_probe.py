@@ -65,11 +65,15 @@ TILES = [
                            "prefill_wgmma": False}),
     # kernels/prefill_wgmma.py (Gluon, sm_90): asynchronous products beside the softmax
     ("wgmma-n64-s3", 128, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 3}),
+    ("wgmma-n64-s2", 128, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 2}),
     ("wgmma-n64-s4", 128, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 4}),
+    ("wgmma-n128-s2", 128, {"prefill_wgmma": True, "wgmma_block_n": 128, "wgmma_stages": 2}),
     ("wgmma-n128-s3", 128, {"prefill_wgmma": True, "wgmma_block_n": 128, "wgmma_stages": 3}),
     # 64-row tiles, one warpgroup: two programs per SM drift apart, so one's softmax can run
     # beside the other's products (FA3's ping-pong between warpgroups, by the block scheduler)
+    ("wgmma-m64-n64-s2", 64, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 2}),
     ("wgmma-m64-n64-s3", 64, {"prefill_wgmma": True, "wgmma_block_n": 64, "wgmma_stages": 3}),
+    ("wgmma-m64-n128-s2", 64, {"prefill_wgmma": True, "wgmma_block_n": 128, "wgmma_stages": 2}),
 ]
 # Prefill-only batches: (chunk tokens, prefix tokens); kv_len = prefix + chunk, causal inside.
 GPU_BATCHES = ((2048, 8192), (512, 4096), (2048, 16384), (1536, 12288))

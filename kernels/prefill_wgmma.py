@@ -17,6 +17,12 @@ schedule FA3 uses within one warpgroup:
 K/V tiles are gathered page by page with `cp.async` into a ring of STAGES shared-memory buffers
 (no TMA: a tile spans several pages), page ids read one block ahead of their copy.
 
+What ptxas makes of it (local sm_90 SASS, Triton 3.6): the row maxima and exponentials of block
+j are scheduled after the wait for P_{j-1} V_{j-1}, next to block j + STAGES - 1's copies, so the
+softmax overlaps the copies' issue rather than the product. A version that issued the copies
+right after the two products (the softmax then stayed between the waits) measured 4-5% slower
+(docs/PERFORMANCE.md, nineteenth session, call 5), so this schedule stays.
+
 Same task list (kernels/hybrid.py FIELDS), same numerics as `_prefill_task` (base-2 online
 softmax in float32, P rounded to the query type before its product, key <= pos causal mask on
 the diagonal and ragged steps only), so it is checked against the same float64 reference. It
@@ -111,8 +117,7 @@ if HAS_GLUON:
         """One prefill task (kind 1) per program: BLOCK_M query rows (tokens x G heads of one KV
         head) against the task's keys kv_lo .. kv_hi - 1, written like kernels/hybrid.py's
         `_store_rows` (normalised into out, or partial rows and base-2 lses for the merge)."""
-        gl.static_assert(STAGES >= 3, "STAGES: at least 3 K/V buffers (one being read by S = QK^T, "
-                                      "one by the P.V product in flight, one being filled)")
+        gl.static_assert(STAGES >= 2, "STAGES: at least 2 K/V buffers")
         dtype: gl.constexpr = q_ptr.dtype.element_ty
         # Layouts. Loads: 16 bytes per thread along head_dim. Products: m64nNk16 warpgroup MMAs
         # with the warps stacked along the rows (each warpgroup owns 64 rows).
@@ -157,19 +162,19 @@ if HAS_GLUON:
         full_hi = kv_lo + gl.maximum(gl.minimum(kv_hi, pos0 + 1) - kv_lo, 0) // BLOCK_N * BLOCK_N
         n_blocks = gl.cdiv(kv_hi - kv_lo, BLOCK_N)
 
-        # Prologue: blocks 0 .. STAGES - 2 in flight (empty groups past the last block), and
-        # the page ids of block STAGES - 1 loaded.
-        for i in gl.static_range(STAGES - 1):
+        # Prologue: blocks 0 .. STAGES - 1 in flight (empty groups past the last block), and
+        # the page ids of block STAGES loaded.
+        for i in gl.static_range(STAGES):
             page = _page_ids(page_indices_ptr, page_base, kv_lo + i * BLOCK_N, kv_hi, offs_n,
                              PAGE_SIZE)
             _issue_tile(k_ptr, v_ptr, k_smem.index(i), v_smem.index(i), page,
                         kv_lo + i * BLOCK_N, kv_hi, kv_head_off, stride_kv_page, stride_kv_tok,
                         offs_n, offs_d, PAGE_SIZE)
-        page_next = _page_ids(page_indices_ptr, page_base, kv_lo + (STAGES - 1) * BLOCK_N,
-                              kv_hi, offs_n, PAGE_SIZE)
+        page_next = _page_ids(page_indices_ptr, page_base, kv_lo + STAGES * BLOCK_N, kv_hi,
+                              offs_n, PAGE_SIZE)
 
         # Block 0: S_0 and its softmax.
-        cp.wait_group(STAGES - 2)
+        cp.wait_group(STAGES - 1)
         cta_barrier()
         s0 = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_l)
         s_tok = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s0, use_acc=False,
@@ -181,33 +186,31 @@ if HAS_GLUON:
                                            qk_scale_log2)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_l)
         for j in range(1, n_blocks):
-            # Block j's copies landed: STAGES - 1 + j - 1 groups committed so far, block j the
-            # (j + 1)-th. The barrier makes every thread's copies visible, and it is also where
-            # every warpgroup is past iteration j - 1's wait for P_{j-2} V_{j-2}: block j - 2's
-            # buffers are free from here on.
-            cp.wait_group(STAGES - 3)
+            stage = j % STAGES
+            prev = (j - 1) % STAGES
+            # Block j's copies landed (every thread's: hence the barrier). Committed so far:
+            # STAGES + j - 1 groups, block j the (j + 1)-th.
+            cp.wait_group(STAGES - 2)
             cta_barrier()
-            s_tok = warpgroup_mma(q_smem, k_smem.index(j % STAGES).permute((1, 0)), s0,
-                                  use_acc=False, is_async=True)
+            s_tok = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s0, use_acc=False,
+                                  is_async=True)
             p_op = gl.convert_layout(p.to(dtype), p_l)
-            o_tok = warpgroup_mma(p_op, v_smem.index((j - 1) % STAGES), acc, is_async=True)
-            # The copies of block j + STAGES - 2 into block j - 2's buffers go out before the
-            # softmax, so that the scheduler has no memory operation to move the softmax next to
-            # (an empty group past the last block keeps the wait counts right).
-            n_fill = kv_lo + (j + STAGES - 2) * BLOCK_N
-            fill = (j + STAGES - 2) % STAGES
-            _issue_tile(k_ptr, v_ptr, k_smem.index(fill), v_smem.index(fill), page_next, n_fill,
-                        kv_hi, kv_head_off, stride_kv_page, stride_kv_tok, offs_n, offs_d,
-                        PAGE_SIZE)
-            page_next = _page_ids(page_indices_ptr, page_base, n_fill + BLOCK_N, kv_hi, offs_n,
-                                  PAGE_SIZE)
+            o_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             # S_j done (products finish in issue order); P_{j-1} V_{j-1} may still run.
             s = warpgroup_mma_wait(1, deps=(s_tok,))
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv_lo + j * BLOCK_N, full_hi, kv_hi,
                                                pos, offs_ns, qk_scale_log2)
-            # P_j goes through the wait as well (it must be computed before it).
-            acc, p = warpgroup_mma_wait(0, deps=(o_tok, p))
+            acc = warpgroup_mma_wait(0, deps=(o_tok,))
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_l)), 1)
+            # Every warpgroup is done with block j - 1's buffers: refill them with block
+            # j + STAGES - 1 (an empty group past the last block keeps the wait counts right).
+            cta_barrier()
+            n_fill = kv_lo + (j + STAGES - 1) * BLOCK_N
+            _issue_tile(k_ptr, v_ptr, k_smem.index(prev), v_smem.index(prev), page_next, n_fill,
+                        kv_hi, kv_head_off, stride_kv_page, stride_kv_tok, offs_n, offs_d,
+                        PAGE_SIZE)
+            page_next = _page_ids(page_indices_ptr, page_base, n_fill + BLOCK_N, kv_hi, offs_n,
+                                  PAGE_SIZE)
         last = (n_blocks - 1) % STAGES
         p_op = gl.convert_layout(p.to(dtype), p_l)
         o_tok = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)

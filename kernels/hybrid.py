@@ -615,6 +615,9 @@ def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, 
     """The prefill launch through kernels/prefill_wgmma.py: one program per prefill task."""
     from kvtune.kernels import prefill_wgmma
 
+    if INTERPRETED or q.device.type != "cuda":
+        raise ValueError("prefill_wgmma: the Gluon prefill tile needs a compiled sm_90 GPU "
+                         "(kernels.hybrid.prefill_wgmma_ok); set HybridConfig.prefill_wgmma=False")
     cfg = launch.config
     _, page_size, num_kv_heads, head_dim = pk.shape  # [pages, page_size, KV heads, head_dim]
     n = launch.num_prefill

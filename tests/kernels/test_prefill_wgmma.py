@@ -82,3 +82,28 @@ def test_the_interpreter_never_chooses_the_gluon_tile():
     assert plan.prefill_block_m == 128
     assert not prefill_wgmma_ok(plan, cache, "cpu")
     assert not hybrid_config(plan, cache).prefill_wgmma
+
+
+def test_forcing_the_gluon_tile_without_a_gpu_is_refused_by_name():
+    import dataclasses
+
+    import pytest
+    import torch
+
+    from kvtune.kernels import policies
+    from kvtune.kernels.hybrid import make_hybrid_queries, prepare_hybrid, run_hybrid
+    from kvtune.kernels.paged import PagedKVCache
+    from kvtune.kernels.plan import AttentionShape, DeviceSpec
+
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=16,
+                           dtype="fp16")
+    q_lens, kv_lens = np.array([40, 1]), np.array([50, 9])
+    spec = DeviceSpec("interpreter", sm_count=4, l2_bytes=0, hbm_bytes_per_s=1e11)
+    plan = policies.get("hybrid-serial").plan_hybrid(q_lens, kv_lens, shape, spec)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, device="cpu", dtype=torch.float16, seed=0)
+    launch = prepare_hybrid(plan, cache, q_lens)
+    forced = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                    prefill_wgmma=True))
+    q = make_hybrid_queries(q_lens, shape, dtype=torch.float16, seed=0)
+    with pytest.raises(ValueError, match="prefill_wgmma"):
+        run_hybrid(forced, q, cache)

@@ -66,6 +66,15 @@ class HybridSimConstants:
     07:16 UTC on the tile before pipelining and was 59% too slow on these rows; held out, the
     serial rows went from +25.7% to -0.2% median error (worst -24.7%), streams from +13.7% to
     -5.7%.
+    wgmma_prefill_efficiency: the same fraction for the Gluon prefill tile where the kernel runs
+    it (gluon_prefill_tile), (0..1]; 0.47 = 0.42 x 1.116, the median of its speed over the Triton
+    tile's in one process on the four prefill-only batches of call 2 of the nineteenth session
+    (H100, 1.041-1.134x; docs/PERFORMANCE.md). Held out, call 4's rows of the Gluon tile (same
+    batches, another call; 2048 after 8K / 512 after 4K / 2048 after 16K / 1536 after 12K):
+    +0.7 / -21.5 / +5.0 / +22.7% against +12.6 / -13.7 / +17.5 / +37.2% with prefill_efficiency
+    (median |error| 15.6% -> 13.3%, worst 37.2% -> 22.7%); the 512-token chunk, where the Gluon
+    tile gains least, reads further off, and the 1536-token chunk was 22% too slow already for
+    the Triton tile.
     single_cta_compute_fraction: most of an SM's math one CTA uses (0..1], 0.6.
     one_launch_decode_efficiency: fraction of its two-launch share of the bandwidth a decode task
     gets in a one-launch hybrid kernel (schedule fused or sm-aware) that also holds prefill tiles
@@ -114,6 +123,10 @@ class HybridSimConstants:
     the GPU."""
 
     prefill_efficiency: float = 0.42
+    # The Gluon prefill tile (kernels/prefill_wgmma.py, hybrid_config's choice on sm_90 at
+    # head_dim 128 with 128-row tiles, for a prefill launch of one program per task): see
+    # gluon_prefill_tile and the class docstring.
+    wgmma_prefill_efficiency: float = 0.47
     single_cta_compute_fraction: float = 0.6
     one_launch_decode_efficiency: float = 0.46
     decode_cta_rate_cap_bytes_per_s: float = 20e9
@@ -213,6 +226,27 @@ def hybrid_tasks(plan: HybridPlan, shape: AttentionShape, widen_pages: int):
             np.concatenate(rows))
 
 
+# Device presets with sm_90 (Hopper) SMs, by name, as tensor_flops_per_s reads names.
+HOPPER_NAMES = ("h100", "h200", "h20")
+
+
+def gluon_prefill_tile(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
+                       sixteen_bit_pages: bool) -> bool:
+    """Whether kernels/hybrid.py runs this plan's prefill tiles through the Gluon tile
+    (HybridConfig.prefill_wgmma, hybrid_config): a Hopper device, head_dim 128, 128-row tiles,
+    16-bit pages (a 16-bit cache or an fp8 cache's 16-bit prefill copy), and a prefill launch of
+    one program per task: serial, streams, partitioned, or colocated without decodes (with decodes
+    colocated's prefill grid is persistent and keeps the Triton tile); one-launch schedules never."""
+    name = device.name.lower().replace(" ", "")
+    if not any(key in name for key in HOPPER_NAMES) or not sixteen_bit_pages:
+        return False
+    if shape.head_dim != 128 or plan.prefill_block_m != 128:
+        return False
+    has_decodes = plan.num_decode_tasks > 0
+    return plan.schedule in ("serial", "streams", "partitioned") \
+        or (plan.schedule == "colocated" and not has_decodes)
+
+
 def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                     constants: SimConstants = DEFAULT_CONSTANTS,
                     hybrid: HybridSimConstants = HybridSimConstants(),
@@ -239,7 +273,10 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     n = kind.shape[0]
     ctas = min(plan.ctas_per_sm, device.max_ctas_per_sm)
     sms = device.sm_count
-    sm_flops = tensor_flops_per_s(device) / sms * hybrid.prefill_efficiency
+    efficiency = (hybrid.wgmma_prefill_efficiency
+                  if gluon_prefill_tile(plan, shape, device, widen_pages > 0 or not shape.kv_is_fp8)
+                  else hybrid.prefill_efficiency)
+    sm_flops = tensor_flops_per_s(device) / sms * efficiency
     bw = device.hbm_bytes_per_s * constants.hbm_efficiency
     start = np.zeros(n)
     end = np.zeros(n)

@@ -984,7 +984,9 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         tprog = min(P, cfg.prefill_tail_programs) if pprog else 0
 
         def prefill_launch(programs):
-            if not programs and cfg.prefill_wgmma:
+            # The Gluon tile reads 16-bit pages of the query type: a 16-bit cache, or an fp8
+            # cache's 16-bit prefill copy (an fp8 step without the copy keeps the Triton tile).
+            if not programs and cfg.prefill_wgmma and pk.dtype == q.dtype:
                 run_prefill_wgmma(launch, q, out, scale * cache.k_scale * LOG2_E, cache.v_scale,
                                   pk, pv, p_indptr, p_indices)
             elif programs:

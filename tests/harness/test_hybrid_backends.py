@@ -1,5 +1,6 @@
 """Hybrid plans through the runner: simulator model and the triton backend on the interpreter."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -452,13 +453,17 @@ def test_simulator_counts_the_fp8_prefill_copy(monkeypatch):
     elems = 2 * pages * shape8.page_size * shape8.num_kv_heads * shape8.head_dim
     bw = H100.hbm_bytes_per_s * DEFAULT_CONSTANTS.hbm_efficiency
     want = DEFAULT_CONSTANTS.launch_us + elems * (1 + DTYPE_BYTES["bf16"]) / bw * 1e6
-    r = simulate_hybrid(plan, shape8, H100)
+    # The widened pages go through the Gluon tile on an H100 (gluon_prefill_tile), the fp8
+    # tiles through the Triton one: give both the same rate to see the copy alone.
+    same_rate = HybridSimConstants(
+        wgmma_prefill_efficiency=HybridSimConstants().prefill_efficiency)
+    r = simulate_hybrid(plan, shape8, H100, hybrid=same_rate)
     # The same plan with the copy taken away (a cap of 0) is faster by exactly the copy's time
     # (prefill tiles are compute-bound here, so their bytes do not move the result).
     import kvtune.kernels.hybrid_plan as hp
 
     monkeypatch.setattr(hp, "PREFILL_WIDEN_MAX_BYTES", 0)
-    same_math = HybridSimConstants(fp8_tile_prefill_efficiency=1.0)
+    same_math = dataclasses.replace(same_rate, fp8_tile_prefill_efficiency=1.0)
     r_tile = simulate_hybrid(plan, shape8, H100, hybrid=same_math)
     assert r.time_us - r_tile.time_us == pytest.approx(want, rel=1e-6)
     # The fitted in-tile term (below 1) makes tiles that widen where they load slower.
@@ -496,3 +501,30 @@ def test_hybrid_summary_keeps_kv_dtypes_apart():
     for col in ("latency_us", "serial_us", "bound_us", "speedup_vs_serial"):
         assert both.loc["pod · kv_dtype=fp8_e4m3", col] == alone.loc["pod", col], col
     assert both.loc["pod · kv_dtype=bf16", "serial_us"] != alone.loc["pod", "serial_us"]
+
+
+def test_simulator_gives_the_gluon_prefill_tile_its_rate_where_the_kernel_runs_it():
+    """kernels/hybrid.py runs one-program-per-task prefill launches at head_dim 128 with 128-row
+    tiles through the Gluon tile on sm_90 (hybrid_config): the simulator prices those tiles at
+    wgmma_prefill_efficiency, every other prefill tile at prefill_efficiency."""
+    from kvtune.harness.sim_hybrid import gluon_prefill_tile
+
+    shape = AttentionShape()
+    prefill_only = policies.get("hybrid-serial").plan_hybrid([2048], [10240], shape, H100)
+    assert gluon_prefill_tile(prefill_only, shape, H100, True)
+    assert not gluon_prefill_tile(prefill_only, shape, H100, False)  # fp8 pages in the tile
+    a100 = dataclasses.replace(H100, name="a100")
+    assert not gluon_prefill_tile(prefill_only, shape, a100, True)
+    hd64 = AttentionShape(num_qo_heads=16, num_kv_heads=8, head_dim=64)
+    plan64 = policies.get("hybrid-serial").plan_hybrid([2048], [10240], hd64, H100)
+    assert not gluon_prefill_tile(plan64, hd64, H100, True)
+    mixed = policies.get("hybrid-colocated").plan_hybrid([512] + [1] * 32, [4608] + [4096] * 32,
+                                                         shape, H100)
+    assert mixed.schedule == "colocated" and not gluon_prefill_tile(mixed, shape, H100, True)
+    # Compute-bound prefill alone: the time scales with the inverse efficiency (launch aside).
+    base = HybridSimConstants()
+    t_gluon = simulate_hybrid(prefill_only, shape, H100).time_us
+    t_triton = simulate_hybrid(prefill_only, shape, H100, hybrid=dataclasses.replace(
+        base, wgmma_prefill_efficiency=base.prefill_efficiency)).time_us
+    ratio = base.wgmma_prefill_efficiency / base.prefill_efficiency
+    assert t_gluon < t_triton and t_triton / t_gluon == pytest.approx(ratio, rel=0.02)

@@ -66,15 +66,18 @@ class HybridSimConstants:
     07:16 UTC on the tile before pipelining and was 59% too slow on these rows; held out, the
     serial rows went from +25.7% to -0.2% median error (worst -24.7%), streams from +13.7% to
     -5.7%.
-    wgmma_prefill_efficiency: the same fraction for the Gluon prefill tile where the kernel runs
-    it (gluon_prefill_tile), (0..1]; 0.47 = 0.42 x 1.116, the median of its speed over the Triton
-    tile's in one process on the four prefill-only batches of call 2 of the nineteenth session
-    (H100, 1.041-1.134x; docs/PERFORMANCE.md). Held out, call 4's rows of the Gluon tile (same
-    batches, another call; 2048 after 8K / 512 after 4K / 2048 after 16K / 1536 after 12K):
-    +0.7 / -21.5 / +5.0 / +22.7% against +12.6 / -13.7 / +17.5 / +37.2% with prefill_efficiency
-    (median |error| 15.6% -> 13.3%, worst 37.2% -> 22.7%); the 512-token chunk, where the Gluon
-    tile gains least, reads further off, and the 1536-token chunk was 22% too slow already for
-    the Triton tile.
+    gluon_over_triton_prefill: how much faster the Gluon prefill tile runs than the Triton tile
+    where the kernel runs it (gluon_prefill_tile), >= 1; its tiles get prefill_efficiency x this
+    (wgmma_prefill_efficiency, capped at 1), so a fit of prefill_efficiency on either kernel's
+    rows moves both. 1.116: the median of the Gluon tile's speed over the Triton tile's in one
+    process on the four prefill-only batches of call 2 of the nineteenth session (H100,
+    1.041-1.134x; docs/PERFORMANCE.md). Held out, call 4's rows of the Gluon tile (same batches,
+    another call; 2048 after 8K / 512 after 4K / 2048 after 16K / 1536 after 12K): +0.7 / -21.5 /
+    +5.0 / +22.7% against +12.6 / -13.7 / +17.5 / +37.2% without it (median |error| 15.6% ->
+    13.3%, worst 37.2% -> 22.7%); the 512-token chunk, where the Gluon tile gains least, reads
+    further off, and the 1536-token chunk was 22% too slow already for the Triton tile. Rows
+    measured before the nineteenth session ran the Triton tile everywhere: fitting
+    prefill_efficiency on such H100/H200 rows at head_dim 128 reads it 11.6% low.
     single_cta_compute_fraction: most of an SM's math one CTA uses (0..1], 0.6.
     one_launch_decode_efficiency: fraction of its two-launch share of the bandwidth a decode task
     gets in a one-launch hybrid kernel (schedule fused or sm-aware) that also holds prefill tiles
@@ -124,9 +127,9 @@ class HybridSimConstants:
 
     prefill_efficiency: float = 0.42
     # The Gluon prefill tile (kernels/prefill_wgmma.py, hybrid_config's choice on sm_90 at
-    # head_dim 128 with 128-row tiles, for a prefill launch of one program per task): see
-    # gluon_prefill_tile and the class docstring.
-    wgmma_prefill_efficiency: float = 0.47
+    # head_dim 128 with 128-row tiles, for a prefill launch of one program per task): its speed
+    # over the Triton tile's; see gluon_prefill_tile and the class docstring.
+    gluon_over_triton_prefill: float = 1.116
     single_cta_compute_fraction: float = 0.6
     one_launch_decode_efficiency: float = 0.46
     decode_cta_rate_cap_bytes_per_s: float = 20e9
@@ -160,6 +163,11 @@ class HybridSimConstants:
         if not (isinstance(v, (int, float)) and 1e9 <= v <= 4e12):
             raise ValueError(f"decode_cta_rate_cap_bytes_per_s: {v!r} out of range; "
                              "allowed: 1e9 .. 4e12 bytes/s")
+
+    @property
+    def wgmma_prefill_efficiency(self) -> float:
+        """The Gluon prefill tile's fraction of the tensor-core peak (0..1]."""
+        return min(1.0, self.prefill_efficiency * self.gluon_over_triton_prefill)
 
 
 @dataclass(frozen=True)
@@ -235,8 +243,9 @@ def gluon_prefill_tile(plan: HybridPlan, shape: AttentionShape, device: DeviceSp
     """Whether kernels/hybrid.py runs this plan's prefill tiles through the Gluon tile
     (HybridConfig.prefill_wgmma, hybrid_config): a Hopper device, head_dim 128, 128-row tiles,
     16-bit pages (a 16-bit cache or an fp8 cache's 16-bit prefill copy), and a prefill launch of
-    one program per task: serial, streams, partitioned, or colocated without decodes (with decodes
-    colocated's prefill grid is persistent and keeps the Triton tile); one-launch schedules never."""
+    one program per task: serial, streams, partitioned, or colocated without decodes (with
+    decodes colocated's prefill grid is persistent and keeps the Triton tile); one-launch
+    schedules never."""
     name = device.name.lower().replace(" ", "")
     if not any(key in name for key in HOPPER_NAMES) or not sixteen_bit_pages:
         return False

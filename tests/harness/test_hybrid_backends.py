@@ -455,8 +455,7 @@ def test_simulator_counts_the_fp8_prefill_copy(monkeypatch):
     want = DEFAULT_CONSTANTS.launch_us + elems * (1 + DTYPE_BYTES["bf16"]) / bw * 1e6
     # The widened pages go through the Gluon tile on an H100 (gluon_prefill_tile), the fp8
     # tiles through the Triton one: give both the same rate to see the copy alone.
-    same_rate = HybridSimConstants(
-        wgmma_prefill_efficiency=HybridSimConstants().prefill_efficiency)
+    same_rate = HybridSimConstants(gluon_over_triton_prefill=1.0)
     r = simulate_hybrid(plan, shape8, H100, hybrid=same_rate)
     # The same plan with the copy taken away (a cap of 0) is faster by exactly the copy's time
     # (prefill tiles are compute-bound here, so their bytes do not move the result).
@@ -525,6 +524,6 @@ def test_simulator_gives_the_gluon_prefill_tile_its_rate_where_the_kernel_runs_i
     base = HybridSimConstants()
     t_gluon = simulate_hybrid(prefill_only, shape, H100).time_us
     t_triton = simulate_hybrid(prefill_only, shape, H100, hybrid=dataclasses.replace(
-        base, wgmma_prefill_efficiency=base.prefill_efficiency)).time_us
-    ratio = base.wgmma_prefill_efficiency / base.prefill_efficiency
+        base, gluon_over_triton_prefill=1.0)).time_us
+    ratio = base.gluon_over_triton_prefill
     assert t_gluon < t_triton and t_triton / t_gluon == pytest.approx(ratio, rel=0.02)

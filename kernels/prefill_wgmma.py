@@ -1,6 +1,6 @@
 """A Hopper prefill tile written in Gluon: paged causal attention for the hybrid kernel's prefill
-tasks, with the tensor-core products issued asynchronously so the softmax of one key block runs
-while the previous block's P.V product is still on the tensor cores.
+tasks, with the tensor-core products issued asynchronously (1.10-1.13x the Triton tile on chunks
+of 1.5K+ tokens on an H100, 128 keys per step; docs/PERFORMANCE.md, nineteenth session).
 
 Why it exists (docs/KERNEL_NOTES.md, "The prefill tile in Gluon"): Triton 3.6 waits for every
 warpgroup product right after issuing it unless the product only feeds its own accumulator, so
@@ -26,8 +26,9 @@ right after the two products (the softmax then stayed between the waits) measure
 Same task list (kernels/hybrid.py FIELDS), same numerics as `_prefill_task` (base-2 online
 softmax in float32, P rounded to the query type before its product, key <= pos causal mask on
 the diagonal and ragged steps only), so it is checked against the same float64 reference. It
-runs only where Gluon's Hopper ops exist (sm_90, 16-bit pages, head_dim 64 or 128, 128-row
-tiles); everything else, the Triton interpreter included, keeps `_prefill_task`.
+runs only where Gluon's Hopper ops exist (sm_90, 16-bit pages, head_dim 64 or 128, 64- or
+128-row tiles; kernels/hybrid.py `prefill_wgmma_ok`), and hybrid_config chooses it at head_dim 128
+with 128-row tiles; everything else, the Triton interpreter included, keeps `_prefill_task`.
 """
 
 from __future__ import annotations
@@ -52,8 +53,6 @@ try:  # Gluon ships with Triton >= 3.5; the Hopper ops need its NVIDIA backend.
 except ImportError:  # pragma: no cover - older Triton
     HAS_GLUON = False
 
-FIELDS = 9  # kernels/hybrid.py's task layout: kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi,
-# part_row, head
 BLOCK_MS = (64, 128)  # query rows (tokens x G) per tile: one or two warpgroups of 64 rows
 HEAD_DIMS = (64, 128)
 
@@ -131,6 +130,8 @@ if HAS_GLUON:
         q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
         kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
 
+        # kernels/hybrid.py's task layout, 9 int32 (FIELDS): kind, req, q_row0, n_tok, pos0,
+        # kv_lo, kv_hi, part_row, head.
         task = tasks_ptr + gl.program_id(0).to(gl.int64) * 9
         req = gl.load(task + 1)
         q_row0 = gl.load(task + 2)

@@ -546,9 +546,9 @@ class HybridConfig:
     # scratch NaN-filled between replays, and ran 1.07x faster than serial in geomean over 12
     # sweep cases against 1.04x for two streams (worst 0.92x against 0.79x).
     ordered_launch: bool = False
-    # Prefill tiles of a one-program-per-task prefill launch (serial and stream schedules, the
-    # tail-free two-launch ones) through kernels/prefill_wgmma.py's Gluon kernel (asynchronous
-    # warpgroup products overlapped with the softmax; sm_90 only, see prefill_wgmma_ok) with
+    # Prefill tiles of a one-program-per-task prefill launch (serial, streams, partitioned, and
+    # colocated without decodes) through kernels/prefill_wgmma.py's Gluon kernel (asynchronous
+    # warpgroup products, 128-key steps; sm_90 only, see prefill_wgmma_ok) with
     # wgmma_block_n keys per step and wgmma_stages K/V buffers. hybrid_config turns it on where
     # it was measured faster (head_dim 128, 128-row tiles: 1.11-1.13x the Triton tile on an
     # H100, docs/PERFORMANCE.md, nineteenth session); persistent prefill grids keep Triton's.
@@ -599,7 +599,7 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
 
 def prefill_wgmma_ok(plan: HybridPlan, cache: PagedKVCache, device) -> bool:
     """Whether kernels/prefill_wgmma.py can run this plan's prefill tiles: Gluon's Hopper ops
-    (a compiled sm_90 GPU, never the interpreter), 128-row tiles, head_dim 64 or 128, 16-bit
+    (a compiled sm_90 GPU, never the interpreter), 64- or 128-row tiles, head_dim 64 or 128, 16-bit
     queries (an fp8 cache's prefill tiles read its 16-bit copy, as they do in hybrid.py)."""
     from kvtune.kernels import prefill_wgmma
 
@@ -618,7 +618,7 @@ def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, 
     if INTERPRETED or q.device.type != "cuda":
         raise ValueError("prefill_wgmma: the Gluon prefill tile needs a compiled sm_90 GPU "
                          "(kernels.hybrid.prefill_wgmma_ok); set HybridConfig.prefill_wgmma=False")
-    cfg = launch.config
+    cfg, block_m = launch.config, launch.plan.prefill_block_m
     _, page_size, num_kv_heads, head_dim = pk.shape  # [pages, page_size, KV heads, head_dim]
     n = launch.num_prefill
     if n == 0:
@@ -628,8 +628,8 @@ def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, 
         launch.prefill_tasks, qk_scale_log2, v_scale,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), pk.stride(0), pk.stride(1),
         NUM_QO_HEADS=q.shape[1], G=q.shape[1] // num_kv_heads, HEAD_DIM=head_dim,
-        PAGE_SIZE=page_size, BLOCK_M=launch.plan.prefill_block_m, BLOCK_N=cfg.wgmma_block_n,
-        STAGES=cfg.wgmma_stages, num_warps=prefill_wgmma.num_warps_for(launch.plan.prefill_block_m))
+        PAGE_SIZE=page_size, BLOCK_M=block_m, BLOCK_N=cfg.wgmma_block_n, STAGES=cfg.wgmma_stages,
+        num_warps=prefill_wgmma.num_warps_for(block_m))
 
 
 def has_programmatic_launch(device: torch.device) -> bool:

@@ -75,7 +75,9 @@ class HybridSimConstants:
     another call; 2048 after 8K / 512 after 4K / 2048 after 16K / 1536 after 12K): +0.7 / -21.5 /
     +5.0 / +22.7% against +12.6 / -13.7 / +17.5 / +37.2% without it (median |error| 15.6% ->
     13.3%, worst 37.2% -> 22.7%); the 512-token chunk, where the Gluon tile gains least, reads
-    further off, and the 1536-token chunk was 22% too slow already for the Triton tile. Rows
+    further off, and the 1536-token chunk was 22% too slow already for the Triton tile. On call
+    8's `kvtune bench` rows (hybrid-serial, hybrid-streams and pod beside a 2048-token chunk,
+    held out): median |error| 7.9% -> 1.8% (`kvtune fidelity`). Rows
     measured before the nineteenth session ran the Triton tile everywhere: fitting
     prefill_efficiency on such H100/H200 rows at head_dim 128 reads it 11.6% low.
     single_cta_compute_fraction: most of an SM's math one CTA uses (0..1], 0.6.

@@ -42,7 +42,7 @@ import numpy as np
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS, FLOAT32_BYTES, SimConstants
 from kvtune.kernels.hybrid_plan import (HybridPlan, decodes_through_decode_kernel,
                                         widened_prefill_pages)
-from kvtune.kernels.hybrid_policies import tensor_flops_per_s
+from kvtune.kernels.hybrid_policies import preset_key, tensor_flops_per_s
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
 
 
@@ -236,8 +236,8 @@ def hybrid_tasks(plan: HybridPlan, shape: AttentionShape, widen_pages: int):
             np.concatenate(rows))
 
 
-# Device presets with sm_90 (Hopper) SMs, by name, as tensor_flops_per_s reads names.
-HOPPER_NAMES = ("h100", "h200", "h20")
+# Device presets with sm_90 (Hopper) SMs (hybrid_policies.preset_key).
+HOPPER_PRESETS = ("h100", "h200", "h20")
 
 
 def gluon_prefill_tile(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
@@ -248,8 +248,7 @@ def gluon_prefill_tile(plan: HybridPlan, shape: AttentionShape, device: DeviceSp
     one program per task: serial, streams, partitioned, or colocated without decodes (with
     decodes colocated's prefill grid is persistent and keeps the Triton tile); one-launch
     schedules never."""
-    name = device.name.lower().replace(" ", "")
-    if not any(key in name for key in HOPPER_NAMES) or not sixteen_bit_pages:
+    if preset_key(device) not in HOPPER_PRESETS or not sixteen_bit_pages:
         return False
     if shape.head_dim != 128 or plan.prefill_block_m != 128:
         return False

@@ -184,7 +184,7 @@ def _attend_kernel(
                 v = tl.load(v_ptr + kv_offs, mask=valid[:, :, None], other=0.0)
                 page_cur = page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
                 m3, l3, acc3 = online_softmax_step_split(q3, k, v, valid, m3, l3, acc3, score3,
-                                                          DOT_PRECISION, UPCAST_DOT, P_DTYPE)
+                                                         DOT_PRECISION, UPCAST_DOT, P_DTYPE)
             # Merge the slices: the same rescaling as the split-KV merge, in float32.
             m_i = tl.max(m3, 0)
             w = tl.exp2(m3 - m_i[None, :])  # a slice that saw no key has m = -inf: weight 0
@@ -197,7 +197,7 @@ def _attend_kernel(
             tok = kv_lo + offs_n
             valid = tok < kv_hi
             kv_offs = kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off, offs_d,
-                                  stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                                 stride_kv_page, stride_kv_tok, PAGE_SIZE)
             k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
             if V_WIDE:
                 page = tl.load(page_indices_ptr + page_base + tok // PAGE_SIZE, mask=valid,
@@ -217,7 +217,7 @@ def _attend_kernel(
                 k_next = tl.load(k_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
                 if V_WIDE:
                     v_next = load_e4m3_as_f16(v_ptr, row, valid_next, kv_head_off, HEAD_DIM,
-                                               BLOCK_N, ASM)
+                                              BLOCK_N, ASM)
                 else:
                     v_next = tl.load(v_ptr + kv_offs_next, mask=valid_next[:, None], other=0.0)
                 tok_after = tok_next + BLOCK_N
@@ -225,7 +225,7 @@ def _attend_kernel(
                 page_next = tl.load(page_indices_ptr + page_base + tok_after // PAGE_SIZE,
                                     mask=valid_after, other=0)
                 m_i, l_i, acc = online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
-                                                     DOT_PRECISION, UPCAST_DOT, P_DTYPE)
+                                                    DOT_PRECISION, UPCAST_DOT, P_DTYPE)
                 k, v, valid = k_next, v_next, valid_next
                 tok_next, valid_next = tok_after, valid_after
         elif PAGE_AHEAD and V_PAIRS:
@@ -242,7 +242,7 @@ def _attend_kernel(
                             mask=valid[:, None], other=0.0)
                 v_pairs = load_e4m3_pairs(v_ptr, row, valid, kv_head_off, HEAD_DIM)
                 page_cur = page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi,
-                                     PAGE_SIZE)
+                                    PAGE_SIZE)
                 m_i, l_i, acc_even, acc_odd = online_softmax_step_pairs(
                     q, k, v_pairs, valid, m_i, l_i, acc_even, acc_odd, score_scale, ASM)
             # Column 2j from acc_even[:, j], 2j + 1 from acc_odd[:, j].
@@ -265,7 +265,7 @@ def _attend_kernel(
                     v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 page_cur = page_ids(page_indices_ptr, page_base, tok + BLOCK_N, kv_hi, PAGE_SIZE)
                 m_i, l_i, acc = online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
-                                                     DOT_PRECISION, UPCAST_DOT, P_DTYPE)
+                                                    DOT_PRECISION, UPCAST_DOT, P_DTYPE)
         else:
             for n0 in range(kv_lo, kv_hi, BLOCK_N):
                 tok = n0 + offs_n
@@ -279,11 +279,11 @@ def _attend_kernel(
                     v = load_e4m3_as_f16(v_ptr, row, valid, kv_head_off, HEAD_DIM, BLOCK_N, ASM)
                 else:
                     kv_offs = kv_offsets(page_indices_ptr, page_base, tok, valid, kv_head_off,
-                                          offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
+                                         offs_d, stride_kv_page, stride_kv_tok, PAGE_SIZE)
                     k = tl.load(k_ptr + kv_offs, mask=valid[:, None], other=0.0)
                     v = tl.load(v_ptr + kv_offs, mask=valid[:, None], other=0.0)
                 m_i, l_i, acc = online_softmax_step(q, k, v, valid, m_i, l_i, acc, score_scale,
-                                                     DOT_PRECISION, UPCAST_DOT, P_DTYPE)
+                                                    DOT_PRECISION, UPCAST_DOT, P_DTYPE)
 
         if KV_FP8:
             o = acc * (v_scale / l_i)[:, None]

@@ -275,8 +275,8 @@ SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 # (no twin): at page 64 a 128-token tile is two contiguous runs of 16 KB per KV head, so the
 # gathers that favour 64-token tiles at page 16 are gone. H100 sweep (seventeenth session,
 # llama3-8b page 64; docs/PERFORMANCE.md), us, bn128-w8-s3-pa / the page-16 entry bn64-w4-s4-pa
-# / its twin bn64-w4-s3-pa / FlashInfer (the session's matrix): skew80 B=8 balanced-2x 383.2 / 384.3
-# / 404.3 / 374.7; skew80 B=64 balanced-2x 392.3 / 406.1 / 406.5 / 382.9; uniform B=64
+# / its twin bn64-w4-s3-pa / FlashInfer (the session's matrix): skew80 B=8 balanced-2x 383.2 /
+# 384.3 / 404.3 / 374.7; skew80 B=64 balanced-2x 392.3 / 406.1 / 406.5 / 382.9; uniform B=64
 # balanced-2x 362.2 / 365.5 / 396.7 / 362.5; uniform B=64 fixed-2048 371.8 / 374.5 / 374.2 /
 # 370.7. The twin bn128-w8-s2-pa: 400.2, 396.5, 360.7, 368.3 (slower on the two skewed ones).
 # Decode launches only (default_config(decode_launch=True)); the hybrid kernels size their decode
@@ -331,8 +331,8 @@ CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
     (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3),
               _ws(128, 4, 3, 4), _ws(128, 4, 4, 4), _ws(256, 8, 2, 8), _ws(128, 2, 4, 2)),
-    (128, 2): (_c(128, 4, 2), _c(128, 4, 3), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4), _pa(128, 8, 4),
-               _pa(64, 4, 3), _pa(128, 8, 2),
+    (128, 2): (_c(128, 4, 2), _c(128, 4, 3), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4),
+               _pa(128, 8, 4), _pa(64, 4, 3), _pa(128, 8, 2),
                _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
                _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3),

@@ -158,10 +158,10 @@ def _task_query(q_ptr, req, head, stride_q_b, stride_q_h, qk_scale_log2, offs_g,
     return q, score_scale
 
 
-@triton.jit(do_not_specialize=["num_programs"])
+@triton.jit
 def _attend_flat_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr,
-    page_indptr_ptr, page_indices_ptr, rows_ptr, first_ptr, tiles_ptr, num_programs,
+    page_indptr_ptr, page_indices_ptr, rows_ptr, first_ptr, tiles_ptr,
     qk_scale_log2, v_scale,
     stride_q_b, stride_q_h, stride_o_b, stride_o_h,
     stride_kv_page, stride_kv_tok, stride_part_row,
@@ -276,7 +276,7 @@ def launch_flat(flat: FlatSchedule, q: torch.Tensor, k_pages: torch.Tensor,
     num_stages and the optional maxnreg / launch_pdl."""
     _attend_flat_kernel[(flat.programs,)](
         q, k_pages, v_pages, out, partial_out, partial_lse, page_indptr, page_indices,
-        flat.rows, flat.first, flat.tiles, flat.programs, qk_scale_log2, v_scale,
+        flat.rows, flat.first, flat.tiles, qk_scale_log2, v_scale,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_pages.stride(0), k_pages.stride(1), partial_out.stride(0),
         ROW=ROW_FIELDS, **constants, **options,

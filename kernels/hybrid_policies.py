@@ -55,15 +55,24 @@ TENSOR_FLOPS_PER_S = {"h100": 989e12, "h200": 989e12, "a100": 312e12, "h20": 148
 FALLBACK_FLOPS_PER_BYTE = 250.0
 
 
+def preset_key(device: DeviceSpec) -> str | None:
+    """The TENSOR_FLOPS_PER_S preset a device's name contains ("NVIDIA H100 80GB HBM3" -> "h100";
+    "h200" is tried before "h20"), or None."""
+    low = device.name.lower().replace(" ", "")
+    for key in ("h200", "h100", "h20", "a100", "b200", "l40s"):
+        if key in low:
+            return key
+    return None
+
+
 def tensor_flops_per_s(device: DeviceSpec) -> float:
     """The device's dense 16-bit tensor-core rate, FLOP/s (by preset name, else an estimate)."""
     rate = getattr(device, "tensor_flops_per_s", None)
     if rate:
         return float(rate)
-    low = device.name.lower().replace(" ", "")
-    for key in ("h200", "h100", "h20", "a100", "b200", "l40s"):
-        if key in low:
-            return TENSOR_FLOPS_PER_S[key]
+    key = preset_key(device)
+    if key is not None:
+        return TENSOR_FLOPS_PER_S[key]
     return FALLBACK_FLOPS_PER_BYTE * device.hbm_bytes_per_s
 
 

@@ -18,6 +18,10 @@ interleaved over --rounds rounds:
                 programs instead of one per SM (S in (0, 1]): the decode grid then has whole
                 SMs on the rest until the tail (one program per SM) joins; a probe for a
                 prefill share by the decode part's weight, as POD's proportional policy.
+  ordered-wgNsS (--colocated-wgmma N:S,...) ordered with the persistent prefill grid and tail
+                through kernels/prefill_wgmma.py's Gluon tile (HybridConfig.colocated_wgmma)
+                at N keys per step and S K/V buffers; only where the Gluon tile can run
+                (kernels.hybrid.prefill_wgmma_ok: an sm_90 GPU), never under the interpreter.
 Every variant is checked against the float64 reference before it is timed. Timer: bench_hybrid.py's
 CUDA-event pairs, L2 flushed before each, median of --reps per round; the spread across rounds
 (max / min of the round medians) and p90 / p10 within them show a bimodal step.
@@ -60,16 +64,17 @@ import torch  # noqa: E402
 from bench_hybrid import (BatchData, EventTimer, WallTimer, check_launch,  # noqa: E402
                           copy_bandwidth, dry_cases, geomean, time_launch)
 from kvtune.kernels import policies  # noqa: E402
-from kvtune.kernels.hybrid import (has_programmatic_launch, prepare_hybrid,  # noqa: E402
-                                   run_hybrid)
+from kvtune.kernels.hybrid import (has_programmatic_launch, prefill_wgmma_ok,  # noqa: E402
+                                   prepare_hybrid, run_hybrid)
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
 
 VARIANTS = ("serial", "two-streams", "ordered", "heuristic")
 DRY_REPLAYS = 2  # --dry-run runs at most this many replays (each is a run under the interpreter)
 
 
-def launches(data: BatchData, spec, heuristic: str | None, shares=()) -> dict:
-    """The HybridLaunch of every variant for one batch (shares: the ordered-pS probes)."""
+def launches(data: BatchData, spec, heuristic: str | None, shares=(), wgmma=()) -> dict:
+    """The HybridLaunch of every variant for one batch (shares: the ordered-pS probes; wgmma:
+    (keys per step, buffers) of the ordered-wgNsS probes)."""
     b = data.batch
 
     def prep(name, **kw):
@@ -87,6 +92,12 @@ def launches(data: BatchData, spec, heuristic: str | None, shares=()) -> dict:
         programs = max(1, round(share * spec.sm_count))
         out[f"ordered-p{share:g}"] = dataclasses.replace(col, config=dataclasses.replace(
             out["ordered"].config, persistent_prefill_programs=programs))
+    if prefill_wgmma_ok(col.plan, data.cache, data.cache.device):
+        for block_n, stages in wgmma:
+            out[f"ordered-wg{block_n}s{stages}"] = dataclasses.replace(
+                col, config=dataclasses.replace(
+                    out["ordered"].config, colocated_wgmma=True, colocated_wgmma_block_n=block_n,
+                    colocated_wgmma_stages=stages))
     return out
 
 
@@ -172,9 +183,10 @@ def add_replays(row: dict, name: str, launch, data: BatchData, ref_out: torch.Te
           f"{r['counter_zero']}", flush=True)
 
 
-def run_case(case, device, dtype, spec, timer, rounds, heuristic, replays=0, shares=()) -> dict:
+def run_case(case, device, dtype, spec, timer, rounds, heuristic, replays=0, shares=(),
+             wgmma=()) -> dict:
     data = BatchData(case.batch(), device, dtype)
-    lch = launches(data, spec, heuristic, shares)
+    lch = launches(data, spec, heuristic, shares, wgmma)
     entry = {"case_id": case.case_id, "ordered_launch": lch["ordered"].config.ordered_launch,
              "variants": {}}
     refs = {}
@@ -300,6 +312,9 @@ def main(argv=None) -> int:
     ap.add_argument("--heuristic", metavar="FILE", default=None)
     ap.add_argument("--shares", default="", metavar="S,...",
                     help="ordered-pS variants: persistent prefill programs = S x SMs, S in (0, 1]")
+    ap.add_argument("--colocated-wgmma", default="", metavar="N:S,...",
+                    help="ordered-wgNsS variants: the Gluon persistent prefill grid at N keys "
+                         "per step (32, 64 or 128) and S K/V buffers (2-4)")
     ap.add_argument("--replays", type=int, default=0, metavar="N",
                     help="replays of each checked variant before timing (0: off; at most "
                          f"{DRY_REPLAYS} with --dry-run)")
@@ -311,6 +326,15 @@ def main(argv=None) -> int:
     if any(not 0 < x <= 1 for x in shares):
         print(f"bench_colocated_order: error: --shares must be numbers in (0, 1], got "
               f"{args.shares!r}", file=sys.stderr)
+        return 2
+    try:
+        wgmma = tuple(tuple(int(v) for v in x.split(":")) for x in args.colocated_wgmma.split(",")
+                      if x.strip())
+    except ValueError:
+        wgmma = ((0, 0),)
+    if any(len(w) != 2 or w[0] not in (32, 64, 128) or not 2 <= w[1] <= 4 for w in wgmma):
+        print(f"bench_colocated_order: error: --colocated-wgmma must be N:S pairs with N in "
+              f"32, 64, 128 and S in 2..4, got {args.colocated_wgmma!r}", file=sys.stderr)
         return 2
     if args.rounds < 1 or args.skip_cases < 0 or args.max_cases < 1 or args.replays < 0:
         print("bench_colocated_order: error: --rounds / --max-cases must be >= 1, --skip-cases "
@@ -352,7 +376,7 @@ def main(argv=None) -> int:
             continue
         try:
             results["cases"].append(run_case(case, device, dtype, spec, timer, args.rounds,
-                                             args.heuristic, replays, shares))
+                                             args.heuristic, replays, shares, wgmma))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             results["cases"].append({"case_id": case.case_id, "variants": {},
                                      "error": f"{type(exc).__name__}: {exc}"})

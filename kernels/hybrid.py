@@ -555,6 +555,13 @@ class HybridConfig:
     prefill_wgmma: bool = False
     wgmma_block_n: int = 128
     wgmma_stages: int = 3
+    # The persistent prefill grid and tail of the colocated schedule through the same Gluon
+    # kernel (PERSISTENT: the dynamic counter and the ordered-launch roles of MODE_DYNAMIC),
+    # with colocated_wgmma_block_n keys per step and colocated_wgmma_stages K/V buffers: the
+    # 64-row tile must leave an SM room for decode programs beside it.
+    colocated_wgmma: bool = False
+    colocated_wgmma_block_n: int = 64
+    colocated_wgmma_stages: int = 2
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -611,25 +618,37 @@ def prefill_wgmma_ok(plan: HybridPlan, cache: PagedKVCache, device) -> bool:
             and cache.shape.dtype in ("bf16", "fp16"))
 
 
-def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, p_indices):
-    """The prefill launch through kernels/prefill_wgmma.py: one program per prefill task."""
+def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, p_indices, *,
+                      programs=None, dynamic_programs=0, trigger=False, dependent=False, role=0):
+    """The prefill launch through kernels/prefill_wgmma.py: one program per prefill task, or
+    (programs > 0) a persistent grid of that many programs taking tasks from launch.counter,
+    as `_hybrid_kernel`'s MODE_DYNAMIC with the same dynamic_programs, trigger, dependent and
+    role arguments (run_hybrid's launch_kernel)."""
     from kvtune.kernels import prefill_wgmma
 
     if INTERPRETED or q.device.type != "cuda":
         raise ValueError("prefill_wgmma: the Gluon prefill tile needs a compiled sm_90 GPU "
                          "(kernels.hybrid.prefill_wgmma_ok); set HybridConfig.prefill_wgmma=False")
-    cfg, block_m = launch.config, launch.plan.prefill_block_m
+    cfg, plan = launch.config, launch.plan
     _, page_size, num_kv_heads, head_dim = pk.shape  # [pages, page_size, KV heads, head_dim]
     n = launch.num_prefill
     if n == 0:
         return
-    prefill_wgmma.prefill_wgmma_kernel[(n,)](
+    block_n, stages = (cfg.colocated_wgmma_block_n, cfg.colocated_wgmma_stages) if programs \
+        else (cfg.wgmma_block_n, cfg.wgmma_stages)
+    extra = {"PERSISTENT": True, "NUM_SMS": plan.sm_count, "ORDERED_ROLE": role,
+             "CTR_PAD": triton.next_power_of_2(plan.sm_count + 4)} if programs else {}
+    if trigger:
+        extra["GDC_TRIGGER"] = True
+    if dependent:
+        extra["launch_pdl"] = True
+    prefill_wgmma.prefill_wgmma_kernel[(programs or n,)](
         q, pk, pv, out, launch.partial_out, launch.partial_lse, p_indptr, p_indices,
-        launch.prefill_tasks, qk_scale_log2, v_scale,
+        launch.prefill_tasks, launch.counter, n, dynamic_programs, qk_scale_log2, v_scale,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), pk.stride(0), pk.stride(1),
         NUM_QO_HEADS=q.shape[1], G=q.shape[1] // num_kv_heads, HEAD_DIM=head_dim,
-        PAGE_SIZE=page_size, BLOCK_M=block_m, BLOCK_N=cfg.wgmma_block_n, STAGES=cfg.wgmma_stages,
-        num_warps=prefill_wgmma.num_warps_for(block_m))
+        PAGE_SIZE=page_size, BLOCK_M=plan.prefill_block_m, BLOCK_N=block_n, STAGES=stages,
+        num_warps=prefill_wgmma.num_warps_for(plan.prefill_block_m), **extra)
 
 
 def has_programmatic_launch(device: torch.device) -> bool:
@@ -983,15 +1002,24 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             if cfg.persistent_prefill_programs and both else 0
         tprog = min(P, cfg.prefill_tail_programs) if pprog else 0
 
+        # The Gluon tile reads 16-bit pages of the query type: a 16-bit cache, or an fp8
+        # cache's 16-bit prefill copy (an fp8 step without the copy keeps the Triton tile).
+        gluon_pages = pk.dtype == q.dtype
+
+        def persistent_prefill(programs, **order):
+            if cfg.colocated_wgmma and gluon_pages:
+                run_prefill_wgmma(launch, q, out, scale * cache.k_scale * LOG2_E, cache.v_scale,
+                                  pk, pv, p_indptr, p_indices, programs=programs, **order)
+            else:
+                launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
+                              False, programs, **order)
+
         def prefill_launch(programs):
-            # The Gluon tile reads 16-bit pages of the query type: a 16-bit cache, or an fp8
-            # cache's 16-bit prefill copy (an fp8 step without the copy keeps the Triton tile).
-            if not programs and cfg.prefill_wgmma and pk.dtype == q.dtype:
+            if not programs and cfg.prefill_wgmma and gluon_pages:
                 run_prefill_wgmma(launch, q, out, scale * cache.k_scale * LOG2_E, cache.v_scale,
                                   pk, pv, p_indptr, p_indices)
             elif programs:
-                launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
-                              False, programs, dynamic_programs=pprog + tprog)
+                persistent_prefill(programs, dynamic_programs=pprog + tprog)
             else:
                 launch_kernel(launch.prefill_tasks, P, 0, MODE_GRID, cfg.prefill_warps, True,
                               False)
@@ -1010,11 +1038,9 @@ def run_hybrid(launch: HybridLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             # One stream: the decode grid starts once every persistent prefill program is
             # resident, the tail once the decode grid is done, and the tail leaves last
             # (HybridConfig.ordered_launch).
-            launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
-                          False, pprog, trigger=True, role=1)
+            persistent_prefill(pprog, trigger=True, role=1)
             decode_launch(dependent=True)
-            launch_kernel(launch.prefill_tasks, P, 0, MODE_DYNAMIC, cfg.prefill_warps, True,
-                          False, tprog, dynamic_programs=pprog, dependent=True, role=2)
+            persistent_prefill(tprog, dynamic_programs=pprog, dependent=True, role=2)
         elif side is not None and both:
             main = torch.cuda.current_stream(q.device)
             side.wait_stream(main)

@@ -105,34 +105,32 @@ if HAS_GLUON:
         return p, alpha, m_new, l_new
 
     @gluon.jit
-    def prefill_wgmma_kernel(
-        q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
-        page_indices_ptr, tasks_ptr, qk_scale_log2, v_scale,
-        stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+    def _attend_task(
+        task, q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+        page_indices_ptr, qk_scale_log2, v_scale, stride_q_t, stride_q_h, stride_o_t, stride_o_h,
+        stride_kv_page, stride_kv_tok, q_smem, k_smem, v_smem,
         NUM_QO_HEADS: gl.constexpr, G: gl.constexpr, HEAD_DIM: gl.constexpr,
         PAGE_SIZE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-        STAGES: gl.constexpr, num_warps: gl.constexpr,
+        STAGES: gl.constexpr, NUM_WARPS: gl.constexpr,
     ):
-        """One prefill task (kind 1) per program: BLOCK_M query rows (tokens x G heads of one KV
-        head) against the task's keys kv_lo .. kv_hi - 1, written like kernels/hybrid.py's
-        `_store_rows` (normalised into out, or partial rows and base-2 lses for the merge)."""
-        gl.static_assert(STAGES >= 2, "STAGES: at least 2 K/V buffers")
+        """One prefill task (kind 1; `task` points at its 9 int32 fields): BLOCK_M query rows
+        (tokens x G heads of one KV head) against the task's keys kv_lo .. kv_hi - 1, written
+        like kernels/hybrid.py's `_store_rows` (normalised into out, or partial rows and base-2
+        lses for the merge). q_smem, k_smem and v_smem are the program's buffers; every copy
+        into them has landed and every product reading them has finished when this returns."""
         dtype: gl.constexpr = q_ptr.dtype.element_ty
         # Layouts. Loads: 16 bytes per thread along head_dim. Products: m64nNk16 warpgroup MMAs
         # with the warps stacked along the rows (each warpgroup owns 64 rows).
         TPW_D: gl.constexpr = HEAD_DIM // 8
-        ld: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [num_warps, 1], [1, 0])
-        s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+        ld: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [NUM_WARPS, 1], [1, 0])
+        s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1],
                                                       instr_shape=[16, BLOCK_N, 16])
-        o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+        o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1],
                                                       instr_shape=[16, HEAD_DIM, 16])
         p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
-        q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
-        kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
 
         # kernels/hybrid.py's task layout, 9 int32 (FIELDS): kind, req, q_row0, n_tok, pos0,
         # kv_lo, kv_hi, part_row, head.
-        task = tasks_ptr + gl.program_id(0).to(gl.int64) * 9
         req = gl.load(task + 1)
         q_row0 = gl.load(task + 2)
         n_tok = gl.load(task + 3)
@@ -151,9 +149,7 @@ if HAS_GLUON:
         q_offs = (q_row0 + tok).to(gl.int64) * stride_q_t + (head * G + rows % G) * stride_q_h
         q = gl.load(q_ptr + gl.expand_dims(q_offs, 1) + gl.expand_dims(offs_d, 0),
                     mask=gl.expand_dims(tok < n_tok, 1), other=0.0)
-        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_sl, q)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
-        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
+        q_smem.store(q)
         fence_async_shared()
 
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ld))
@@ -216,7 +212,7 @@ if HAS_GLUON:
         p_op = gl.convert_layout(p.to(dtype), p_l)
         o_tok = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(o_tok,))
-        cp.wait_group(0)
+        cp.wait_group(0)  # the empty groups past the last block
 
         # Out: normalised rows, or partial rows and their base-2 lses.
         l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_l))
@@ -238,3 +234,80 @@ if HAS_GLUON:
                      mask=ok)
             lse = gl.where(has, m_o + gl.log2(gl.where(has, l_o, 1.0)), float("-inf"))
             gl.store(part_lse_ptr + prow, lse, mask=tok_o < n_tok)
+
+
+    @gluon.jit
+    def _launch_dependents():
+        """Programmatic dependent launch: the next launch on the stream may start once every
+        program of this one has executed this (PTX `griddepcontrol.launch_dependents`)."""
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit(do_not_specialize=["num_tasks", "dynamic_programs"])
+    def prefill_wgmma_kernel(
+        q_ptr, k_ptr, v_ptr, out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr,
+        page_indices_ptr, tasks_ptr, counter_ptr, num_tasks, dynamic_programs, qk_scale_log2,
+        v_scale, stride_q_t, stride_q_h, stride_o_t, stride_o_h, stride_kv_page, stride_kv_tok,
+        NUM_QO_HEADS: gl.constexpr, G: gl.constexpr, HEAD_DIM: gl.constexpr,
+        PAGE_SIZE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr, num_warps: gl.constexpr, PERSISTENT: gl.constexpr = False,
+        NUM_SMS: gl.constexpr = 1, CTR_PAD: gl.constexpr = 1, GDC_TRIGGER: gl.constexpr = False,
+        ORDERED_ROLE: gl.constexpr = 0,
+    ):
+        """Prefill tasks (kernels/hybrid.py FIELDS, kind 1) of tasks_ptr [num_tasks, 9].
+
+        PERSISTENT False: program p runs task p (a grid of num_tasks programs).
+        PERSISTENT True: kernels/hybrid.py's MODE_DYNAMIC with its counters (int32 [NUM_SMS + 4]:
+        per-SM tickets, the task counter at NUM_SMS, programs out at NUM_SMS + 2, tail programs
+        out at NUM_SMS + 3): each program takes the next task from the counter until none is
+        left, so a persistent grid of one program per SM holds part of every SM (the co-located
+        schedule). ORDERED_ROLE as `_hybrid_kernel`'s: 0, the last of dynamic_programs programs
+        (over every launch sharing the counter) resets it; 1, the persistent grid of an ordered
+        chain counts out; 2, the chain's tail leaves once dynamic_programs have counted out and
+        its last program resets. GDC_TRIGGER: let the next launch start once this one's
+        programs are resident (HybridConfig.ordered_launch)."""
+        gl.static_assert(STAGES >= 2, "STAGES: at least 2 K/V buffers")
+        if GDC_TRIGGER:
+            _launch_dependents()
+        dtype: gl.constexpr = q_ptr.dtype.element_ty
+        q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+        kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_sl)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
+        if PERSISTENT:
+            t = gl.atomic_add(counter_ptr + NUM_SMS, 1)
+            while t < num_tasks:
+                _attend_task(tasks_ptr + t.to(gl.int64) * 9, q_ptr, k_ptr, v_ptr, out_ptr,
+                             part_o_ptr, part_lse_ptr, page_indptr_ptr, page_indices_ptr,
+                             qk_scale_log2, v_scale, stride_q_t, stride_q_h, stride_o_t,
+                             stride_o_h, stride_kv_page, stride_kv_tok, q_smem, k_smem, v_smem,
+                             NUM_QO_HEADS, G, HEAD_DIM, PAGE_SIZE, BLOCK_M, BLOCK_N, STAGES,
+                             num_warps)
+                # Every warp is past the task's last reads of Q, K and V before the next task
+                # writes them, and past its stores before the count-out below.
+                cta_barrier()
+                t = gl.atomic_add(counter_ptr + NUM_SMS, 1)
+            ctr_l: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+            offs = gl.arange(0, CTR_PAD, layout=ctr_l)
+            if ORDERED_ROLE == 0:
+                done = gl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
+                if done == dynamic_programs - 1:
+                    gl.store(counter_ptr + offs, gl.zeros([CTR_PAD], gl.int32, ctr_l),
+                             mask=offs < NUM_SMS + 4)
+            elif ORDERED_ROLE == 1:
+                gl.atomic_add(counter_ptr + NUM_SMS + 2, 1)
+            else:
+                out_count = gl.atomic_add(counter_ptr + NUM_SMS + 2, 0)
+                while out_count < dynamic_programs:
+                    out_count = gl.atomic_add(counter_ptr + NUM_SMS + 2, 0)
+                left = gl.atomic_add(counter_ptr + NUM_SMS + 3, 1)
+                if left == gl.num_programs(0) - 1:
+                    gl.store(counter_ptr + offs, gl.zeros([CTR_PAD], gl.int32, ctr_l),
+                             mask=offs < NUM_SMS + 4)
+        else:
+            _attend_task(tasks_ptr + gl.program_id(0).to(gl.int64) * 9, q_ptr, k_ptr, v_ptr,
+                         out_ptr, part_o_ptr, part_lse_ptr, page_indptr_ptr, page_indices_ptr,
+                         qk_scale_log2, v_scale, stride_q_t, stride_q_h, stride_o_t, stride_o_h,
+                         stride_kv_page, stride_kv_tok, q_smem, k_smem, v_smem, NUM_QO_HEADS, G,
+                         HEAD_DIM, PAGE_SIZE, BLOCK_M, BLOCK_N, STAGES, num_warps)

@@ -25,17 +25,21 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from kvtune.kernels import prefill_wgmma as m
 
 rows = []
-for head_dim, block_m, block_n, stages in json.loads(sys.argv[1]):
+for head_dim, block_m, block_n, stages, role in json.loads(sys.argv[1]):
     fn = m.prefill_wgmma_kernel
     ptrs = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16",
             "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "page_indptr_ptr": "*i32",
-            "page_indices_ptr": "*i32", "tasks_ptr": "*i32"}
+            "page_indices_ptr": "*i32", "tasks_ptr": "*i32", "counter_ptr": "*i32"}
+    ints = ("num_tasks", "dynamic_programs")
     sig = {n: ptrs.get(n, "fp32" if n in ("qk_scale_log2", "v_scale")
-                       else "i32" if n.startswith("stride") else "constexpr")
+                       else "i32" if n.startswith("stride") or n in ints else "constexpr")
            for n in fn.arg_names}
     warps = m.num_warps_for(block_m)
     consts = {"NUM_QO_HEADS": 32, "G": 4, "HEAD_DIM": head_dim, "PAGE_SIZE": 16,
               "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "num_warps": warps}
+    if role is not None:  # the persistent grid (role 1, with the trigger) or the tail (role 2)
+        consts.update({"PERSISTENT": True, "NUM_SMS": 132, "CTR_PAD": 256,
+                       "GDC_TRIGGER": role == 1, "ORDERED_ROLE": role})
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in sig
              if n.endswith("_ptr") or n.startswith("stride")}
     k = triton.compile(GluonASTSource(fn, sig, constexprs=consts, attrs=attrs), target=cs.TARGET,
@@ -45,20 +49,25 @@ for head_dim, block_m, block_n, stages in json.loads(sys.argv[1]):
     waits = sorted(set(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)))
     rows.append({"regs": regs, "spills": spills, "smem": k.metadata.shared,
                  "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)), "waits": waits,
-                 "cp_async": len(re.findall(r"cp\.async\.cg\.shared\.global", ptx))})
+                 "cp_async": len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)),
+                 "trigger": ptx.count("griddepcontrol.launch_dependents"),
+                 "atomics": len(re.findall(r"atom\.global", ptx))})
 print(json.dumps(rows))
 """
 
 
 def test_the_gluon_prefill_tile_compiles_for_sm90_with_a_product_left_in_flight():
-    cases = [[128, 128, 128, 3], [64, 64, 64, 3]]
+    # One program per task at 128 and 64 rows; the colocated schedule's persistent grid (role
+    # 1) and tail (role 2) at 64 rows, 64 keys, 2 buffers.
+    cases = [[128, 128, 128, 3, None], [64, 64, 64, 3, None], [128, 64, 64, 2, 1],
+             [128, 64, 64, 2, 2]]
     env = {**os.environ, "PYTHONPATH": str(BENCH)}
     env.pop("TRITON_INTERPRET", None)
     res = subprocess.run([sys.executable, "-c", COMPILE, json.dumps(cases)], env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = json.loads(res.stdout.strip().splitlines()[-1])
-    for (head_dim, block_m, block_n, stages), row in zip(cases, rows):
+    for (head_dim, block_m, block_n, stages, role), row in zip(cases, rows):
         assert row["spills"] == 0 and 0 < row["regs"] <= 255, row
         # Q plus STAGES K and V buffers, all 16-bit, within one SM's 227 KB per block.
         assert row["smem"] >= 2 * (block_m + 2 * stages * block_n) * head_dim
@@ -66,6 +75,12 @@ def test_the_gluon_prefill_tile_compiles_for_sm90_with_a_product_left_in_flight(
         assert row["wgmma"] > 0 and row["cp_async"] > 0
         # The overlap itself: a wait that leaves one product (P.V) in flight during the softmax.
         assert "1" in row["waits"] and "0" in row["waits"], row
+        # The persistent grid signals its dependents once resident; only it does. Its programs
+        # take tasks from the counter and count out; the tail also waits for them and resets.
+        assert row["trigger"] == (1 if role == 1 else 0), row
+        assert row["atomics"] >= {None: 0, 1: 2, 2: 4}[role], row
+        if role is None:
+            assert row["atomics"] == 0, row
 
 
 def test_the_interpreter_never_chooses_the_gluon_tile():

@@ -85,7 +85,9 @@ def overall_summary(buckets: list, deferred: list, how: str, held_ids: list,
     measured = {}
     for b in buckets:
         v = b.get("validation") or {}
-        if v.get("source") == "validation":
+        # Measured on cases the bucket's search never saw: a tune's held-out check, or a
+        # re-validation of a finished file (studies/hybrid_revalidate.py).
+        if v.get("source") in ("validation", "revalidation"):
             measured.update({r["case_id"]: r["serial_us"] / r["tuned_us"] for r in v["cases"]})
     ratios = {cid: measured.get(cid, 1.0) for cid in held_ids}
     return {"how": how, "cases": len(ratios), "speedup_vs_serial": _spread(ratios),

@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
     p = add_command(sub, "tune", "tune the split heuristic per batch-size bucket (Optuna)", [
         "kvtune tune --study demo --suite prod-mix --backend simulator --device-model h200 --trials 40",
         "kvtune tune --study demo --resume --trials 80",
+        "kvtune tune --study h100-hybrid --revalidate results/<run>/hybrid_heuristic.json",
     ], "Search the five split knobs per batch-size bucket with Optuna, re-measure the finalists, "
        "and store the result in the study and under results/<run-id>/.")
     p.add_argument("--study", required=True,
@@ -71,6 +72,10 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the named study (or create it); hybrid suites: keep the "
                         "buckets the newest earlier run of the study decided, search the rest")
+    p.add_argument("--revalidate", metavar="FILE",
+                   help="hybrid knobs: measure a finished hybrid_heuristic.json's shipped buckets "
+                        "against today's serial step (no search) and write a new file where a "
+                        "bucket that no longer beats serial defers; FILE is not changed")
     p.add_argument("--workers", type=int, help="worker processes sharing the study (default 1)")
     p.add_argument("--gpus", help="GPU indices for the workers, e.g. 0,1 (default: all)")
     p.add_argument("--timeout-s", type=float, help="stop searching after this many seconds")

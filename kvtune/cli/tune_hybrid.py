@@ -1,5 +1,7 @@
 """`kvtune tune --suite hybrid` (or `--distribution hybrid`): the hybrid knobs per (decodes,
-prefill tokens) bucket, by studies/hybrid_tune.py. kvtune/cli/tune.py hands such runs here.
+prefill tokens) bucket, by studies/hybrid_tune.py. kvtune/cli/tune.py hands such runs here, and
+`kvtune tune --revalidate FILE` (studies/hybrid_revalidate.py: a finished file's shipped buckets
+measured again against the serial step, no search).
 
 Options of `kvtune tune` that belong to the split-knob study (buckets, sampler, objective,
 space, oracle, storage, ...) are not used by this search and are refused (one line, exit 2).
@@ -13,14 +15,19 @@ import sys
 USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shape", "page_size",
         "dtype", "q_len", "num_qo_heads", "num_kv_heads", "head_dim", "backend", "device_model",
         "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress", "validate",
-        "finalist_rounds", "finalists", "resume"}
+        "finalist_rounds", "finalists", "resume", "revalidate"}
+# What a re-validation reads: the file holds the shape and the buckets, so the case and search
+# options would be ignored, and are refused instead.
+REVALIDATE_USED = {"study", "backend", "device_model", "timer", "warm_l2", "stopping", "out",
+                   "no_progress", "validate", "finalist_rounds", "revalidate"}
 
 
 def wants_hybrid(args: argparse.Namespace) -> bool:
     from kvtune.workloads.hybrid import DISTRIBUTION, HYBRID_SUITES
 
     return (getattr(args, "suite", None) in HYBRID_SUITES
-            or getattr(args, "distribution", None) == DISTRIBUTION)
+            or getattr(args, "distribution", None) == DISTRIBUTION
+            or getattr(args, "revalidate", None) is not None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,10 +36,13 @@ def run(args: argparse.Namespace) -> int:
     from kvtune.workloads.selection import CaseSettings
 
     given = {k for k in vars(args) if k not in ("handler", "command", "command_line")}
-    refused = sorted(given - USED)
+    revalidate = getattr(args, "revalidate", None)
+    refused = sorted(given - (REVALIDATE_USED if revalidate is not None else USED))
     if refused:
-        raise ValueError(f"tune: option --{refused[0].replace('_', '-')} is not used when tuning "
-                         "hybrid knobs (--suite/--distribution hybrid)")
+        what = ("re-validating a hybrid file (--revalidate: its shape and buckets come from the "
+                "file)" if revalidate is not None
+                else "tuning hybrid knobs (--suite/--distribution hybrid)")
+        raise ValueError(f"tune: option --{refused[0].replace('_', '-')} is not used when {what}")
     g = lambda k, d=None: getattr(args, k, d)  # noqa: E731 - absent options are suppressed
     cases = CaseSettings(suite=g("suite"), distribution=g("distribution"),
                          batch_sizes=g("batch_sizes"), params=tuple(g("param") or ()),
@@ -49,7 +59,13 @@ def run(args: argparse.Namespace) -> int:
                                   finalist_rounds=g("finalist_rounds", 3),
                                   finalists=g("finalists", 2),
                                   resume=bool(g("resume", False)))
-    doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
+    if revalidate is not None:
+        from kvtune.studies.hybrid_revalidate import run_hybrid_revalidation
+
+        doc = run_hybrid_revalidation(revalidate, settings,
+                                      command=getattr(args, "command_line", ""))
+    else:
+        doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
     print(f"hybrid heuristic: {doc['path']}")
     for b in doc["buckets"]:
         v = b["validation"]["tuned_vs_serial"]
@@ -63,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
               f"({b['reason']})")
     v = doc["validation"]
     s, m = v["speedup_vs_serial"], v["shipped_speedup_vs_serial"]
+    checked = "re-validated" if doc.get("revalidated_from") else "held out"
     if s["geomean"] is not None:
-        print(f"held out ({v['cases']} cases; serial where a bucket defers or none holds the "
+        print(f"{checked} ({v['cases']} cases; serial where a bucket defers or none holds the "
               f"batch): x{s['geomean']:.3f} over serial in geomean, worst x{s['worst']:.3f} "
               f"({s['worst_case']})")
     if m["geomean"] is not None:

@@ -117,7 +117,7 @@ def test_quick_and_holdout_suites():
     quick = get_suite("hybrid-quick").cases
     held = get_suite("hybrid-holdout").cases
     assert len(quick) == 20 and {c.case_id for c in quick} <= set(full)
-    assert len(held) == 30 and not {c.case_id for c in held} & set(full)
+    assert len(held) == 39 and not {c.case_id for c in held} & set(full)
     tuned_lengths = {(tuple(b.q_lens), tuple(b.kv_lens))
                      for b in (c.batch() for c in full.values())}
     for c in held:

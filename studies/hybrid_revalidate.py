@@ -1,0 +1,200 @@
+"""Re-validate a tuned hybrid file against today's serial step, without searching again.
+
+A hybrid_heuristic.json (studies/hybrid_tune.py) ships a bucket because its knobs beat the
+engine's serial step on held-out cases *with the kernels of that day*. When the kernels change
+(a faster prefill tile makes the serial step faster, not the co-located one), a shipped bucket
+can fall behind serial: on an H100 the thirteenth session's file, validated at 1.05-1.32x over
+serial, ran 0.93x of the serial step on a 3,072-token chunk beside 21 decodes once the serial
+step's prefill took the Gluon tile (docs/PERFORMANCE.md, twentieth session, call 3).
+
+`kvtune tune --revalidate FILE` measures every shipped bucket's knobs against `hybrid-serial` on
+validation cases, interleaved over --finalist-rounds rounds, with the tune's own ship-or-defer
+rule (studies/hybrid_validation.py validate_bucket). A bucket that fails now defers (its knobs
+move to `tuned_params`, the reason says "revalidation"); one that passes keeps its knobs with the
+new measurement. Deferred buckets stay deferred (re-searching them is a tune's job). The new
+file is written next to the run's rows; FILE itself is never changed.
+
+Which cases: by default the ones each bucket's last validation measured (their ids in the file,
+rebuilt from the hybrid suites, which are deterministic); with `--validate SPEC ...` the cases of
+those hybrid suites that fall in the bucket instead. The file must have been tuned on the same
+device name and backend as this run measures (a bucket decided on an H100 is no decision for an
+H200), and its shape is the run's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from kvtune.studies.hybrid_validation import overall_summary, validate_bucket
+
+
+def load_hybrid_file(path: str) -> dict:
+    """The parsed hybrid_heuristic.json; ValueError naming `revalidate` for an unreadable file or
+    another kind of file."""
+    from kvtune.kernels.hybrid_policies import HYBRID_SCHEMA
+
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"revalidate: cannot read {path!r}: {exc}") from None
+    if not isinstance(doc, dict) or \
+            str(doc.get("schema", "")).split("/")[0] != HYBRID_SCHEMA.split("/")[0]:
+        raise ValueError(f"revalidate: {path!r} is not a {HYBRID_SCHEMA} file (kvtune tune "
+                         "--suite hybrid writes one)")
+    for key in ("shape", "buckets", "deferred_buckets"):
+        if key not in doc:
+            raise ValueError(f"revalidate: {path!r} has no {key!r}")
+    return doc
+
+
+def bucket_key(entry: dict) -> tuple:
+    return (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
+            entry["max_prefill_tokens"])
+
+
+def in_bucket(key: tuple, batch) -> bool:
+    """Whether a hybrid batch falls in the (min, max decodes, min, max prefill tokens) bucket."""
+    dlo, dhi, plo, phi = key
+    return dlo <= batch.num_decodes <= dhi and plo <= batch.prefill_tokens <= phi
+
+
+def recorded_cases(entry: dict, index: dict) -> list:
+    """The Case objects of the ids the bucket's last validation measured; ValueError naming the
+    first id no hybrid suite holds (a file from a kvtune whose suites differ)."""
+    ids = [r["case_id"] for r in ((entry.get("validation") or {}).get("cases") or [])]
+    missing = [i for i in ids if i not in index]
+    if missing:
+        raise ValueError(f"revalidate: case {missing[0]!r} of bucket {bucket_name(entry)} is in "
+                         "no hybrid suite of this kvtune; pass --validate SUITE")
+    return [index[i] for i in ids]
+
+
+def bucket_name(entry: dict) -> str:
+    return (f"d{entry['min_decodes']}-{entry['max_decodes']}"
+            f"_p{entry['min_prefill_tokens']}-{entry['max_prefill_tokens']}")
+
+
+def revalidated_entry(entry: dict, verdict: dict) -> dict:
+    """The bucket after its new check: shipped with the new `validation`, or deferred with its
+    knobs under `tuned_params` and the reason prefixed "revalidation: "."""
+    out = {k: v for k, v in entry.items() if k not in ("validation", "reason")}
+    out["validation"] = verdict
+    out["revalidated"] = True
+    if verdict["deferred"]:
+        out["tuned_params"] = out.pop("params")
+        out["reason"] = f"revalidation: {verdict['reason']}"
+    else:
+        out["reason"] = verdict["reason"]
+    return out
+
+
+def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
+    """Re-measure FILE's shipped buckets (module docstring) with settings' backend, timer,
+    stopping rule, --validate specs and finalist_rounds (a HybridTuneSettings); returns the new
+    document (also written under settings.out, with the rows), its path under "path"."""
+    from kvtune.harness.backends.select import check_choices, open_backend
+    from kvtune.harness.runner import CaseRun, Runner
+    from kvtune.harness.store import RunWriter
+    from kvtune.kernels import policies
+    from kvtune.kernels.plan import AttentionShape
+    from kvtune.studies.hybrid_tune import BASELINE
+    from kvtune.studies.hybrid_validation import validation_cases
+    from kvtune.studies.records import RowRecorder, merge_parts
+    from kvtune.workloads.hybrid import HYBRID_SUITES
+    from kvtune.workloads.suites import get_suite
+
+    doc = load_hybrid_file(path)
+    shape = AttentionShape(**doc["shape"])
+    m = settings.measure
+    check_choices(m.backend, m.device_model, m.timer, m.stopping)
+    if settings.validate:  # the given suites' cases, whichever bucket they fall in
+        chosen, how = validation_cases(settings.validate, shape, ())
+    else:
+        chosen, how = None, "the cases each bucket's last validation measured"
+    index = {c.case_id: c for name in HYBRID_SUITES for c in get_suite(name, shape=shape).cases}
+    plans = []
+    for entry in doc["buckets"]:
+        key = bucket_key(entry)
+        cases = ([c for c in chosen if in_bucket(key, c.batch())] if chosen is not None
+                 else recorded_cases(entry, index))
+        plans.append((entry, [CaseRun(c.case_id, c.batch()) for c in cases]))
+    opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
+                          cold_l2=not m.warm_l2, stopping=m.stopping)
+    try:
+        tuned_on = ((doc.get("device") or {}).get("name"), doc.get("backend"))
+        here = (opened.device.name, opened.backend.name)
+        if tuned_on != here:
+            raise ValueError(f"revalidate: {path} was tuned on {tuned_on[0]} with the "
+                             f"{tuned_on[1]} backend; this run measures {here[0]} with "
+                             f"{here[1]} (a bucket decided on one card is no decision for "
+                             "another)")
+        print(f"kvtune tune --revalidate: {opened.notice}", file=sys.stderr)
+        print(f"kvtune tune --revalidate: validation: {how}", file=sys.stderr)
+        manifest = {"kind": "tune-hybrid", "command": command, "study": settings.study,
+                    "revalidate": str(path), "validation_how": how,
+                    "backend": opened.backend.name, "device": opened.device.to_dict(),
+                    "simulated": not opened.device.live, "shape": shape.to_dict(),
+                    "finalist_rounds": settings.finalist_rounds}
+        writer = RunWriter.create(settings.out, manifest, kind="tune")
+        recorder = RowRecorder(writer.root)
+        runner = Runner(opened.backend, opened.device, opened.ceiling_bytes_per_s,
+                        run_id=writer.run_id)
+        serial = policies.get(BASELINE)
+        shipped, deferred = [], [dict(b) for b in doc["deferred_buckets"]]
+        measured_ids = []
+        try:
+            for i, (entry, cases) in enumerate(plans):
+                name = bucket_name(entry)
+                if not cases:
+                    shipped.append({**entry, "revalidated": False,
+                                    "reason": "revalidation: no case of the given suites falls "
+                                              "in this bucket; kept as it was"})
+                    print(f"bucket {name}: no case to measure, kept", file=sys.stderr)
+                    continue
+                verdict = validate_bucket(runner, cases,
+                                          policies.get("hybrid-parametric", **entry["params"]),
+                                          serial, recorder, study=settings.study,
+                                          bucket=name, rounds=settings.finalist_rounds,
+                                          source="revalidation")
+                recorder.flush()
+                measured_ids += [c.case_id for c in cases]
+                new = revalidated_entry(entry, verdict)
+                (deferred if verdict["deferred"] else shipped).append(new)
+                # What is decided so far, on disk before the next bucket (a run stopped by a
+                # time limit keeps it); the unchecked buckets are listed, not shipped.
+                partial = {**doc, "study": settings.study, "run_id": writer.run_id,
+                           "buckets": shipped, "deferred_buckets": deferred,
+                           "unfinished_buckets": [bucket_name(e) for e, _ in plans[i + 1:]]}
+                tmp = writer.root / "hybrid_heuristic.partial.tmp"
+                tmp.write_text(json.dumps(partial, indent=1, default=float))
+                tmp.replace(writer.root / "hybrid_heuristic.partial.json")
+                t = verdict["tuned_vs_serial"]
+                print(f"bucket {name}: {'defers' if verdict['deferred'] else 'ships'}: "
+                      f"x{t['geomean']:.3f} over serial on {len(cases)} cases, worst "
+                      f"x{t['worst']:.3f} ({verdict['reason']})", file=sys.stderr)
+        except BaseException as exc:
+            recorder.flush()
+            stored = merge_parts(writer.root)
+            writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
+                          rows=len(stored))
+            raise
+    finally:
+        opened.backend.close()
+    recorder.flush()
+    stored = merge_parts(writer.root)
+    out = {**doc, "study": settings.study, "run_id": writer.run_id, "buckets": shipped, "deferred_buckets": deferred,
+           "validation": overall_summary(shipped, deferred, how, measured_ids, []),
+           "revalidated_from": {"path": str(path), "run_id": doc.get("run_id"),
+                                "study": doc.get("study"), "command": command}}
+    target = writer.root / "hybrid_heuristic.json"
+    target.write_text(json.dumps(out, indent=1, default=float))
+    (writer.root / "hybrid_heuristic.partial.json").unlink(missing_ok=True)
+    writer.finish("complete", rows=len(stored),
+                  failed_rows=sum(1 for r in stored if r["status"] != "ok"))
+    out["path"] = str(target)
+    return out
+
+
+__all__ = ["in_bucket", "load_hybrid_file", "revalidated_entry", "run_hybrid_revalidation"]

@@ -558,10 +558,12 @@ class HybridConfig:
     # The persistent prefill grid and tail of the colocated schedule through the same Gluon
     # kernel (PERSISTENT: the dynamic counter and the ordered-launch roles of MODE_DYNAMIC),
     # with colocated_wgmma_block_n keys per step and colocated_wgmma_stages K/V buffers: the
-    # 64-row tile must leave an SM room for decode programs beside it.
+    # 64-row tile must leave an SM room for decode programs beside it. Off: correct on an H100
+    # but no faster than the Triton grid over 33 sweep cases (64 x 3: 1.054-1.081x serial in
+    # geomean against 1.061-1.069x; 64 x 2 slower; docs/PERFORMANCE.md, twentieth session).
     colocated_wgmma: bool = False
     colocated_wgmma_block_n: int = 64
-    colocated_wgmma_stages: int = 2
+    colocated_wgmma_stages: int = 3
 
 
 def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
@@ -627,8 +629,9 @@ def run_prefill_wgmma(launch, q, out, qk_scale_log2, v_scale, pk, pv, p_indptr, 
     from kvtune.kernels import prefill_wgmma
 
     if INTERPRETED or q.device.type != "cuda":
-        raise ValueError("prefill_wgmma: the Gluon prefill tile needs a compiled sm_90 GPU "
-                         "(kernels.hybrid.prefill_wgmma_ok); set HybridConfig.prefill_wgmma=False")
+        knob = "colocated_wgmma" if programs else "prefill_wgmma"
+        raise ValueError(f"prefill_wgmma: the Gluon prefill tile needs a compiled sm_90 GPU "
+                         f"(kernels.hybrid.prefill_wgmma_ok); set HybridConfig.{knob}=False")
     cfg, plan = launch.config, launch.plan
     _, page_size, num_kv_heads, head_dim = pk.shape  # [pages, page_size, KV heads, head_dim]
     n = launch.num_prefill

@@ -110,7 +110,11 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     m = settings.measure
     check_choices(m.backend, m.device_model, m.timer, m.stopping)
     if settings.validate:  # the given suites' cases, whichever bucket they fall in
-        chosen, how = validation_cases(settings.validate, shape, ())
+        chosen, _ = validation_cases(settings.validate, shape, ())
+        # Not "held out": the file does not say which cases its search trained on, so the given
+        # suites may hold some of them.
+        how = (f"--validate {' '.join(settings.validate)} ({len(chosen)} cases, training "
+               "cases of the file's search possibly among them)")
     else:
         chosen, how = None, "the cases each bucket's last validation measured"
     index = {c.case_id: c for name in HYBRID_SUITES for c in get_suite(name, shape=shape).cases}

@@ -196,6 +196,21 @@ def test_colocated_order_shares_add_checked_variants(tmp_path):
         assert len(bad.stderr.strip().splitlines()) == 1 and "--shares" in bad.stderr
 
 
+def test_colocated_order_gluon_variants_and_no_two_streams(tmp_path):
+    """--colocated-wgmma N:S adds ordered-wgNsS only where the Gluon tile can run (never on the
+    interpreter: no such variant, nothing fails); --no-two-streams leaves that variant out; a
+    malformed --colocated-wgmma is one line, exit 2."""
+    _dry_run("bench_colocated_order.py", tmp_path, "--rounds", "1", "--max-cases", "1",
+             "--colocated-wgmma", "64:3", "--no-two-streams")
+    res = json.loads((tmp_path / "results.json").read_text())
+    (case,) = res["cases"]
+    assert set(case["variants"]) == {"serial", "ordered"}
+    assert all(row["ok"] for row in case["variants"].values())
+    for bad_arg in ("64", "48:3", "64:5", "x:y"):
+        bad = _dry_run("bench_colocated_order.py", tmp_path, "--colocated-wgmma", bad_arg, rc=2)
+        assert len(bad.stderr.strip().splitlines()) == 1 and "--colocated-wgmma" in bad.stderr
+
+
 def test_side_by_side_with_flashinfer_uses_the_after_flashinfer_timings():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:

@@ -122,3 +122,33 @@ def test_forcing_the_gluon_tile_without_a_gpu_is_refused_by_name():
     q = make_hybrid_queries(q_lens, shape, dtype=torch.float16, seed=0)
     with pytest.raises(ValueError, match="prefill_wgmma"):
         run_hybrid(forced, q, cache)
+
+
+def test_forcing_the_gluon_colocated_grid_without_a_gpu_is_refused_by_name():
+    """HybridConfig.colocated_wgmma routes the colocated schedule's persistent prefill grid
+    through the Gluon kernel; hybrid_config never turns it on, and on the interpreter a forced
+    one is refused by name (before any launch) rather than silently run as the Triton grid."""
+    import dataclasses
+
+    import pytest
+    import torch
+
+    from kvtune.kernels import policies
+    from kvtune.kernels.hybrid import make_hybrid_queries, prepare_hybrid, run_hybrid
+    from kvtune.kernels.paged import PagedKVCache
+    from kvtune.kernels.plan import AttentionShape, DeviceSpec
+
+    shape = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=16,
+                           dtype="fp16")
+    q_lens, kv_lens = np.array([40, 1, 1]), np.array([50, 9, 30])
+    spec = DeviceSpec("interpreter", sm_count=4, l2_bytes=0, hbm_bytes_per_s=1e11)
+    plan = policies.get("hybrid-colocated").plan_hybrid(q_lens, kv_lens, shape, spec)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, device="cpu", dtype=torch.float16, seed=0)
+    launch = prepare_hybrid(plan, cache, q_lens)
+    assert plan.schedule == "colocated" and launch.config.persistent_prefill_programs > 0
+    assert not launch.config.colocated_wgmma
+    forced = dataclasses.replace(launch, config=dataclasses.replace(launch.config,
+                                                                    colocated_wgmma=True))
+    q = make_hybrid_queries(q_lens, shape, dtype=torch.float16, seed=0)
+    with pytest.raises(ValueError, match="prefill_wgmma.*colocated_wgmma=False"):
+        run_hybrid(forced, q, cache)

@@ -14,6 +14,13 @@ move to `tuned_params`, the reason says "revalidation"); one that passes keeps i
 new measurement. Deferred buckets stay deferred (re-searching them is a tune's job). The new
 file is written next to the run's rows; FILE itself is never changed.
 
+`--split-failing`: a bucket that fails is split once at a prefill-token edge fixed in advance
+(split_edge: the largest power of two below its top, 1025-4096 -> 1025-2048 and 2049-4096), and
+each half ships or defers by the same rule on the rows of its own cases, from the same
+measurements (a half no case falls in defers). Why: a bucket can lose on long chunks only (the
+case above) while winning 1.3-2.4x below them; the halves have fewer cases each, so check the
+result on batches no suite holds before relying on it.
+
 Which cases: by default the ones each bucket's last validation measured (their ids in the file,
 rebuilt from the hybrid suites, which are deterministic); with `--validate SPEC ...` the cases of
 those hybrid suites that fall in the bucket instead. The file must have been tuned on the same
@@ -90,7 +97,52 @@ def revalidated_entry(entry: dict, verdict: dict) -> dict:
     return out
 
 
-def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
+def split_edge(entry: dict) -> int | None:
+    """The prefill-token edge a failing bucket is split at: the largest power of two below its
+    top (1025-4096 -> 2048, 1-1024 -> 512), where that leaves tokens on both sides; else None.
+    Fixed before anything is measured, so the measurements only decide, never place, the edge."""
+    lo, hi = entry["min_prefill_tokens"], entry["max_prefill_tokens"]
+    if hi < 2:
+        return None
+    edge = 1 << ((hi - 1).bit_length() - 1)
+    return edge if lo <= edge < hi else None
+
+
+def split_bucket(entry: dict, verdict: dict, cases) -> list[dict]:
+    """The two halves (by prefill tokens, split_edge) of a bucket whose knobs failed `verdict`,
+    each decided by the same rule (studies/validation.py defer_decision, the verdict's noise)
+    on the rows of its own cases from the same measurements; a half that none of them falls in
+    defers. [] where the bucket cannot be split. cases: the CaseRun objects measured."""
+    from kvtune.studies.objective import geomean
+    from kvtune.studies.validation import DEFAULT_LABEL, defer_decision
+
+    edge = split_edge(entry)
+    if edge is None:
+        return []
+    rows = {r["case_id"]: r for r in verdict["cases"]}
+    whole = [entry["min_prefill_tokens"], entry["max_prefill_tokens"]]
+    out = []
+    for lo, hi in ((whole[0], edge), (edge + 1, whole[1])):
+        half = {**entry, "min_prefill_tokens": lo, "max_prefill_tokens": hi, "split_from": whole}
+        key = bucket_key(half)
+        sub = [c for c in cases if in_bucket(key, c.batch)]
+        mine = [rows[c.case_id] for c in sub]
+        if sub:
+            case_us = {"tuned": {r["case_id"]: r["tuned_us"] for r in mine},
+                       DEFAULT_LABEL: {r["case_id"]: r["serial_us"] for r in mine}}
+            deferred, reason = defer_decision(sub, case_us, verdict["noise"])
+            speedups = [r["serial_us"] / r["tuned_us"] for r in mine]
+            spread = {"geomean": geomean(speedups), "worst": min(speedups)}
+        else:
+            deferred, reason, spread = True, "no measured case falls in this half", None
+        out.append(revalidated_entry(half, {"deferred": deferred, "reason": reason,
+                                            "source": "revalidation", "noise": verdict["noise"],
+                                            "cases": mine, "tuned_vs_serial": spread}))
+    return out
+
+
+def run_hybrid_revalidation(path: str, settings, command: str = "",
+                            split_failing: bool = False) -> dict:
     """Re-measure FILE's shipped buckets (module docstring) with settings' backend, timer,
     stopping rule, --validate specs and finalist_rounds (a HybridTuneSettings); returns the new
     document (also written under settings.out, with the rows), its path under "path"."""
@@ -164,8 +216,20 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
                                           source="revalidation")
                 recorder.flush()
                 measured_ids += [c.case_id for c in cases]
-                new = revalidated_entry(entry, verdict)
-                (deferred if verdict["deferred"] else shipped).append(new)
+                t = verdict["tuned_vs_serial"]
+                print(f"bucket {name}: {'defers' if verdict['deferred'] else 'ships'}: "
+                      f"x{t['geomean']:.3f} over serial on {len(cases)} cases, worst "
+                      f"x{t['worst']:.3f} ({verdict['reason']})", file=sys.stderr)
+                # --split-failing: a bucket that failed as a whole is replaced by its two
+                # halves, each decided on its own cases' rows (split_bucket).
+                parts = split_bucket(entry, verdict, cases) \
+                    if verdict["deferred"] and split_failing else []
+                for new in parts or [revalidated_entry(entry, verdict)]:
+                    (deferred if new["validation"]["deferred"] else shipped).append(new)
+                    if parts:
+                        print(f"  half {bucket_name(new)}: "
+                              f"{'defers' if new['validation']['deferred'] else 'ships'} "
+                              f"({new['validation']['reason']})", file=sys.stderr)
                 # What is decided so far, on disk before the next bucket (a run stopped by a
                 # time limit keeps it); the unchecked buckets are listed, not shipped.
                 partial = {**doc, "study": settings.study, "run_id": writer.run_id,
@@ -174,10 +238,6 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
                 tmp = writer.root / "hybrid_heuristic.partial.tmp"
                 tmp.write_text(json.dumps(partial, indent=1, default=float))
                 tmp.replace(writer.root / "hybrid_heuristic.partial.json")
-                t = verdict["tuned_vs_serial"]
-                print(f"bucket {name}: {'defers' if verdict['deferred'] else 'ships'}: "
-                      f"x{t['geomean']:.3f} over serial on {len(cases)} cases, worst "
-                      f"x{t['worst']:.3f} ({verdict['reason']})", file=sys.stderr)
         except BaseException as exc:
             recorder.flush()
             stored = merge_parts(writer.root)
@@ -201,4 +261,5 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     return out
 
 
-__all__ = ["in_bucket", "load_hybrid_file", "revalidated_entry", "run_hybrid_revalidation"]
+__all__ = ["in_bucket", "load_hybrid_file", "revalidated_entry", "run_hybrid_revalidation",
+           "split_bucket", "split_edge"]

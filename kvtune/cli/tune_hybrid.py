@@ -19,7 +19,7 @@ USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shap
 # What a re-validation reads: the file holds the shape and the buckets, so the case and search
 # options would be ignored, and are refused instead.
 REVALIDATE_USED = {"study", "backend", "device_model", "timer", "warm_l2", "stopping", "out",
-                   "no_progress", "validate", "finalist_rounds", "revalidate"}
+                   "no_progress", "validate", "finalist_rounds", "revalidate", "split_failing"}
 
 
 def wants_hybrid(args: argparse.Namespace) -> bool:
@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     given = {k for k in vars(args) if k not in ("handler", "command", "command_line")}
     revalidate = getattr(args, "revalidate", None)
+    if "split_failing" in given and revalidate is None:
+        raise ValueError("tune: option --split-failing is only used with --revalidate FILE")
     refused = sorted(given - (REVALIDATE_USED if revalidate is not None else USED))
     if refused:
         what = ("re-validating a hybrid file (--revalidate: its shape and buckets come from the "
@@ -63,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         from kvtune.studies.hybrid_revalidate import run_hybrid_revalidation
 
         doc = run_hybrid_revalidation(revalidate, settings,
-                                      command=getattr(args, "command_line", ""))
+                                      command=getattr(args, "command_line", ""),
+                                      split_failing=bool(g("split_failing", False)))
     else:
         doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
     print(f"hybrid heuristic: {doc['path']}")

@@ -138,3 +138,80 @@ def test_cli_revalidates_and_refuses_case_options(tmp_path):
     ok = subprocess.run(base + ["--finalist-rounds", "1"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "ships" in ok.stdout and "re-validated (32 cases" in ok.stdout
+
+
+def test_split_edge_is_fixed_by_the_bucket_alone():
+    def b(lo, hi):
+        return {"min_prefill_tokens": lo, "max_prefill_tokens": hi}
+    assert rv.split_edge(b(1025, 4096)) == 2048
+    assert rv.split_edge(b(1, 1024)) == 512
+    assert rv.split_edge(b(2049, 4096)) is None  # 2048 is below the bucket: no split
+    assert rv.split_edge(b(1, 1)) is None
+
+
+def test_split_failing_ships_the_half_that_still_wins(tmp_path, monkeypatch):
+    """--split-failing: the failing bucket's halves are decided on their own cases' rows of the
+    same measurement; a half whose cases all beat serial ships, the other defers."""
+    def long_chunks_lose(runner, cases, tuned, serial, recorder, **kw):
+        rows = [{"case_id": c.case_id, "serial_us": 100.0,
+                 "tuned_us": 105.0 if c.batch.prefill_tokens > 2048 else 80.0} for c in cases]
+        return {"deferred": True, "reason": "tuned is 1.050x the default's latency on one case",
+                "source": "revalidation", "noise": 0.001, "cases": rows,
+                "tuned_vs_serial": {"geomean": 1.1, "worst": 100 / 105}}
+
+    monkeypatch.setattr(rv, "validate_bucket", long_chunks_lose)
+    path = _file(tmp_path)
+    doc = rv.run_hybrid_revalidation(str(path), _settings(tmp_path, validate=("hybrid-holdout",
+                                                                            "hybrid")),
+                                     split_failing=True)
+    shipped = {(b["min_decodes"], b["min_prefill_tokens"], b["max_prefill_tokens"])
+               for b in doc["buckets"]}
+    assert shipped == {(17, 1025, 2048), (65, 1025, 2048)}
+    for b in doc["buckets"]:
+        assert b["split_from"] == [1025, 4096] and b["revalidated"]
+        assert all(r["tuned_us"] == 80.0 for r in b["validation"]["cases"])
+        assert b["validation"]["cases"]
+    upper = [b for b in doc["deferred_buckets"] if b.get("split_from")]
+    assert {(b["min_decodes"], b["min_prefill_tokens"]) for b in upper} == {(17, 2049), (65, 2049)}
+    assert all(b["reason"].startswith("revalidation: ") and "tuned_params" in b for b in upper)
+    # The tuned planner takes the half that ships and leaves the other to serial.
+    from kvtune.kernels.plan import AttentionShape
+    from kvtune.kernels.policies import get
+    from kvtune.harness.device import device_model
+    from kvtune.workloads.hybrid import HybridCase
+
+    shape = AttentionShape(**doc["shape"])
+    tuned = get("hybrid-tuned", path=doc["path"])
+    for chunk, schedule in ((2048, "colocated"), (3072, "serial")):
+        batch = HybridCase({"context_tokens": 6144, "chunk_tokens": chunk}, 48, shape).batch()
+        plan = tuned.plan_hybrid(batch.q_lens, batch.kv_lens, shape, device_model("h100"))
+        assert plan.schedule == schedule, chunk
+
+
+def test_split_failing_needs_revalidate(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "kvtune", "tune", "--study", "x", "--suite",
+                          "hybrid", "--split-failing", "--backend", "simulator", "--out",
+                          str(tmp_path)], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "kvtune: error: tune: option --split-failing is only used with --revalidate FILE"]
+
+
+def test_split_revalidated_reproduces_the_h100_split_file(tmp_path):
+    """benchmarks/split_revalidated.py on the re-validated H100 file (call 4's measurements in
+    it) gives the file timed in the twentieth session's call 6."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "split.json"
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "split_revalidated.py"),
+                          str(root / "benchmarks/gpu_calls/s20_hybrid_heuristic_h100.json"),
+                          str(out)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    made = json.loads(out.read_text())
+    kept = json.loads((root / "benchmarks/gpu_calls/s20_hybrid_heuristic_h100_split.json")
+                      .read_text())
+    key = ("min_decodes", "max_decodes", "min_prefill_tokens", "max_prefill_tokens")
+    for name in ("buckets", "deferred_buckets"):
+        assert [[b[k] for k in key] for b in made[name]] == [[b[k] for k in key]
+                                                             for b in kept[name]]
+    assert [[b[k] for k in key] for b in made["buckets"]] == [[65, 256, 1025, 4096],
+                                                            [17, 64, 1025, 2048]]

@@ -4,8 +4,9 @@ once with the Gluon one (HybridConfig.prefill_wgmma), each into a NaN-filled out
 against the float64 causal reference (bench_hybrid's bound), and records the two errors and the
 largest difference between the two outputs. --policy hybrid-colocated checks the persistent
 Gluon grid of the colocated schedule instead (HybridConfig.colocated_wgmma: the dynamic counter,
-the ordered launch's roles, 64-row tiles) against its Triton grid. Needs an sm_90 GPU; prints one line per case and
-writes OUT/prefill_wgmma_check.json. Exit status 1 if any Gluon run fails its check.
+the ordered launch's roles, 64-row tiles) against its Triton grid. Needs an sm_90 GPU; prints
+one line per case and writes OUT/prefill_wgmma_check.json. Exit status 1 if any Gluon run fails
+its check, or (colocated) leaves the counters nonzero.
 
     python3 benchmarks/prefill_wgmma_check.py --out $OUT
     python3 benchmarks/prefill_wgmma_check.py --policy hybrid-colocated --block-n 64 --out $OUT

@@ -29,6 +29,12 @@ the diagonal and ragged steps only), so it is checked against the same float64 r
 runs only where Gluon's Hopper ops exist (sm_90, 16-bit pages, head_dim 64 or 128, 64- or
 128-row tiles; kernels/hybrid.py `prefill_wgmma_ok`), and hybrid_config chooses it at head_dim 128
 with 128-row tiles; everything else, the Triton interpreter included, keeps `_prefill_task`.
+
+A persistent mode (`PERSISTENT`) runs the colocated schedule's prefill grid and tail the way
+kernels/hybrid.py's MODE_DYNAMIC does (a shared task counter, the ordered launch's roles, the
+last program resetting the counters); `HybridConfig.colocated_wgmma` turns it on. It is
+correct on an H100 but was no faster than the Triton grid there (docs/PERFORMANCE.md,
+twentieth session), so hybrid_config leaves it off.
 """
 
 from __future__ import annotations
@@ -234,7 +240,6 @@ if HAS_GLUON:
                      mask=ok)
             lse = gl.where(has, m_o + gl.log2(gl.where(has, l_o, 1.0)), float("-inf"))
             gl.store(part_lse_ptr + prow, lse, mask=tok_o < n_tok)
-
 
     @gluon.jit
     def _launch_dependents():

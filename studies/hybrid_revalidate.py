@@ -153,7 +153,7 @@ def run_hybrid_revalidation(path: str, settings, command: str = "",
     from kvtune.kernels.plan import AttentionShape
     from kvtune.studies.hybrid_tune import BASELINE
     from kvtune.studies.hybrid_validation import validation_cases
-    from kvtune.studies.records import RowRecorder, merge_parts
+    from kvtune.studies.records import RowRecorder, finish_complete, finish_failed
     from kvtune.workloads.hybrid import HYBRID_SUITES
     from kvtune.workloads.suites import get_suite
 
@@ -239,24 +239,19 @@ def run_hybrid_revalidation(path: str, settings, command: str = "",
                 tmp.write_text(json.dumps(partial, indent=1, default=float))
                 tmp.replace(writer.root / "hybrid_heuristic.partial.json")
         except BaseException as exc:
-            recorder.flush()
-            stored = merge_parts(writer.root)
-            writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
-                          rows=len(stored))
+            finish_failed(writer, recorder, exc)
             raise
     finally:
         opened.backend.close()
-    recorder.flush()
-    stored = merge_parts(writer.root)
-    out = {**doc, "study": settings.study, "run_id": writer.run_id, "buckets": shipped, "deferred_buckets": deferred,
+    out = {**doc, "study": settings.study, "run_id": writer.run_id, "buckets": shipped,
+           "deferred_buckets": deferred,
            "validation": overall_summary(shipped, deferred, how, measured_ids, []),
            "revalidated_from": {"path": str(path), "run_id": doc.get("run_id"),
                                 "study": doc.get("study"), "command": command}}
     target = writer.root / "hybrid_heuristic.json"
     target.write_text(json.dumps(out, indent=1, default=float))
     (writer.root / "hybrid_heuristic.partial.json").unlink(missing_ok=True)
-    writer.finish("complete", rows=len(stored),
-                  failed_rows=sum(1 for r in stored if r["status"] != "ok"))
+    finish_complete(writer, recorder)
     out["path"] = str(target)
     return out
 

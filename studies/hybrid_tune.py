@@ -161,7 +161,7 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     from kvtune.harness.store import RunWriter
     from kvtune.kernels import policies
     from kvtune.studies.hybrid_validation import overall_summary, validation_cases
-    from kvtune.studies.records import RowRecorder, merge_parts
+    from kvtune.studies.records import RowRecorder, finish_complete, finish_failed
 
     m = settings.measure
     shape = resolve_shape(settings.cases)
@@ -244,21 +244,15 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
                                       default=float))
             tmp.replace(partial)  # atomic: a kill mid-write leaves the previous partial whole
     except BaseException as exc:
-        recorder.flush()
-        stored = merge_parts(writer.root)
-        writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
-                      rows=len(stored))
+        finish_failed(writer, recorder, exc)
         raise
     finally:
         opened.backend.close()
-    recorder.flush()
-    stored = merge_parts(writer.root)
     doc = document()
     path = writer.root / "hybrid_heuristic.json"
     path.write_text(json.dumps(doc, indent=1, default=float))
     partial.unlink(missing_ok=True)
-    writer.finish("complete", rows=len(stored),
-                  failed_rows=sum(1 for r in stored if r["status"] != "ok"))
+    finish_complete(writer, recorder)
     doc["path"] = str(path)
     return doc
 

@@ -71,11 +71,31 @@ def merge_parts(run_dir: str | os.PathLike) -> list[dict]:
     return pd.read_parquet(path).to_dict("records") if path.is_file() else []
 
 
+def finish_failed(writer, recorder: RowRecorder, exc: BaseException) -> None:
+    """Close a run stopped by `exc` (a harness.store.RunWriter): its rows so far flushed and
+    merged, the manifest marked failed with the error on one line; nothing stored is lost."""
+    recorder.flush()
+    rows = merge_parts(writer.root)
+    writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
+                  rows=len(rows))
+
+
+def finish_complete(writer, recorder: RowRecorder) -> None:
+    """Close a finished run: rows flushed and merged, the manifest marked complete with its row
+    and failed-row counts."""
+    recorder.flush()
+    rows = merge_parts(writer.root)
+    writer.finish("complete", rows=len(rows),
+                  failed_rows=sum(1 for r in rows if r["status"] != "ok"))
+
+
 __all__ = [
     "FLUSH_EVERY_ROWS",
     "PART_GLOB",
     "PHASES",
     "RowRecorder",
+    "finish_complete",
+    "finish_failed",
     "merge_parts",
     "write_parquet_atomic",
 ]

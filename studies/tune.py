@@ -44,7 +44,7 @@ from pathlib import Path
 from kvtune.harness.redact import redact_tree
 from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
 from kvtune.studies.finalists import PER_BATCH_CANDIDATES, choose, measure_finalists, top_configs
-from kvtune.studies.records import RowRecorder, merge_parts
+from kvtune.studies.records import RowRecorder, finish_failed, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
     RESULT_ATTR,
@@ -135,10 +135,7 @@ def run_tune(config: TuneConfig, command: str = "") -> Path:
         try:
             result, extra = _run(ctx, storage, writer, recorder, shown, gpus)
         except BaseException as exc:
-            recorder.flush()
-            rows = merge_parts(writer.root)
-            writer.finish("failed", error=" ".join(f"{type(exc).__name__}: {exc}".split()),
-                          rows=len(rows))
+            finish_failed(writer, recorder, exc)
             raise
     except BaseException:
         if new_file is not None and storage is not None:

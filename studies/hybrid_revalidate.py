@@ -34,7 +34,8 @@ import json
 import sys
 from pathlib import Path
 
-from kvtune.studies.hybrid_validation import overall_summary, validate_bucket
+from kvtune.studies.hybrid_validation import (bucket_key, in_bucket, overall_summary,
+                                              split_verdicts, validate_bucket)
 
 
 def load_hybrid_file(path: str) -> dict:
@@ -54,17 +55,6 @@ def load_hybrid_file(path: str) -> dict:
         if key not in doc:
             raise ValueError(f"revalidate: {path!r} has no {key!r}")
     return doc
-
-
-def bucket_key(entry: dict) -> tuple:
-    return (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
-            entry["max_prefill_tokens"])
-
-
-def in_bucket(key: tuple, batch) -> bool:
-    """Whether a hybrid batch falls in the (min, max decodes, min, max prefill tokens) bucket."""
-    dlo, dhi, plo, phi = key
-    return dlo <= batch.num_decodes <= dhi and plo <= batch.prefill_tokens <= phi
 
 
 def recorded_cases(entry: dict, index: dict) -> list:
@@ -97,54 +87,15 @@ def revalidated_entry(entry: dict, verdict: dict) -> dict:
     return out
 
 
-def split_edge(entry: dict) -> int | None:
-    """The prefill-token edge a failing bucket is split at: the largest power of two below its
-    top (1025-4096 -> 2048, 1-1024 -> 512), where that leaves tokens on both sides; else None.
-    Fixed before anything is measured, so the measurements only decide, never place, the edge."""
-    lo, hi = entry["min_prefill_tokens"], entry["max_prefill_tokens"]
-    if hi < 2:
-        return None
-    edge = 1 << ((hi - 1).bit_length() - 1)
-    return edge if lo <= edge < hi else None
-
-
 def split_bucket(entry: dict, verdict: dict, cases) -> list[dict]:
-    """The two halves (by prefill tokens, split_edge) of a bucket whose knobs failed `verdict`,
-    each decided by the same rule (studies/validation.py defer_decision, the verdict's noise)
-    on the rows of its own cases from the same measurements; a half that none of them falls in
-    defers. [] where the bucket cannot be split. cases: the CaseRun objects measured."""
-    from kvtune.studies.objective import geomean
-    from kvtune.studies.validation import DEFAULT_LABEL, defer_decision
-
-    edge = split_edge(entry)
-    if edge is None:
-        return []
-    rows = {r["case_id"]: r for r in verdict["cases"]}
-    whole = [entry["min_prefill_tokens"], entry["max_prefill_tokens"]]
-    out = []
-    for lo, hi in ((whole[0], edge), (edge + 1, whole[1])):
-        half = {**entry, "min_prefill_tokens": lo, "max_prefill_tokens": hi, "split_from": whole}
-        key = bucket_key(half)
-        sub = [c for c in cases if in_bucket(key, c.batch)]
-        mine = [rows[c.case_id] for c in sub]
-        if sub:
-            case_us = {"tuned": {r["case_id"]: r["tuned_us"] for r in mine},
-                       DEFAULT_LABEL: {r["case_id"]: r["serial_us"] for r in mine}}
-            deferred, reason = defer_decision(sub, case_us, verdict["noise"])
-            speedups = [r["serial_us"] / r["tuned_us"] for r in mine]
-            spread = {"geomean": geomean(speedups), "worst": min(speedups)}
-        else:
-            deferred, reason, spread = True, "no measured case falls in this half", None
-        out.append(revalidated_entry(half, {"deferred": deferred, "reason": reason,
-                                            "source": "revalidation", "noise": verdict["noise"],
-                                            "cases": mine, "tuned_vs_serial": spread}))
-    return out
+    """The two halves of a bucket whose knobs failed `verdict` (studies/hybrid_validation.py
+    split_verdicts), each labelled as a re-validation's decision; [] where it cannot split."""
+    return [revalidated_entry(half, v) for half, v in split_verdicts(entry, verdict, cases)]
 
 
-def run_hybrid_revalidation(path: str, settings, command: str = "",
-                            split_failing: bool = False) -> dict:
+def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     """Re-measure FILE's shipped buckets (module docstring) with settings' backend, timer,
-    stopping rule, --validate specs and finalist_rounds (a HybridTuneSettings); returns the new
+    stopping rule, --validate specs, finalist_rounds and split_failing (a HybridTuneSettings); returns the new
     document (also written under settings.out, with the rows), its path under "path"."""
     from kvtune.harness.backends.select import check_choices, open_backend
     from kvtune.harness.runner import CaseRun, Runner
@@ -223,7 +174,7 @@ def run_hybrid_revalidation(path: str, settings, command: str = "",
                 # --split-failing: a bucket that failed as a whole is replaced by its two
                 # halves, each decided on its own cases' rows (split_bucket).
                 parts = split_bucket(entry, verdict, cases) \
-                    if verdict["deferred"] and split_failing else []
+                    if verdict["deferred"] and settings.split_failing else []
                 for new in parts or [revalidated_entry(entry, verdict)]:
                     (deferred if new["validation"]["deferred"] else shipped).append(new)
                     if parts:
@@ -256,5 +207,4 @@ def run_hybrid_revalidation(path: str, settings, command: str = "",
     return out
 
 
-__all__ = ["in_bucket", "load_hybrid_file", "revalidated_entry", "run_hybrid_revalidation",
-           "split_bucket", "split_edge"]
+__all__ = ["load_hybrid_file", "revalidated_entry", "run_hybrid_revalidation", "split_bucket"]

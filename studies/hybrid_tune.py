@@ -81,7 +81,9 @@ class HybridTuneSettings:
     finalist_rounds: interleaved rounds of the validation, 1..20. finalists: the bucket's best
     training settings (faster than serial) that may face the held-out check in turn, 1..20.
     resume: reuse the buckets an earlier run of this study and shape under `out` decided
-    (earlier_decisions)."""
+    (earlier_decisions). split_failing: a bucket whose every finalist fails its held-out check
+    is split once by prefill tokens and each half decided on its own held-out rows of the best
+    finalist's check (studies/hybrid_validation.py split_verdicts)."""
 
     cases: CaseSettings = field(default_factory=lambda: CaseSettings(suite="hybrid"))
     measure: BackendSettings = field(default_factory=BackendSettings)
@@ -94,6 +96,7 @@ class HybridTuneSettings:
     finalist_rounds: int = 3
     finalists: int = 2
     resume: bool = False
+    split_failing: bool = False
 
     def __post_init__(self) -> None:
         check_int("trials", self.trials, 1, 10_000)
@@ -224,15 +227,18 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
     try:
         for done, key in enumerate(sorted(groups), start=1):
             if key in earlier:
-                entry = earlier[key]
-                verdict = f"kept from {resumed_from}"
+                entries = earlier[key]
+                entry, verdict = entries[0], f"kept from {resumed_from}"
             else:
                 entry = _search_bucket(key, groups[key], runner, recorder, serial_policy,
                                        opened.device, settings, optuna)
                 verdict = _check_bucket(entry, held_groups.get(key), groups[key], runner,
                                         serial_policy, recorder, settings)
                 recorder.flush()
-            (deferred if "tuned_params" in entry else shipped).append(entry)
+                # --split-failing: the bucket's halves take its place (_check_bucket).
+                entries = entry.pop("halves", None) or [entry]
+            for e in entries:
+                (deferred if "tuned_params" in e else shipped).append(e)
             print(f"bucket {bucket_name(key)}: tuned {entry['score_vs_serial']:.3f} x serial, "
                   f"pod {entry['pod_score_vs_serial']:.3f} x serial ({len(groups[key])} "
                   f"training cases); {verdict}", file=sys.stderr)
@@ -259,7 +265,7 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
 
 def earlier_decisions(out: str, study: str, shape, device_name: str | None = None,
                       backend: str | None = None) -> tuple[dict, str | None]:
-    """({bucket key: bucket entry}, the file) of the newest hybrid heuristic under `out` (a
+    """({bucket key: [its entries]}, the file) of the newest hybrid heuristic under `out` (a
     complete `hybrid_heuristic.json` or a run's `hybrid_heuristic.partial.json`) written by
     `study` for `shape` on the device named `device_name` with `backend` (None: any); ({}, None)
     when there is none. Newest: the largest run id (run ids start with their UTC start time).
@@ -281,10 +287,11 @@ def earlier_decisions(out: str, study: str, shape, device_name: str | None = Non
     if not found:
         return {}, None
     _, _, path, doc = max(found, key=lambda t: t[:2])
-    entries = {}
+    entries: dict[tuple, list] = {}
     for b in doc.get("buckets", []) + doc.get("deferred_buckets", []):
-        entries[(b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"],
-                 b["max_prefill_tokens"])] = b
+        # A half of a split bucket (--split-failing) stands for the bucket searched.
+        lo, hi = b.get("split_from") or (b["min_prefill_tokens"], b["max_prefill_tokens"])
+        entries.setdefault((b["min_decodes"], b["max_decodes"], lo, hi), []).append(b)
     return entries, str(path)
 
 
@@ -296,9 +303,11 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
     params, training score, `finalist_rank` and `validation`); when none does, or none was
     faster in training, the bucket defers: the winner's params move to `tuned_params`, with the
     `reason` and the last `validation`. `checked` lists every candidate tried. A bucket no
-    held-out case falls in is checked on its training cases. Returns the verdict line."""
+    held-out case falls in is checked on its training cases. With settings.split_failing a
+    bucket that defers after a held-out check is split (split_verdicts on the best finalist's
+    check) and its halves go under entry["halves"] instead. Returns the verdict line."""
     from kvtune.kernels import policies
-    from kvtune.studies.hybrid_validation import validate_bucket
+    from kvtune.studies.hybrid_validation import split_verdicts, validate_bucket
 
     key = (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
            entry["max_prefill_tokens"])
@@ -307,6 +316,7 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
     entry["validation"], entry["checked"] = None, []
     entry["reason"] = (f"the best setting is x{1 / entry['score_vs_serial']:.3f} as fast as "
                        "serial on its training cases")
+    first = None  # (params, verdict) of the best finalist: what --split-failing splits
     for rank, (params, score) in enumerate(faster):
         v = validate_bucket(runner, check, policies.get("hybrid-parametric", **params),
                             serial_policy, recorder, study=settings.study,
@@ -315,13 +325,33 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
         entry["checked"].append({"params": params, "score_vs_serial": score,
                                  "deferred": v["deferred"], "reason": v["reason"]})
         entry["validation"], entry["reason"] = v, v["reason"]
+        first = first or (params, v)
         if not v["deferred"]:
             entry.update(params=params, score_vs_serial=score, finalist_rank=rank)
             t = v["tuned_vs_serial"]
             return (f"ships finalist {rank + 1} of {len(faster)}: x{t['geomean']:.3f} over "
                     f"serial on {len(check)} {source} cases, worst x{t['worst']:.3f}")
     entry["tuned_params"] = entry.pop("params")
+    if settings.split_failing and source == "validation" and first is not None:
+        halves = split_verdicts({**entry, "params": first[0]}, first[1], check)
+        if halves:
+            entry["halves"] = [_decided_half(entry, half, v) for half, v in halves]
+            return "split: " + "; ".join(
+                f"prefill tokens {h['min_prefill_tokens']}-{h['max_prefill_tokens']} "
+                f"{'defers' if 'tuned_params' in h else 'ships'} ({h['reason']})"
+                for h in entry["halves"])
     return f"defers to serial ({entry['reason']})"
+
+
+def _decided_half(entry: dict, half: dict, verdict: dict) -> dict:
+    """A half of a split bucket as a file entry: the best finalist's knobs under `params`
+    (ships) or `tuned_params` (defers), its own `validation` and `reason`."""
+    out = {k: v for k, v in half.items() if k not in ("tuned_params", "params", "validation")}
+    out.update(validation=verdict, reason=verdict["reason"])
+    out["tuned_params" if verdict["deferred"] else "params"] = half["params"]
+    if not verdict["deferred"]:
+        out["finalist_rank"] = 0
+    return out
 
 
 def _search_bucket(key, bucket_cases, runner, recorder, serial_policy, device, settings,

@@ -74,6 +74,61 @@ def validate_bucket(runner, cases, tuned_policy, serial_policy, recorder, *, stu
                                                "worst": min(speedups)}}
 
 
+def bucket_key(entry: dict) -> tuple:
+    """(min_decodes, max_decodes, min_prefill_tokens, max_prefill_tokens) of a file's bucket."""
+    return (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
+            entry["max_prefill_tokens"])
+
+
+def in_bucket(key: tuple, batch) -> bool:
+    """Whether a hybrid batch falls in the (min, max decodes, min, max prefill tokens) bucket."""
+    dlo, dhi, plo, phi = key
+    return dlo <= batch.num_decodes <= dhi and plo <= batch.prefill_tokens <= phi
+
+
+def split_edge(entry: dict) -> int | None:
+    """The prefill-token edge a failing bucket is split at: the largest power of two below its
+    top (1025-4096 -> 2048, 1-1024 -> 512), where that leaves tokens on both sides; else None.
+    Fixed by the bucket's range alone, so the measurements decide the halves, never the edge."""
+    lo, hi = entry["min_prefill_tokens"], entry["max_prefill_tokens"]
+    if hi < 2:
+        return None
+    edge = 1 << ((hi - 1).bit_length() - 1)
+    return edge if lo <= edge < hi else None
+
+
+def split_verdicts(entry: dict, verdict: dict, cases) -> list[tuple[dict, dict]]:
+    """[(half, its verdict)] for the two halves (by prefill tokens, split_edge) of a bucket whose
+    knobs (`params`) failed `verdict` (validate_bucket's): each decided by the same rule
+    (studies/validation.py defer_decision, the verdict's noise) on the rows of its own cases
+    from the same measurement; a half that none of them falls in defers. Each half carries
+    `split_from` (the bucket's prefill-token range). [] where the bucket cannot be split.
+    cases: the CaseRun objects the verdict measured. Why split: a bucket can lose on its longest
+    chunks only while winning below them; the halves have fewer cases each, so their result is
+    worth checking on batches no suite holds before relying on it."""
+    edge = split_edge(entry)
+    if edge is None:
+        return []
+    rows = {r["case_id"]: r for r in verdict["cases"]}
+    whole = [entry["min_prefill_tokens"], entry["max_prefill_tokens"]]
+    out = []
+    for lo, hi in ((whole[0], edge), (edge + 1, whole[1])):
+        half = {**entry, "min_prefill_tokens": lo, "max_prefill_tokens": hi, "split_from": whole}
+        sub = [c for c in cases if in_bucket(bucket_key(half), c.batch)]
+        mine = [rows[c.case_id] for c in sub]
+        if sub:
+            case_us = {"tuned": {r["case_id"]: r["tuned_us"] for r in mine},
+                       DEFAULT_LABEL: {r["case_id"]: r["serial_us"] for r in mine}}
+            deferred, reason = defer_decision(sub, case_us, verdict["noise"])
+            speedups = [r["serial_us"] / r["tuned_us"] for r in mine]
+            spread = {"geomean": geomean(speedups), "worst": min(speedups)}
+        else:
+            deferred, reason, spread = True, "no measured case falls in this half", None
+        out.append((half, {"deferred": deferred, "reason": reason, "source": verdict["source"],
+                           "noise": verdict["noise"], "cases": mine, "tuned_vs_serial": spread}))
+    return out
+
+
 def overall_summary(buckets: list, deferred: list, how: str, held_ids: list,
                     unbucketed: list) -> dict:
     """Speed-up over serial of what the heuristic plans on the validation cases (held_ids:
@@ -103,4 +158,5 @@ def _spread(ratios: dict) -> dict:
     return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
-__all__ = ["DEFAULT_VALIDATION", "overall_summary", "validate_bucket", "validation_cases"]
+__all__ = ["DEFAULT_VALIDATION", "bucket_key", "in_bucket", "overall_summary", "split_edge",
+           "split_verdicts", "validate_bucket", "validation_cases"]

@@ -77,8 +77,9 @@ def add_parser(sub) -> None:
                         "against today's serial step (no search) and write a new file where a "
                         "bucket that no longer beats serial defers; FILE is not changed")
     p.add_argument("--split-failing", action="store_true",
-                   help="with --revalidate: split a bucket that fails at a fixed prefill-token "
-                        "edge and ship or defer each half on its own cases")
+                   help="hybrid knobs (a tune or --revalidate): split a bucket that fails its "
+                        "check once at a fixed prefill-token edge and ship or defer each half on "
+                        "its own cases")
     p.add_argument("--workers", type=int, help="worker processes sharing the study (default 1)")
     p.add_argument("--gpus", help="GPU indices for the workers, e.g. 0,1 (default: all)")
     p.add_argument("--timeout-s", type=float, help="stop searching after this many seconds")

@@ -15,7 +15,7 @@ import sys
 USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shape", "page_size",
         "dtype", "q_len", "num_qo_heads", "num_kv_heads", "head_dim", "backend", "device_model",
         "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress", "validate",
-        "finalist_rounds", "finalists", "resume", "revalidate"}
+        "finalist_rounds", "finalists", "resume", "revalidate", "split_failing"}
 # What a re-validation reads: the file holds the shape and the buckets, so the case and search
 # options would be ignored, and are refused instead.
 REVALIDATE_USED = {"study", "backend", "device_model", "timer", "warm_l2", "stopping", "out",
@@ -37,8 +37,6 @@ def run(args: argparse.Namespace) -> int:
 
     given = {k for k in vars(args) if k not in ("handler", "command", "command_line")}
     revalidate = getattr(args, "revalidate", None)
-    if "split_failing" in given and revalidate is None:
-        raise ValueError("tune: option --split-failing is only used with --revalidate FILE")
     refused = sorted(given - (REVALIDATE_USED if revalidate is not None else USED))
     if refused:
         what = ("re-validating a hybrid file (--revalidate: its shape and buckets come from the "
@@ -60,13 +58,13 @@ def run(args: argparse.Namespace) -> int:
                                   validate=tuple(g("validate", ()) or ()),
                                   finalist_rounds=g("finalist_rounds", 3),
                                   finalists=g("finalists", 2),
-                                  resume=bool(g("resume", False)))
+                                  resume=bool(g("resume", False)),
+                                  split_failing=bool(g("split_failing", False)))
     if revalidate is not None:
         from kvtune.studies.hybrid_revalidate import run_hybrid_revalidation
 
         doc = run_hybrid_revalidation(revalidate, settings,
-                                      command=getattr(args, "command_line", ""),
-                                      split_failing=bool(g("split_failing", False)))
+                                      command=getattr(args, "command_line", ""))
     else:
         doc = run_hybrid_tune(settings, command=getattr(args, "command_line", ""))
     print(f"hybrid heuristic: {doc['path']}")

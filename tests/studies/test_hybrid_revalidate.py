@@ -11,6 +11,7 @@ import pytest
 from kvtune.harness.bench import BackendSettings
 from kvtune.kernels import policies
 from kvtune.studies import hybrid_revalidate as rv
+from kvtune.studies import hybrid_validation as hv
 from kvtune.studies.hybrid_tune import HybridTuneSettings
 
 H100_FILE = (Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_calls"
@@ -70,7 +71,7 @@ def test_given_suites_replace_the_recorded_cases(tmp_path):
     shape = AttentionShape(**doc["shape"])
     held = get_suite("hybrid-holdout", shape=shape).cases
     for b in doc["buckets"] + [d for d in doc["deferred_buckets"] if d.get("revalidated")]:
-        want = [c.case_id for c in held if rv.in_bucket(rv.bucket_key(b), c.batch())]
+        want = [c.case_id for c in held if hv.in_bucket(hv.bucket_key(b), c.batch())]
         assert [r["case_id"] for r in b["validation"]["cases"]] == want
         # The 3072-token chunks reach the upper half of the 1025-4096-token buckets.
         assert any("chunk_tokens=3072" in cid for cid in want)
@@ -143,10 +144,10 @@ def test_cli_revalidates_and_refuses_case_options(tmp_path):
 def test_split_edge_is_fixed_by_the_bucket_alone():
     def b(lo, hi):
         return {"min_prefill_tokens": lo, "max_prefill_tokens": hi}
-    assert rv.split_edge(b(1025, 4096)) == 2048
-    assert rv.split_edge(b(1, 1024)) == 512
-    assert rv.split_edge(b(2049, 4096)) is None  # 2048 is below the bucket: no split
-    assert rv.split_edge(b(1, 1)) is None
+    assert hv.split_edge(b(1025, 4096)) == 2048
+    assert hv.split_edge(b(1, 1024)) == 512
+    assert hv.split_edge(b(2049, 4096)) is None  # 2048 is below the bucket: no split
+    assert hv.split_edge(b(1, 1)) is None
 
 
 def test_split_failing_ships_the_half_that_still_wins(tmp_path, monkeypatch):
@@ -161,9 +162,8 @@ def test_split_failing_ships_the_half_that_still_wins(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rv, "validate_bucket", long_chunks_lose)
     path = _file(tmp_path)
-    doc = rv.run_hybrid_revalidation(str(path), _settings(tmp_path, validate=("hybrid-holdout",
-                                                                            "hybrid")),
-                                     split_failing=True)
+    doc = rv.run_hybrid_revalidation(str(path), _settings(
+        tmp_path, validate=("hybrid-holdout", "hybrid"), split_failing=True))
     shipped = {(b["min_decodes"], b["min_prefill_tokens"], b["max_prefill_tokens"])
                for b in doc["buckets"]}
     assert shipped == {(17, 1025, 2048), (65, 1025, 2048)}
@@ -188,13 +188,13 @@ def test_split_failing_ships_the_half_that_still_wins(tmp_path, monkeypatch):
         assert plan.schedule == schedule, chunk
 
 
-def test_split_failing_needs_revalidate(tmp_path):
+def test_split_failing_is_refused_outside_hybrid_knobs(tmp_path):
     res = subprocess.run([sys.executable, "-m", "kvtune", "tune", "--study", "x", "--suite",
-                          "hybrid", "--split-failing", "--backend", "simulator", "--out",
+                          "smoke", "--split-failing", "--backend", "simulator", "--out",
                           str(tmp_path)], capture_output=True, text=True)
     assert res.returncode == 2
-    assert res.stderr.strip().splitlines() == [
-        "kvtune: error: tune: option --split-failing is only used with --revalidate FILE"]
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--split-failing" in lines[0]
 
 
 def test_split_revalidated_reproduces_the_h100_split_file(tmp_path):

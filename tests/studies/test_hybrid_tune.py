@@ -291,3 +291,40 @@ def test_resume_keeps_only_decisions_made_on_the_same_device_and_backend(tmp_pat
     assert earlier_decisions(str(tmp_path), "s", shape, "NVIDIA H100 80GB HBM3",
                              "simulator") == ({}, None)
     assert earlier_decisions(str(tmp_path), "s", shape, "NVIDIA A100", "triton") == ({}, None)
+
+
+def test_split_failing_replaces_a_failed_bucket_by_its_decided_halves(tmp_path, monkeypatch):
+    """--split-failing: every finalist fails its held-out check (here: 5% slower up to the split
+    edge, 20% faster past it), so each bucket is split once by prefill tokens and each half
+    decided on its own held-out rows; a resumed run keeps the halves."""
+    from kvtune.studies import hybrid_validation
+
+    def long_chunks_lose(runner, cases, tuned, serial, recorder, **kw):
+        edge = 512  # hybrid_validation.split_edge of the 1-1024-token buckets
+        rows = [{"case_id": c.case_id, "serial_us": 100.0,
+                 "tuned_us": 105.0 if c.batch.prefill_tokens <= edge else 80.0} for c in cases]
+        return {"deferred": True, "reason": "tuned is 1.050x the default's latency on one case",
+                "source": kw["source"], "noise": 0.001, "cases": rows,
+                "tuned_vs_serial": {"geomean": 1.0, "worst": 100 / 105}}
+
+    monkeypatch.setattr(hybrid_validation, "validate_bucket", long_chunks_lose)
+    doc = run_hybrid_tune(_settings(tmp_path, trials=3, validate=("hybrid-holdout",),
+                                    split_failing=True, finalists=1))
+    entries = doc["buckets"] + doc["deferred_buckets"]
+    assert entries and all(e["split_from"] == [1, 1024] for e in entries)
+    assert doc["buckets"] and doc["deferred_buckets"]  # both outcomes occur
+    assert sorted((e["min_decodes"], e["min_prefill_tokens"]) for e in entries) == [
+        (1, 1), (1, 513), (65, 1), (65, 513)]
+    for e in entries:
+        speeds = {r["tuned_us"] for r in e["validation"]["cases"]}
+        if e in doc["buckets"]:  # ships only where every held-out case of the half won
+            assert speeds == {80.0} and e["params"]["schedule"]
+        else:
+            assert not speeds or 105.0 in speeds
+            assert "params" not in e and e["tuned_params"]["schedule"]
+    # --resume keeps the halves of each searched bucket, searching nothing again.
+    again = run_hybrid_tune(_settings(tmp_path, trials=3, validate=("hybrid-holdout",),
+                                      split_failing=True, finalists=1, resume=True))
+    key = ("min_decodes", "min_prefill_tokens", "max_prefill_tokens")
+    assert sorted(tuple(e[k] for k in key) for e in again["buckets"] + again["deferred_buckets"]) \
+        == sorted(tuple(e[k] for k in key) for e in entries)

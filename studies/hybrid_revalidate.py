@@ -34,8 +34,8 @@ import json
 import sys
 from pathlib import Path
 
-from kvtune.studies.hybrid_validation import (bucket_key, in_bucket, overall_summary,
-                                              split_verdicts, validate_bucket)
+from kvtune.studies.hybrid_validation import (bucket_key, decided_entry, in_bucket,
+                                              overall_summary, split_verdicts, validate_bucket)
 
 
 def load_hybrid_file(path: str) -> dict:
@@ -74,17 +74,9 @@ def bucket_name(entry: dict) -> str:
 
 
 def revalidated_entry(entry: dict, verdict: dict) -> dict:
-    """The bucket after its new check: shipped with the new `validation`, or deferred with its
-    knobs under `tuned_params` and the reason prefixed "revalidation: "."""
-    out = {k: v for k, v in entry.items() if k not in ("validation", "reason")}
-    out["validation"] = verdict
-    out["revalidated"] = True
-    if verdict["deferred"]:
-        out["tuned_params"] = out.pop("params")
-        out["reason"] = f"revalidation: {verdict['reason']}"
-    else:
-        out["reason"] = verdict["reason"]
-    return out
+    """The bucket after its new check (hybrid_validation.decided_entry), marked `revalidated`;
+    a deferred one's reason starts "revalidation: "."""
+    return {**decided_entry(entry, verdict, "revalidation: "), "revalidated": True}
 
 
 def split_bucket(entry: dict, verdict: dict, cases) -> list[dict]:

@@ -307,7 +307,7 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
     bucket that defers after a held-out check is split (split_verdicts on the best finalist's
     check) and its halves go under entry["halves"] instead. Returns the verdict line."""
     from kvtune.kernels import policies
-    from kvtune.studies.hybrid_validation import split_verdicts, validate_bucket
+    from kvtune.studies.hybrid_validation import decided_entry, split_verdicts, validate_bucket
 
     key = (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
            entry["max_prefill_tokens"])
@@ -335,23 +335,15 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
     if settings.split_failing and source == "validation" and first is not None:
         halves = split_verdicts({**entry, "params": first[0]}, first[1], check)
         if halves:
-            entry["halves"] = [_decided_half(entry, half, v) for half, v in halves]
+            entry["halves"] = [decided_entry(half, v) for half, v in halves]
+            for h in entry["halves"]:
+                if "params" in h:  # ships the best finalist's knobs
+                    h["finalist_rank"] = 0
             return "split: " + "; ".join(
                 f"prefill tokens {h['min_prefill_tokens']}-{h['max_prefill_tokens']} "
                 f"{'defers' if 'tuned_params' in h else 'ships'} ({h['reason']})"
                 for h in entry["halves"])
     return f"defers to serial ({entry['reason']})"
-
-
-def _decided_half(entry: dict, half: dict, verdict: dict) -> dict:
-    """A half of a split bucket as a file entry: the best finalist's knobs under `params`
-    (ships) or `tuned_params` (defers), its own `validation` and `reason`."""
-    out = {k: v for k, v in half.items() if k not in ("tuned_params", "params", "validation")}
-    out.update(validation=verdict, reason=verdict["reason"])
-    out["tuned_params" if verdict["deferred"] else "params"] = half["params"]
-    if not verdict["deferred"]:
-        out["finalist_rank"] = 0
-    return out
 
 
 def _search_bucket(key, bucket_cases, runner, recorder, serial_policy, device, settings,

@@ -86,6 +86,21 @@ def in_bucket(key: tuple, batch) -> bool:
     return dlo <= batch.num_decodes <= dhi and plo <= batch.prefill_tokens <= phi
 
 
+def decided_entry(entry: dict, verdict: dict, reason_prefix: str = "") -> dict:
+    """A file's bucket after a check: its knobs under `params` where `verdict` ships it, under
+    `tuned_params` where it defers (then its `reason` starts with reason_prefix), with the
+    verdict as its `validation`. entry: the bucket, its knobs under either key."""
+    knobs = entry.get("params", entry.get("tuned_params"))
+    out = {k: v for k, v in entry.items()
+           if k not in ("params", "tuned_params", "validation", "reason")}
+    out["validation"] = verdict
+    if verdict["deferred"]:
+        out.update(tuned_params=knobs, reason=f"{reason_prefix}{verdict['reason']}")
+    else:
+        out.update(params=knobs, reason=verdict["reason"])
+    return out
+
+
 def split_edge(entry: dict) -> int | None:
     """The prefill-token edge a failing bucket is split at: the largest power of two below its
     top (1025-4096 -> 2048, 1-1024 -> 512), where that leaves tokens on both sides; else None.
@@ -158,5 +173,5 @@ def _spread(ratios: dict) -> dict:
     return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
-__all__ = ["DEFAULT_VALIDATION", "bucket_key", "in_bucket", "overall_summary", "split_edge",
+__all__ = ["DEFAULT_VALIDATION", "bucket_key", "decided_entry", "in_bucket", "overall_summary", "split_edge",
            "split_verdicts", "validate_bucket", "validation_cases"]

@@ -2,10 +2,11 @@
 # The 15 hybrid batches that no suite holds (eleventh session's list: other decode counts, chunk
 # and context sizes, continuous-batching seeds 300-301, speculative decodes), each through
 # `kvtune bench` with a hybrid file beside kvtune's serial step in the same process. Timer: CUDA
-# events, cold L2, one guard retry. Rows go to OUT_DIR/bench.
-#   bash benchmarks/gpu_calls/hybrid_held_out.sh FILE OUT_DIR [TIMEOUT_S per command]
-file=${1:?FILE} out=${2:?OUT_DIR} limit=${3:-120}
-P="--policies hybrid-serial,hybrid-tuned:path=$file --backend triton --timer events"
+# events, cold L2, one guard retry. Rows go to OUT_DIR/bench. MORE_POLICIES (comma-separated)
+# are measured beside them in the same processes.
+#   bash benchmarks/gpu_calls/hybrid_held_out.sh FILE OUT_DIR [TIMEOUT_S per command] [MORE_POLICIES]
+file=${1:?FILE} out=${2:?OUT_DIR} limit=${3:-120} more=${4:+,$4}
+P="--policies hybrid-serial,hybrid-tuned:path=$file$more --backend triton --timer events"
 P="$P --stopping quiet_retries=1 --no-progress --out $out/bench"
 run() { timeout $limit python3 -m kvtune bench --distribution hybrid "$@" $P 2>&1 \
           | grep -v Warning | tail -16 | cut -c1-260; }

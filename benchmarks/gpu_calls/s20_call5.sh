@@ -8,16 +8,9 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+# The same kvtune bench commands as the call ran at its commit (docs/PERFORMANCE.md), now
+# through hybrid_held_out.sh.
 file=benchmarks/gpu_calls/s20_hybrid_heuristic_h100.json
-P="--policies hybrid-serial,hybrid-tuned:path=$file,hybrid-colocated --backend triton"
-P="$P --timer events --stopping quiet_retries=1 --no-progress --out $OUT/bench"
-run() { timeout 150 python3 -m kvtune bench --distribution hybrid "$@" $P 2>&1 \
-          | grep -v Warning | tail -14 | cut -c1-220; }
-run --batch-sizes 24,40,96,192 --param chunk_tokens=1280 --param context_tokens=10240
-run --batch-sizes 20,56,112 --param chunk_tokens=3072 --param context_tokens=5120
-run --batch-sizes 48,80 --param chunk_tokens=2048 --param context_tokens=8192 --param decode_q_len=4
-run --batch-sizes 64,128 --seeds 300,301 --param source=continuous --param step_token_budget=2560
-run --batch-sizes 96 --seeds 300,301 --param source=continuous --param step_token_budget=3584 \
-  --param draft_tokens=3 --param accept_rate=0.75
+bash benchmarks/gpu_calls/hybrid_held_out.sh $file $OUT 150 hybrid-colocated
 cd $OUT && tar czf bench.tgz bench && rm -rf bench
 date -u

@@ -69,8 +69,10 @@ def recorded_cases(entry: dict, index: dict) -> list:
 
 
 def bucket_name(entry: dict) -> str:
-    return (f"d{entry['min_decodes']}-{entry['max_decodes']}"
-            f"_p{entry['min_prefill_tokens']}-{entry['max_prefill_tokens']}")
+    """The tune's label of a file's bucket (hybrid_tune.bucket_name), also in the rows."""
+    from kvtune.studies.hybrid_tune import bucket_name as label
+
+    return label(bucket_key(entry))
 
 
 def revalidated_entry(entry: dict, verdict: dict) -> dict:
@@ -87,8 +89,9 @@ def split_bucket(entry: dict, verdict: dict, cases) -> list[dict]:
 
 def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     """Re-measure FILE's shipped buckets (module docstring) with settings' backend, timer,
-    stopping rule, --validate specs, finalist_rounds and split_failing (a HybridTuneSettings); returns the new
-    document (also written under settings.out, with the rows), its path under "path"."""
+    stopping rule, --validate specs, finalist_rounds and split_failing (a HybridTuneSettings);
+    returns the new document (also written under settings.out, with the rows), its path under
+    "path"."""
     from kvtune.harness.backends.select import check_choices, open_backend
     from kvtune.harness.runner import CaseRun, Runner
     from kvtune.harness.store import RunWriter

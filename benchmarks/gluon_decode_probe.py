@@ -172,11 +172,11 @@ def run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec, log
 
 
 CASES = (
-    (("llama3-70b-tp8", 16, "bf16", None), "uniform", 256, "balanced-2x"),
-    (("llama3-70b-tp8", 16, "bf16", None), "uniform", 64, "balanced-2x"),
-    (("llama3-70b-tp8", 16, "bf16", None), "skew80", 64, "balanced-2x"),
-    (("llama3-70b-tp8", 16, "bf16", None), "uniform", 256, "fixed-2048"),
-    (("llama3-8b", 16, "bf16", None), "uniform", 64, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 256, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 64, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "skew80", 64, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 256, "fixed-2048"),
+    (("llama3-8b", "bf16", "bf16", 16), "uniform", 64, "balanced-2x"),
 )
 # (keys per step, K/V buffers, persistent programs per SM or 0 for one program per task). Local
 # sm_90 compile (Triton 3.6): 166 registers at 64 keys, 125 at 32, 248 at 128; shared memory

@@ -22,6 +22,12 @@ interleaved over --rounds rounds:
                 through kernels/prefill_wgmma.py's Gluon tile (HybridConfig.colocated_wgmma)
                 at N keys per step and S K/V buffers; only where the Gluon tile can run
                 (kernels.hybrid.prefill_wgmma_ok: an sm_90 GPU), never under the interpreter.
+  ordered-dk-L  (--decode-kernel L,...) ordered with the decodes through kernels/decode.py in
+                its configuration L (a KernelConfig label, e.g. bn32-w4-s4-pa) instead of the
+                hybrid kernel's decode items; L+wgN:S also runs the prefill grid through the
+                Gluon tile as ordered-wgNsS. A footprint small enough for two decode programs
+                beside each persistent prefill program is the point (decode.py's default for
+                the shape holds about 104 KB, so only one fits beside the 112 KB prefill tile).
 Every variant is checked against the float64 reference before it is timed. Timer: bench_hybrid.py's
 CUDA-event pairs, L2 flushed before each, median of --reps per round; the spread across rounds
 (max / min of the round medians) and p90 / p10 within them show a bimodal step.
@@ -64,6 +70,8 @@ import torch  # noqa: E402
 from bench_hybrid import (BatchData, EventTimer, WallTimer, check_launch,  # noqa: E402
                           copy_bandwidth, dry_cases, geomean, time_launch)
 from kvtune.kernels import policies  # noqa: E402
+from kvtune.kernels.decode import prepare_decode  # noqa: E402
+from kvtune.kernels.decode_config import KernelConfig  # noqa: E402
 from kvtune.kernels.hybrid import (has_programmatic_launch, prefill_wgmma_ok,  # noqa: E402
                                    prepare_hybrid, run_hybrid)
 from kvtune.kernels.plan import AttentionShape, DeviceSpec  # noqa: E402
@@ -72,9 +80,11 @@ VARIANTS = ("serial", "two-streams", "ordered", "heuristic")
 DRY_REPLAYS = 2  # --dry-run runs at most this many replays (each is a run under the interpreter)
 
 
-def launches(data: BatchData, spec, heuristic: str | None, shares=(), wgmma=()) -> dict:
+def launches(data: BatchData, spec, heuristic: str | None, shares=(), wgmma=(),
+             decode_kernels=()) -> dict:
     """The HybridLaunch of every variant for one batch (shares: the ordered-pS probes; wgmma:
-    (keys per step, buffers) of the ordered-wgNsS probes)."""
+    (keys per step, buffers) of the ordered-wgNsS probes; decode_kernels: the ordered-dk-L
+    specs)."""
     b = data.batch
 
     def prep(name, **kw):
@@ -98,7 +108,29 @@ def launches(data: BatchData, spec, heuristic: str | None, shares=(), wgmma=()) 
                 col, config=dataclasses.replace(
                     out["ordered"].config, colocated_wgmma=True, colocated_wgmma_block_n=block_n,
                     colocated_wgmma_stages=stages))
+    if b.num_decodes and b.num_prefills and int(b.q_lens[~b.is_prefill].max()) == 1:
+        for text in decode_kernels:
+            out[f"ordered-dk-{text}"] = decode_kernel_variant(col, data, out["ordered"].config,
+                                                              text)
     return out
+
+
+def decode_kernel_variant(col, data: BatchData, ordered_config, text: str):
+    """The ordered colocated launch `col` with its decodes through kernels/decode.py in the
+    configuration of `text` ("LABEL" or "LABEL+wgN:S": also the Gluon prefill grid)."""
+    label, _, wg = text.partition("+wg")
+    base = prepare_hybrid(col.plan, data.cache, data.batch.q_lens, decode_kernel=True)
+    dk = prepare_decode(col.plan.decode_plan, base.decode_cache,
+                        config=KernelConfig.from_label(label), merge_pdl=False)
+    config = ordered_config
+    if wg:
+        if not prefill_wgmma_ok(col.plan, data.cache, data.cache.device):
+            raise ValueError(f"--decode-kernel {text}: the Gluon tile cannot run here")
+        block_n, stages = (int(x) for x in wg.split(":"))
+        config = dataclasses.replace(config, colocated_wgmma=True,
+                                     colocated_wgmma_block_n=block_n,
+                                     colocated_wgmma_stages=stages)
+    return dataclasses.replace(base, decode_kernel=dk, config=config)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -184,10 +216,10 @@ def add_replays(row: dict, name: str, launch, data: BatchData, ref_out: torch.Te
 
 
 def run_case(case, device, dtype, spec, timer, rounds, heuristic, replays=0, shares=(),
-             wgmma=(), drop=()) -> dict:
+             wgmma=(), drop=(), decode_kernels=()) -> dict:
     data = BatchData(case.batch(), device, dtype)
-    lch = {k: v for k, v in launches(data, spec, heuristic, shares, wgmma).items()
-           if k not in drop}
+    lch = {k: v for k, v in launches(data, spec, heuristic, shares, wgmma,
+                                     decode_kernels).items() if k not in drop}
     entry = {"case_id": case.case_id, "ordered_launch": lch["ordered"].config.ordered_launch,
              "variants": {}}
     refs = {}
@@ -316,6 +348,10 @@ def main(argv=None) -> int:
     ap.add_argument("--colocated-wgmma", default="", metavar="N:S,...",
                     help="ordered-wgNsS variants: the Gluon persistent prefill grid at N keys "
                          "per step (32, 64 or 128) and S K/V buffers (2-4)")
+    ap.add_argument("--decode-kernel", default="", metavar="L[+wgN:S],...",
+                    help="ordered-dk-L variants: the decodes through kernels/decode.py in "
+                         "configuration L (e.g. bn32-w4-s4-pa), +wgN:S with the Gluon prefill "
+                         "grid")
     ap.add_argument("--no-two-streams", action="store_true",
                     help="leave out the two-streams variant (the default before the thirteenth "
                          "session), to fit more cases in the budget")
@@ -340,6 +376,17 @@ def main(argv=None) -> int:
         print(f"bench_colocated_order: error: --colocated-wgmma must be N:S pairs with N in "
               f"32, 64, 128 and S in 2..4, got {args.colocated_wgmma!r}", file=sys.stderr)
         return 2
+    decode_kernels = tuple(x.strip() for x in args.decode_kernel.split(",") if x.strip())
+    for text in decode_kernels:
+        label, _, wg = text.partition("+wg")
+        try:
+            KernelConfig.from_label(label)
+            if wg and len([int(v) for v in wg.split(":")]) != 2:
+                raise ValueError(f"+wg{wg}: need N:S")
+        except ValueError as exc:
+            print(f"bench_colocated_order: error: --decode-kernel {text!r}: {exc}",
+                  file=sys.stderr)
+            return 2
     if args.rounds < 1 or args.skip_cases < 0 or args.max_cases < 1 or args.replays < 0:
         print("bench_colocated_order: error: --rounds / --max-cases must be >= 1, --skip-cases "
               "/ --replays >= 0", file=sys.stderr)
@@ -381,7 +428,8 @@ def main(argv=None) -> int:
         try:
             results["cases"].append(run_case(case, device, dtype, spec, timer, args.rounds,
                                              args.heuristic, replays, shares, wgmma,
-                                             ("two-streams",) if args.no_two_streams else ()))
+                                             ("two-streams",) if args.no_two_streams else (),
+                                             decode_kernels))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             results["cases"].append({"case_id": case.case_id, "variants": {},
                                      "error": f"{type(exc).__name__}: {exc}"})

@@ -191,7 +191,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "gluon_decode_probe_out"))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--max-cases", type=int, default=len(CASES))
+    ap.add_argument("--configs", default="", metavar="N:S[:P],...",
+                    help="Gluon variants: keys per step, K/V buffers, persistent programs per "
+                         "SM (0 or absent: one program per task); default: CONFIGS")
+    ap.add_argument("--cases", default="", metavar="SHAPE:DIST:B:PLAN,...",
+                    help="cases instead of CASES, e.g. llama3-70b-tp8:uniform:256:balanced-2x")
     args = ap.parse_args(argv)
+    configs = tuple(tuple(int(v) for v in (c.split(":") + ["0"])[:3])
+                    for c in args.configs.split(",") if c.strip()) or CONFIGS
+    cases = tuple(((sh, "bf16", "bf16", 16), d, int(b), pl) for sh, d, b, pl in
+                  (c.split(":") for c in args.cases.split(",") if c.strip())) or CASES
     os.makedirs(args.out, exist_ok=True)
     timer = Timer(args.reps)
     cp = copy_bandwidth(timer)
@@ -199,8 +208,8 @@ def main(argv=None) -> int:
     print(f"copy ceiling {ceiling / 1e12:.3f} TB/s ({torch.cuda.get_device_name(0)})", flush=True)
     spec = live_device(ceiling)
     rows = []
-    for variant, dist, batch, plan_name in CASES[: args.max_cases]:
-        rows += run_case(variant, dist, batch, plan_name, CONFIGS, timer, ceiling, spec,
+    for variant, dist, batch, plan_name in cases[: args.max_cases]:
+        rows += run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec,
                          lambda s: print(s, flush=True))
         with open(os.path.join(args.out, "gluon_decode_probe.json"), "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,

@@ -21,6 +21,15 @@ measurements (a half no case falls in defers). Why: a bucket can lose on long ch
 case above) while winning 1.3-2.4x below them; the halves have fewer cases each, so check the
 result on batches no suite holds before relying on it.
 
+`--serial-fallback`: every bucket that defers after this run (the file's deferred buckets, the
+ones this run defers, failing halves) is measured once more as a serial step with its own decode
+split knobs (studies/hybrid_validation.py serial_fallback_knobs: hybrid-serial's prefill launch,
+the bucket's decode plan), on the same cases and by the same rule; it ships where that passes
+(its entry names the co-located knobs it replaces under `fallback_from`), else it stays deferred
+with the fallback's verdict beside it. `--keep-shipped` keeps FILE's shipped buckets as they
+are, unmeasured (for a file re-validated with today's kernels already), so a run can spend its
+time on the deferred ones.
+
 Which cases: by default the ones each bucket's last validation measured (their ids in the file,
 rebuilt from the hybrid suites, which are deterministic); with `--validate SPEC ...` the cases of
 those hybrid suites that fall in the bucket instead. The file must have been tuned on the same
@@ -35,7 +44,8 @@ import sys
 from pathlib import Path
 
 from kvtune.studies.hybrid_validation import (bucket_key, decided_entry, in_bucket,
-                                              overall_summary, split_verdicts, validate_bucket)
+                                              overall_summary, serial_fallback_knobs,
+                                              split_verdicts, validate_bucket)
 
 
 def load_hybrid_file(path: str) -> dict:
@@ -87,6 +97,26 @@ def split_bucket(entry: dict, verdict: dict, cases) -> list[dict]:
     return [revalidated_entry(half, v) for half, v in split_verdicts(entry, verdict, cases)]
 
 
+def fallback_entry(entry: dict, fallback: dict, verdict: dict) -> dict:
+    """A deferred bucket after its serial fallback's check: shipped with the fallback knobs
+    (the co-located ones under `fallback_from`) where `verdict` passes, else the bucket as it
+    was with the fallback's knobs and verdict under `serial_fallback`."""
+    knobs = entry.get("tuned_params", entry.get("params"))
+    if verdict["deferred"]:
+        return {**entry, "serial_fallback": {"params": fallback, "validation": verdict}}
+    base = {k: v for k, v in entry.items() if k not in ("tuned_params", "params")}
+    return {**decided_entry({**base, "params": fallback}, verdict, "revalidation: "),
+            "revalidated": True, "fallback_from": knobs}
+
+
+def bucket_cases(entry: dict, chosen, index: dict) -> list:
+    """The Case objects a bucket is measured on: the given suites' cases that fall in it, or
+    the ones its last validation measured."""
+    key = bucket_key(entry)
+    return ([c for c in chosen if in_bucket(key, c.batch())] if chosen is not None
+            else recorded_cases(entry, index))
+
+
 def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     """Re-measure FILE's shipped buckets (module docstring) with settings' backend, timer,
     stopping rule, --validate specs, finalist_rounds and split_failing (a HybridTuneSettings);
@@ -116,12 +146,9 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     else:
         chosen, how = None, "the cases each bucket's last validation measured"
     index = {c.case_id: c for name in HYBRID_SUITES for c in get_suite(name, shape=shape).cases}
-    plans = []
-    for entry in doc["buckets"]:
-        key = bucket_key(entry)
-        cases = ([c for c in chosen if in_bucket(key, c.batch())] if chosen is not None
-                 else recorded_cases(entry, index))
-        plans.append((entry, [CaseRun(c.case_id, c.batch()) for c in cases]))
+    plans = [] if settings.keep_shipped else [
+        (entry, [CaseRun(c.case_id, c.batch()) for c in bucket_cases(entry, chosen, index)])
+        for entry in doc["buckets"]]
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
                           cold_l2=not m.warm_l2, stopping=m.stopping)
     try:
@@ -138,14 +165,50 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
                     "revalidate": str(path), "validation_how": how,
                     "backend": opened.backend.name, "device": opened.device.to_dict(),
                     "simulated": not opened.device.live, "shape": shape.to_dict(),
-                    "finalist_rounds": settings.finalist_rounds}
+                    "finalist_rounds": settings.finalist_rounds,
+                    "serial_fallback": settings.serial_fallback,
+                    "keep_shipped": settings.keep_shipped}
         writer = RunWriter.create(settings.out, manifest, kind="tune")
         recorder = RowRecorder(writer.root)
         runner = Runner(opened.backend, opened.device, opened.ceiling_bytes_per_s,
                         run_id=writer.run_id)
         serial = policies.get(BASELINE)
-        shipped, deferred = [], [dict(b) for b in doc["deferred_buckets"]]
+        shipped = [dict(b) for b in doc["buckets"]] if settings.keep_shipped else []
+        deferred = [dict(b) for b in doc["deferred_buckets"]]
         measured_ids = []
+
+        def save_partial(unfinished: list) -> None:
+            """What is decided so far, on disk before the next bucket (a run stopped by a time
+            limit keeps it); the unchecked buckets are listed, not shipped."""
+            partial = {**doc, "study": settings.study, "run_id": writer.run_id,
+                       "buckets": shipped, "deferred_buckets": deferred,
+                       "unfinished_buckets": unfinished}
+            tmp = writer.root / "hybrid_heuristic.partial.tmp"
+            tmp.write_text(json.dumps(partial, indent=1, default=float))
+            tmp.replace(writer.root / "hybrid_heuristic.partial.json")
+
+        def try_serial_fallback(entry: dict) -> dict:
+            """--serial-fallback for one deferred bucket (fallback_entry); unchanged where its
+            knobs already are a serial step or no case falls in it."""
+            fallback = serial_fallback_knobs(entry.get("tuned_params") or {})
+            name = bucket_name(entry)
+            cases = [CaseRun(c.case_id, c.batch()) for c in bucket_cases(entry, chosen, index)] \
+                if fallback else []
+            if not cases:
+                return entry
+            verdict = validate_bucket(runner, cases, policies.get("hybrid-parametric",
+                                                                  **fallback),
+                                      serial, recorder, study=settings.study,
+                                      bucket=f"{name}/serial-fallback",
+                                      rounds=settings.finalist_rounds, source="revalidation")
+            recorder.flush()
+            measured_ids.extend(c.case_id for c in cases)
+            t = verdict["tuned_vs_serial"]
+            print(f"bucket {name}, serial fallback: "
+                  f"{'defers' if verdict['deferred'] else 'ships'}: x{t['geomean']:.3f} over "
+                  f"serial on {len(cases)} cases, worst x{t['worst']:.3f} ({verdict['reason']})",
+                  file=sys.stderr)
+            return fallback_entry(entry, fallback, verdict)
         try:
             for i, (entry, cases) in enumerate(plans):
                 name = bucket_name(entry)
@@ -176,14 +239,17 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
                         print(f"  half {bucket_name(new)}: "
                               f"{'defers' if new['validation']['deferred'] else 'ships'} "
                               f"({new['validation']['reason']})", file=sys.stderr)
-                # What is decided so far, on disk before the next bucket (a run stopped by a
-                # time limit keeps it); the unchecked buckets are listed, not shipped.
-                partial = {**doc, "study": settings.study, "run_id": writer.run_id,
-                           "buckets": shipped, "deferred_buckets": deferred,
-                           "unfinished_buckets": [bucket_name(e) for e, _ in plans[i + 1:]]}
-                tmp = writer.root / "hybrid_heuristic.partial.tmp"
-                tmp.write_text(json.dumps(partial, indent=1, default=float))
-                tmp.replace(writer.root / "hybrid_heuristic.partial.json")
+                save_partial([bucket_name(e) for e, _ in plans[i + 1:]])
+            if settings.serial_fallback:
+                for entry in list(deferred):
+                    new = try_serial_fallback(entry)
+                    pos = next(k for k, e in enumerate(deferred) if e is entry)
+                    if "params" in new:  # shipped by its fallback
+                        del deferred[pos]
+                        shipped.append(new)
+                    else:
+                        deferred[pos] = new
+                    save_partial([])
         except BaseException as exc:
             finish_failed(writer, recorder, exc)
             raise
@@ -202,4 +268,5 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     return out
 
 
-__all__ = ["load_hybrid_file", "revalidated_entry", "run_hybrid_revalidation", "split_bucket"]
+__all__ = ["bucket_cases", "fallback_entry", "load_hybrid_file", "revalidated_entry",
+           "run_hybrid_revalidation", "split_bucket"]

@@ -83,7 +83,8 @@ class HybridTuneSettings:
     resume: reuse the buckets an earlier run of this study and shape under `out` decided
     (earlier_decisions). split_failing: a bucket whose every finalist fails its held-out check
     is split once by prefill tokens and each half decided on its own held-out rows of the best
-    finalist's check (studies/hybrid_validation.py split_verdicts)."""
+    finalist's check (studies/hybrid_validation.py split_verdicts). serial_fallback and
+    keep_shipped: --revalidate only (studies/hybrid_revalidate.py)."""
 
     cases: CaseSettings = field(default_factory=lambda: CaseSettings(suite="hybrid"))
     measure: BackendSettings = field(default_factory=BackendSettings)
@@ -97,6 +98,8 @@ class HybridTuneSettings:
     finalists: int = 2
     resume: bool = False
     split_failing: bool = False
+    serial_fallback: bool = False
+    keep_shipped: bool = False
 
     def __post_init__(self) -> None:
         check_int("trials", self.trials, 1, 10_000)

@@ -101,6 +101,26 @@ def decided_entry(entry: dict, verdict: dict, reason_prefix: str = "") -> dict:
     return out
 
 
+# The knobs a serial fallback takes from hybrid-serial (kernels/hybrid_policies.py): its
+# prefill launch exactly (128-row tiles, split cap one wave, the default split threshold, and
+# its 2 CTAs per SM, which also size the prefill splits), so that only the decode plan differs
+# from the baseline.
+SERIAL_PREFILL_KNOBS = {"schedule": "serial", "prefill_block_m": 128,
+                        "prefill_split_cap_waves": 1, "min_prefill_split_tokens": 1024,
+                        "ctas_per_sm": 2, "decode_kernel": None}
+
+
+def serial_fallback_knobs(knobs: dict) -> dict | None:
+    """A deferred bucket's knobs as a serial step: hybrid-serial's prefill launch
+    (SERIAL_PREFILL_KNOBS) with the bucket's own decode split knobs (min_tokens_per_cta,
+    max_waves, max_splits, decode_schedule, decode_ahead; at hybrid-serial's 2 CTAs per SM,
+    which the decode split counts too), or None where the knobs already are that. Why: a bucket whose co-location loses to serial on one case may still win
+    by its decode split alone (continuous-batching steps, where the engine's planner leaves a
+    long decode unsplit: 1.7-2.4x on an H100, docs/PERFORMANCE.md, twentieth session)."""
+    fallback = {**knobs, **SERIAL_PREFILL_KNOBS}
+    return None if fallback == knobs else fallback
+
+
 def split_edge(entry: dict) -> int | None:
     """The prefill-token edge a failing bucket is split at: the largest power of two below its
     top (1025-4096 -> 2048, 1-1024 -> 512), where that leaves tokens on both sides; else None.
@@ -173,5 +193,6 @@ def _spread(ratios: dict) -> dict:
     return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
-__all__ = ["DEFAULT_VALIDATION", "bucket_key", "decided_entry", "in_bucket", "overall_summary", "split_edge",
-           "split_verdicts", "validate_bucket", "validation_cases"]
+__all__ = ["DEFAULT_VALIDATION", "SERIAL_PREFILL_KNOBS", "bucket_key", "decided_entry", "in_bucket",
+           "overall_summary", "serial_fallback_knobs", "split_edge", "split_verdicts",
+           "validate_bucket", "validation_cases"]

@@ -80,6 +80,11 @@ def add_parser(sub) -> None:
                    help="hybrid knobs (a tune or --revalidate): split a bucket that fails its "
                         "check once at a fixed prefill-token edge and ship or defer each half on "
                         "its own cases")
+    p.add_argument("--serial-fallback", action="store_true",
+                   help="--revalidate: measure each deferred bucket once more as a serial step "
+                        "with its own decode split knobs, and ship that where it passes")
+    p.add_argument("--keep-shipped", action="store_true",
+                   help="--revalidate: keep FILE's shipped buckets as they are, unmeasured")
     p.add_argument("--workers", type=int, help="worker processes sharing the study (default 1)")
     p.add_argument("--gpus", help="GPU indices for the workers, e.g. 0,1 (default: all)")
     p.add_argument("--timeout-s", type=float, help="stop searching after this many seconds")

@@ -19,7 +19,8 @@ USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shap
 # What a re-validation reads: the file holds the shape and the buckets, so the case and search
 # options would be ignored, and are refused instead.
 REVALIDATE_USED = {"study", "backend", "device_model", "timer", "warm_l2", "stopping", "out",
-                   "no_progress", "validate", "finalist_rounds", "revalidate", "split_failing"}
+                   "no_progress", "validate", "finalist_rounds", "revalidate", "split_failing",
+                   "serial_fallback", "keep_shipped"}
 
 
 def wants_hybrid(args: argparse.Namespace) -> bool:
@@ -59,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
                                   finalist_rounds=g("finalist_rounds", 3),
                                   finalists=g("finalists", 2),
                                   resume=bool(g("resume", False)),
-                                  split_failing=bool(g("split_failing", False)))
+                                  split_failing=bool(g("split_failing", False)),
+                                  serial_fallback=bool(g("serial_fallback", False)),
+                                  keep_shipped=bool(g("keep_shipped", False)))
     if revalidate is not None:
         from kvtune.studies.hybrid_revalidate import run_hybrid_revalidation
 

@@ -215,3 +215,96 @@ def test_split_revalidated_reproduces_the_h100_split_file(tmp_path):
                                                              for b in kept[name]]
     assert [[b[k] for k in key] for b in made["buckets"]] == [[65, 256, 1025, 4096],
                                                             [17, 64, 1025, 2048]]
+
+
+SPLIT_FILE = H100_FILE.with_name("s20_hybrid_heuristic_h100_split.json")
+
+
+def test_serial_fallback_knobs_keep_only_the_decode_split():
+    doc = json.loads(SPLIT_FILE.read_text())
+    knobs = doc["deferred_buckets"][2]["tuned_params"]  # 17-64 decodes, 1-1024 tokens
+    assert knobs["schedule"] == "colocated" and knobs["prefill_block_m"] == 64
+    fb = hv.serial_fallback_knobs(knobs)
+    assert {k: fb[k] for k in hv.SERIAL_PREFILL_KNOBS} == hv.SERIAL_PREFILL_KNOBS
+    for k in ("min_tokens_per_cta", "max_waves", "max_splits", "decode_schedule",
+              "decode_ahead"):
+        assert fb[k] == knobs[k]
+    assert hv.serial_fallback_knobs(fb) is None  # already a serial step
+    # The fallback's prefill launch is hybrid-serial's: same tiles and splits.
+    from kvtune.harness.device import device_model
+    from kvtune.kernels.plan import AttentionShape
+    from kvtune.workloads.hybrid import HybridCase
+
+    shape = AttentionShape(**doc["shape"])
+    batch = HybridCase({"context_tokens": 8192, "chunk_tokens": 768}, 40, shape).batch()
+    dev = device_model("h100")
+    a = policies.get("hybrid-parametric", **fb).plan_hybrid(batch.q_lens, batch.kv_lens, shape,
+                                                            dev)
+    b = policies.get("hybrid-serial").plan_hybrid(batch.q_lens, batch.kv_lens, shape, dev)
+    assert a.schedule == b.schedule == "serial"
+    for field in ("tile_request", "tile_q_start", "tile_q_end", "tile_splits"):
+        assert (getattr(a, field) == getattr(b, field)).all(), field
+
+
+def test_serial_fallback_ships_deferred_buckets_that_win_by_their_decode_split(tmp_path,
+                                                                               monkeypatch):
+    """--serial-fallback --keep-shipped: the file's shipped buckets stay as they are, unmeasured;
+    each deferred bucket is measured once as a serial step with its decode knobs and ships where
+    that passes (here: every bucket of 17+ decodes), else stays deferred with the verdict."""
+    seen = []
+
+    def serial_wins_from_17(runner, cases, tuned, serial, recorder, **kw):
+        assert tuned.schedule == "serial" and kw["bucket"].endswith("/serial-fallback")
+        seen.append(kw["bucket"])
+        win = min(c.batch.num_decodes for c in cases) >= 17
+        rows = [{"case_id": c.case_id, "serial_us": 100.0, "tuned_us": 80.0 if win else 101.0}
+                for c in cases]
+        return {"deferred": not win, "reason": "ok" if win else "not above the noise",
+                "source": "revalidation", "noise": 0.001, "cases": rows,
+                "tuned_vs_serial": {"geomean": 1.25 if win else 100 / 101,
+                                    "worst": 1.25 if win else 100 / 101}}
+
+    monkeypatch.setattr(rv, "validate_bucket", serial_wins_from_17)
+    doc = json.loads(SPLIT_FILE.read_text())
+    doc["device"]["name"], doc["backend"] = "h100", "simulator"
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps(doc))
+    out = rv.run_hybrid_revalidation(str(path), _settings(tmp_path, serial_fallback=True,
+                                                          keep_shipped=True))
+    key = ("min_decodes", "max_decodes", "min_prefill_tokens", "max_prefill_tokens")
+    names = lambda bs: [tuple(b[k] for k in key) for b in bs]  # noqa: E731
+    # The 1-16 / 1025-4096 bucket has no recorded case: not measured, still deferred.
+    assert len(seen) == 4
+    assert names(out["buckets"][:2]) == names(doc["buckets"])
+    assert out["buckets"][:2] == doc["buckets"]  # kept, unmeasured
+    fell_back = out["buckets"][2:]
+    assert names(fell_back) == [(17, 64, 1, 1024), (65, 256, 1, 1024), (17, 64, 2049, 4096)]
+    for b in fell_back:
+        assert b["params"]["schedule"] == "serial" and b["fallback_from"]["schedule"] == \
+            "colocated" and not b["validation"]["deferred"] and b["revalidated"]
+        assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"])
+    assert names(out["deferred_buckets"]) == [(1, 16, 1, 1024), (1, 16, 1025, 4096)]
+    small = out["deferred_buckets"][0]
+    assert small["serial_fallback"]["validation"]["deferred"] and "tuned_params" in small
+    assert "serial_fallback" not in out["deferred_buckets"][1]
+    assert not set(names(out["buckets"])) & set(names(out["deferred_buckets"]))
+    # The tuned planner runs the fallback bucket's batch as a serial step.
+    from kvtune.harness.device import device_model
+    from kvtune.kernels.plan import AttentionShape
+    from kvtune.workloads.hybrid import HybridCase
+
+    shape = AttentionShape(**out["shape"])
+    batch = HybridCase({"context_tokens": 6144, "chunk_tokens": 3072}, 48, shape).batch()
+    plan = policies.get("hybrid-tuned", path=out["path"]).plan_hybrid(
+        batch.q_lens, batch.kv_lens, shape, device_model("h100"))
+    assert plan.schedule == "serial" and plan.prefill_block_m == 128
+
+
+def test_serial_fallback_and_keep_shipped_need_revalidate(tmp_path):
+    for flag in ("--serial-fallback", "--keep-shipped"):
+        res = subprocess.run([sys.executable, "-m", "kvtune", "tune", "--study", "x", "--suite",
+                              "hybrid-quick", flag, "--backend", "simulator", "--out",
+                              str(tmp_path)], capture_output=True, text=True)
+        assert res.returncode == 2
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and flag in lines[0], res.stderr

@@ -97,16 +97,25 @@ def split_bucket(entry: dict, verdict: dict, cases) -> list[dict]:
     return [revalidated_entry(half, v) for half, v in split_verdicts(entry, verdict, cases)]
 
 
+# What a bucket's search found for its own knobs: a fallback that replaces them keeps these
+# under `fallback_from` (they describe the co-located knobs, not the serial step shipped).
+SEARCH_FIELDS = ("score_vs_serial", "pod_score_vs_serial", "checked")
+
+
 def fallback_entry(entry: dict, fallback: dict, verdict: dict) -> dict:
     """A deferred bucket after its serial fallback's check: shipped with the fallback knobs
-    (the co-located ones under `fallback_from`) where `verdict` passes, else the bucket as it
-    was with the fallback's knobs and verdict under `serial_fallback`."""
+    where `verdict` passes (the knobs it replaces and their search results under
+    `fallback_from`), else the bucket as it was with the fallback's knobs and verdict under
+    `serial_fallback`."""
     knobs = entry.get("tuned_params", entry.get("params"))
     if verdict["deferred"]:
         return {**entry, "serial_fallback": {"params": fallback, "validation": verdict}}
-    base = {k: v for k, v in entry.items() if k not in ("tuned_params", "params")}
+    base = {k: v for k, v in entry.items()
+            if k not in ("tuned_params", "params", *SEARCH_FIELDS)}
     return {**decided_entry({**base, "params": fallback}, verdict, "revalidation: "),
-            "revalidated": True, "fallback_from": knobs}
+            "revalidated": True,
+            "fallback_from": {"params": knobs, **{k: entry[k] for k in SEARCH_FIELDS
+                                                  if k in entry}}}
 
 
 def bucket_cases(entry: dict, chosen, index: dict) -> list:

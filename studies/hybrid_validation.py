@@ -170,15 +170,17 @@ def overall_summary(buckets: list, deferred: list, how: str, held_ids: list,
     every one of them). A shipped bucket's case runs the tuned rule (its measured ratio); a case
     of a deferred bucket, or of no tuned bucket (unbucketed), is planned as hybrid-serial, the
     same launch, so its ratio is 1.0 by construction (not measured). `measured` is the same over
-    the shipped buckets' cases alone. Nothing is counted when validation was on training
+    the shipped buckets' cases alone (those among held_ids). Nothing is counted when validation was on training
     cases (--validate none)."""
-    measured = {}
+    measured, held = {}, set(held_ids)
     for b in buckets:
         v = b.get("validation") or {}
         # Measured on cases the bucket's search never saw: a tune's held-out check, or a
-        # re-validation of a finished file (studies/hybrid_revalidate.py).
+        # re-validation of a finished file (studies/hybrid_revalidate.py); only this run's
+        # (a bucket kept by --keep-shipped carries an earlier run's rows).
         if v.get("source") in ("validation", "revalidation"):
-            measured.update({r["case_id"]: r["serial_us"] / r["tuned_us"] for r in v["cases"]})
+            measured.update({r["case_id"]: r["serial_us"] / r["tuned_us"] for r in v["cases"]
+                             if r["case_id"] in held})
     ratios = {cid: measured.get(cid, 1.0) for cid in held_ids}
     return {"how": how, "cases": len(ratios), "speedup_vs_serial": _spread(ratios),
             "shipped_cases": len(measured), "shipped_speedup_vs_serial": _spread(measured),

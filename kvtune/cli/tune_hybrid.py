@@ -73,10 +73,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"hybrid heuristic: {doc['path']}")
     for b in doc["buckets"]:
         v = b["validation"]["tuned_vs_serial"]
+        # A bucket shipped by --serial-fallback was never searched as that serial step.
+        how = (f"training {b['score_vs_serial']:.3f} x serial" if "score_vs_serial" in b
+               else "serial fallback")
         print(f"  decodes {b['min_decodes']}-{b['max_decodes']}, prefill tokens "
               f"{b['min_prefill_tokens']}-{b['max_prefill_tokens']}: ships, "
               f"x{v['geomean']:.3f} over serial on {b['validation']['source']} cases (worst "
-              f"x{v['worst']:.3f}); training {b['score_vs_serial']:.3f} x serial  {b['params']}")
+              f"x{v['worst']:.3f}); {how}  {b['params']}")
     for b in doc["deferred_buckets"]:
         print(f"  decodes {b['min_decodes']}-{b['max_decodes']}, prefill tokens "
               f"{b['min_prefill_tokens']}-{b['max_prefill_tokens']}: defers to serial "

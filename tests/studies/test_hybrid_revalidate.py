@@ -280,14 +280,19 @@ def test_serial_fallback_ships_deferred_buckets_that_win_by_their_decode_split(t
     fell_back = out["buckets"][2:]
     assert names(fell_back) == [(17, 64, 1, 1024), (65, 256, 1, 1024), (17, 64, 2049, 4096)]
     for b in fell_back:
-        assert b["params"]["schedule"] == "serial" and b["fallback_from"]["schedule"] == \
-            "colocated" and not b["validation"]["deferred"] and b["revalidated"]
-        assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"])
+        assert b["params"]["schedule"] == "serial" and b["fallback_from"]["params"][
+            "schedule"] == "colocated" and not b["validation"]["deferred"] and b["revalidated"]
+        assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"]["params"])
+        assert "score_vs_serial" not in b and "score_vs_serial" in b["fallback_from"]
     assert names(out["deferred_buckets"]) == [(1, 16, 1, 1024), (1, 16, 1025, 4096)]
     small = out["deferred_buckets"][0]
     assert small["serial_fallback"]["validation"]["deferred"] and "tuned_params" in small
     assert "serial_fallback" not in out["deferred_buckets"][1]
     assert not set(names(out["buckets"])) & set(names(out["deferred_buckets"]))
+    # The summary counts this run's measurements only: the kept buckets' rows are older.
+    fb_ids = {r["case_id"] for b in fell_back for r in b["validation"]["cases"]}
+    assert out["validation"]["shipped_cases"] == len(fb_ids)
+    assert out["validation"]["cases"] >= len(fb_ids)
     # The tuned planner runs the fallback bucket's batch as a serial step.
     from kvtune.harness.device import device_model
     from kvtune.kernels.plan import AttentionShape
@@ -308,3 +313,24 @@ def test_serial_fallback_and_keep_shipped_need_revalidate(tmp_path):
         assert res.returncode == 2
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and flag in lines[0], res.stderr
+
+
+def test_cli_serial_fallback_prints_every_decision(tmp_path):
+    doc = json.loads(SPLIT_FILE.read_text())
+    doc["device"]["name"], doc["backend"] = "h100", "simulator"
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps(doc))
+    res = subprocess.run([sys.executable, "-m", "kvtune", "tune", "--study", "fb",
+                          "--revalidate", str(path), "--serial-fallback", "--keep-shipped",
+                          "--backend", "simulator", "--device-model", "h100",
+                          "--finalist-rounds", "1", "--out", str(tmp_path / "cli")],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(Path(res.stdout.split("hybrid heuristic: ")[1].splitlines()[0]).read_text())
+    assert len(out["buckets"]) + len(out["deferred_buckets"]) == 7
+    assert res.stderr.count("serial fallback: ") == 4  # the buckets with recorded cases
+    for b in out["buckets"]:  # one line per bucket, a fallback's says so
+        assert (f"prefill tokens {b['min_prefill_tokens']}-{b['max_prefill_tokens']}: ships"
+                in res.stdout)
+        assert ("serial fallback" in res.stdout) == any("fallback_from" in x
+                                                        for x in out["buckets"])

@@ -334,3 +334,23 @@ def test_cli_serial_fallback_prints_every_decision(tmp_path):
                 in res.stdout)
         assert ("serial fallback" in res.stdout) == any("fallback_from" in x
                                                         for x in out["buckets"])
+
+
+def test_the_h100_fallback_file_ships_serial_steps_of_its_own_decode_knobs():
+    """The twenty-first session's H100 file (README): the split file's two shipped buckets as
+    they were, and two deferred buckets shipped by their serial fallback, each no more than 2%
+    slower than serial on any case of its check."""
+    doc = json.loads(H100_FILE.with_name("s21_hybrid_heuristic_h100_fallback.json").read_text())
+    split = json.loads(SPLIT_FILE.read_text())
+    assert doc["buckets"][:2] == split["buckets"]
+    fell_back = doc["buckets"][2:]
+    assert [(b["min_decodes"], b["max_prefill_tokens"]) for b in fell_back] == [(65, 1024),
+                                                                                 (17, 4096)]
+    for b in fell_back:
+        assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"]["params"])
+        assert not b["validation"]["deferred"] and b["validation"]["source"] == "revalidation"
+        assert b["validation"]["tuned_vs_serial"]["worst"] >= 1 / 1.02
+    assert doc["validation"]["shipped_cases"] == sum(len(b["validation"]["cases"])
+                                                     for b in fell_back)
+    assert policies.get("hybrid-tuned", path=str(H100_FILE.with_name(
+        "s21_hybrid_heuristic_h100_fallback.json"))) is not None

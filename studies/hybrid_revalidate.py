@@ -43,8 +43,8 @@ import json
 import sys
 from pathlib import Path
 
-from kvtune.studies.hybrid_validation import (bucket_key, decided_entry, in_bucket,
-                                              overall_summary, serial_fallback_knobs,
+from kvtune.studies.hybrid_validation import (bucket_key, check_serial_fallback,
+                                              decided_entry, in_bucket, overall_summary,
                                               split_verdicts, validate_bucket)
 
 
@@ -95,27 +95,6 @@ def split_bucket(entry: dict, verdict: dict, cases) -> list[dict]:
     """The two halves of a bucket whose knobs failed `verdict` (studies/hybrid_validation.py
     split_verdicts), each labelled as a re-validation's decision; [] where it cannot split."""
     return [revalidated_entry(half, v) for half, v in split_verdicts(entry, verdict, cases)]
-
-
-# What a bucket's search found for its own knobs: a fallback that replaces them keeps these
-# under `fallback_from` (they describe the co-located knobs, not the serial step shipped).
-SEARCH_FIELDS = ("score_vs_serial", "pod_score_vs_serial", "checked")
-
-
-def fallback_entry(entry: dict, fallback: dict, verdict: dict) -> dict:
-    """A deferred bucket after its serial fallback's check: shipped with the fallback knobs
-    where `verdict` passes (the knobs it replaces and their search results under
-    `fallback_from`), else the bucket as it was with the fallback's knobs and verdict under
-    `serial_fallback`."""
-    knobs = entry.get("tuned_params", entry.get("params"))
-    if verdict["deferred"]:
-        return {**entry, "serial_fallback": {"params": fallback, "validation": verdict}}
-    base = {k: v for k, v in entry.items()
-            if k not in ("tuned_params", "params", *SEARCH_FIELDS)}
-    return {**decided_entry({**base, "params": fallback}, verdict, "revalidation: "),
-            "revalidated": True,
-            "fallback_from": {"params": knobs, **{k: entry[k] for k in SEARCH_FIELDS
-                                                  if k in entry}}}
 
 
 def bucket_cases(entry: dict, chosen, index: dict) -> list:
@@ -197,19 +176,16 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
             tmp.replace(writer.root / "hybrid_heuristic.partial.json")
 
         def try_serial_fallback(entry: dict) -> dict:
-            """--serial-fallback for one deferred bucket (fallback_entry); unchanged where its
-            knobs already are a serial step or no case falls in it."""
-            fallback = serial_fallback_knobs(entry.get("tuned_params") or {})
+            """--serial-fallback for one deferred bucket (check_serial_fallback); unchanged
+            where its knobs already are a serial step or no case falls in it."""
             name = bucket_name(entry)
-            cases = [CaseRun(c.case_id, c.batch()) for c in bucket_cases(entry, chosen, index)] \
-                if fallback else []
-            if not cases:
+            cases = [CaseRun(c.case_id, c.batch()) for c in bucket_cases(entry, chosen, index)]
+            new, verdict = check_serial_fallback(
+                entry, cases, runner, serial, recorder, study=settings.study, bucket=name,
+                rounds=settings.finalist_rounds, source="revalidation",
+                reason_prefix="revalidation: ")
+            if verdict is None:
                 return entry
-            verdict = validate_bucket(runner, cases, policies.get("hybrid-parametric",
-                                                                  **fallback),
-                                      serial, recorder, study=settings.study,
-                                      bucket=f"{name}/serial-fallback",
-                                      rounds=settings.finalist_rounds, source="revalidation")
             recorder.flush()
             measured_ids.extend(c.case_id for c in cases)
             t = verdict["tuned_vs_serial"]
@@ -217,7 +193,7 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
                   f"{'defers' if verdict['deferred'] else 'ships'}: x{t['geomean']:.3f} over "
                   f"serial on {len(cases)} cases, worst x{t['worst']:.3f} ({verdict['reason']})",
                   file=sys.stderr)
-            return fallback_entry(entry, fallback, verdict)
+            return new if verdict["deferred"] else {**new, "revalidated": True}
         try:
             for i, (entry, cases) in enumerate(plans):
                 name = bucket_name(entry)
@@ -277,5 +253,5 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     return out
 
 
-__all__ = ["bucket_cases", "fallback_entry", "load_hybrid_file", "revalidated_entry",
-           "run_hybrid_revalidation", "split_bucket"]
+__all__ = ["bucket_cases", "load_hybrid_file", "revalidated_entry", "run_hybrid_revalidation",
+           "split_bucket"]

@@ -83,8 +83,10 @@ class HybridTuneSettings:
     resume: reuse the buckets an earlier run of this study and shape under `out` decided
     (earlier_decisions). split_failing: a bucket whose every finalist fails its held-out check
     is split once by prefill tokens and each half decided on its own held-out rows of the best
-    finalist's check (studies/hybrid_validation.py split_verdicts). serial_fallback and
-    keep_shipped: --revalidate only (studies/hybrid_revalidate.py)."""
+    finalist's check (studies/hybrid_validation.py split_verdicts). serial_fallback: a bucket
+    (or half) that still defers is measured once more as a serial step with its own decode
+    split knobs and ships that where it passes (check_serial_fallback; a tune's held-out check
+    or a re-validation). keep_shipped: --revalidate only (studies/hybrid_revalidate.py)."""
 
     cases: CaseSettings = field(default_factory=lambda: CaseSettings(suite="hybrid"))
     measure: BackendSettings = field(default_factory=BackendSettings)
@@ -242,8 +244,10 @@ def run_hybrid_tune(settings: HybridTuneSettings, command: str = "") -> dict:
                 entries = entry.pop("halves", None) or [entry]
             for e in entries:
                 (deferred if "tuned_params" in e else shipped).append(e)
-            print(f"bucket {bucket_name(key)}: tuned {entry['score_vs_serial']:.3f} x serial, "
-                  f"pod {entry['pod_score_vs_serial']:.3f} x serial ({len(groups[key])} "
+            # A bucket shipped by its serial fallback keeps its search's scores there.
+            found = entry.get("fallback_from", entry)
+            print(f"bucket {bucket_name(key)}: tuned {found['score_vs_serial']:.3f} x serial, "
+                  f"pod {found['pod_score_vs_serial']:.3f} x serial ({len(groups[key])} "
                   f"training cases); {verdict}", file=sys.stderr)
             # What is decided so far, on disk before the next bucket starts: a run stopped from
             # outside (a time limit's SIGTERM runs no `finally`) keeps it for --resume.
@@ -308,9 +312,14 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
     `reason` and the last `validation`. `checked` lists every candidate tried. A bucket no
     held-out case falls in is checked on its training cases. With settings.split_failing a
     bucket that defers after a held-out check is split (split_verdicts on the best finalist's
-    check) and its halves go under entry["halves"] instead. Returns the verdict line."""
+    check) and its halves go under entry["halves"] instead. With settings.serial_fallback the
+    bucket, or each half, that still defers is measured once more as a serial step with its
+    own decode split knobs on its held-out cases and ships that where it passes
+    (hybrid_validation.check_serial_fallback). Returns the verdict line."""
     from kvtune.kernels import policies
-    from kvtune.studies.hybrid_validation import decided_entry, split_verdicts, validate_bucket
+    from kvtune.studies.hybrid_validation import (bucket_key, check_serial_fallback,
+                                                  decided_entry, in_bucket, split_verdicts,
+                                                  validate_bucket)
 
     key = (entry["min_decodes"], entry["max_decodes"], entry["min_prefill_tokens"],
            entry["max_prefill_tokens"])
@@ -335,18 +344,40 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
             return (f"ships finalist {rank + 1} of {len(faster)}: x{t['geomean']:.3f} over "
                     f"serial on {len(check)} {source} cases, worst x{t['worst']:.3f}")
     entry["tuned_params"] = entry.pop("params")
+    halves = []
     if settings.split_failing and source == "validation" and first is not None:
-        halves = split_verdicts({**entry, "params": first[0]}, first[1], check)
-        if halves:
-            entry["halves"] = [decided_entry(half, v) for half, v in halves]
-            for h in entry["halves"]:
-                if "params" in h:  # ships the best finalist's knobs
-                    h["finalist_rank"] = 0
-            return "split: " + "; ".join(
-                f"prefill tokens {h['min_prefill_tokens']}-{h['max_prefill_tokens']} "
-                f"{'defers' if 'tuned_params' in h else 'ships'} ({h['reason']})"
-                for h in entry["halves"])
-    return f"defers to serial ({entry['reason']})"
+        halves = [decided_entry(half, v)
+                  for half, v in split_verdicts({**entry, "params": first[0]}, first[1], check)]
+        for h in halves:
+            if "params" in h:  # ships the best finalist's knobs
+                h["finalist_rank"] = 0
+    if settings.serial_fallback and source == "validation":
+        # Each part that still defers, measured once more as a serial step with its own
+        # decode split knobs on its own held-out cases (check_serial_fallback).
+        for i, part in enumerate(halves or [entry]):
+            if "tuned_params" not in part:
+                continue
+            cases = [c for c in check if in_bucket(bucket_key(part), c.batch)]
+            new, _ = check_serial_fallback(part, cases, runner, serial_policy, recorder,
+                                           study=settings.study,
+                                           bucket=bucket_name(bucket_key(part)),
+                                           rounds=settings.finalist_rounds, source=source)
+            if halves:
+                halves[i] = new
+            else:
+                entry.clear()
+                entry.update(new)
+
+    def said(part: dict) -> str:
+        how = "ships its serial fallback" if "fallback_from" in part else (
+            "defers" if "tuned_params" in part else "ships")
+        return f"{how} ({part['reason']})"
+    if halves:
+        entry["halves"] = halves
+        return "split: " + "; ".join(
+            f"prefill tokens {h['min_prefill_tokens']}-{h['max_prefill_tokens']} {said(h)}"
+            for h in halves)
+    return said(entry) if "fallback_from" in entry else f"defers to serial ({entry['reason']})"
 
 
 def _search_bucket(key, bucket_cases, runner, recorder, serial_policy, device, settings,

@@ -114,11 +114,50 @@ def serial_fallback_knobs(knobs: dict) -> dict | None:
     """A deferred bucket's knobs as a serial step: hybrid-serial's prefill launch
     (SERIAL_PREFILL_KNOBS) with the bucket's own decode split knobs (min_tokens_per_cta,
     max_waves, max_splits, decode_schedule, decode_ahead; at hybrid-serial's 2 CTAs per SM,
-    which the decode split counts too), or None where the knobs already are that. Why: a bucket whose co-location loses to serial on one case may still win
-    by its decode split alone (continuous-batching steps, where the engine's planner leaves a
-    long decode unsplit: 1.7-2.4x on an H100, docs/PERFORMANCE.md, twentieth session)."""
+    which the decode split counts too), or None where the knobs already are that. Why: a
+    bucket whose co-location loses to serial on one case may still win by its decode split
+    alone (continuous-batching steps, where the engine's planner leaves a long decode
+    unsplit: 1.7-2.4x on an H100, docs/PERFORMANCE.md, twentieth session)."""
     fallback = {**knobs, **SERIAL_PREFILL_KNOBS}
     return None if fallback == knobs else fallback
+
+
+# What a bucket's search found for its own knobs: a fallback that replaces them keeps these
+# under `fallback_from` (they describe the co-located knobs, not the serial step shipped).
+SEARCH_FIELDS = ("score_vs_serial", "pod_score_vs_serial", "checked", "finalist_rank")
+
+
+def fallback_entry(entry: dict, fallback: dict, verdict: dict, reason_prefix: str = "") -> dict:
+    """A deferred bucket after its serial fallback's check: shipped with the fallback knobs
+    where `verdict` passes (the knobs it replaces and their search results under
+    `fallback_from`), else the bucket as it was with the fallback's knobs and verdict under
+    `serial_fallback`."""
+    knobs = entry.get("tuned_params", entry.get("params"))
+    if verdict["deferred"]:
+        return {**entry, "serial_fallback": {"params": fallback, "validation": verdict}}
+    base = {k: v for k, v in entry.items()
+            if k not in ("tuned_params", "params", *SEARCH_FIELDS)}
+    return {**decided_entry({**base, "params": fallback}, verdict, reason_prefix),
+            "fallback_from": {"params": knobs, **{k: entry[k] for k in SEARCH_FIELDS
+                                                  if k in entry}}}
+
+
+def check_serial_fallback(entry: dict, cases, runner, serial_policy, recorder, *, study: str,
+                          bucket: str, rounds: int, source: str,
+                          reason_prefix: str = "") -> tuple[dict, dict | None]:
+    """(the bucket after, the fallback's verdict) for a deferred bucket (knobs under
+    `tuned_params`): its serial_fallback_knobs measured on `cases` (CaseRun objects) against
+    serial_policy by validate_bucket, decided by fallback_entry. (entry, None) unchanged where
+    its knobs already are a serial step or there is no case to measure."""
+    from kvtune.kernels import policies
+
+    fallback = serial_fallback_knobs(entry.get("tuned_params") or {})
+    if fallback is None or not cases:
+        return entry, None
+    verdict = validate_bucket(runner, cases, policies.get("hybrid-parametric", **fallback),
+                              serial_policy, recorder, study=study,
+                              bucket=f"{bucket}/serial-fallback", rounds=rounds, source=source)
+    return fallback_entry(entry, fallback, verdict, reason_prefix), verdict
 
 
 def split_edge(entry: dict) -> int | None:
@@ -170,8 +209,8 @@ def overall_summary(buckets: list, deferred: list, how: str, held_ids: list,
     every one of them). A shipped bucket's case runs the tuned rule (its measured ratio); a case
     of a deferred bucket, or of no tuned bucket (unbucketed), is planned as hybrid-serial, the
     same launch, so its ratio is 1.0 by construction (not measured). `measured` is the same over
-    the shipped buckets' cases alone (those among held_ids). Nothing is counted when validation was on training
-    cases (--validate none)."""
+    the shipped buckets' cases alone (those among held_ids). Nothing is counted when
+    validation was on training cases (--validate none)."""
     measured, held = {}, set(held_ids)
     for b in buckets:
         v = b.get("validation") or {}
@@ -195,6 +234,7 @@ def _spread(ratios: dict) -> dict:
     return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
-__all__ = ["DEFAULT_VALIDATION", "SERIAL_PREFILL_KNOBS", "bucket_key", "decided_entry", "in_bucket",
+__all__ = ["DEFAULT_VALIDATION", "SEARCH_FIELDS", "SERIAL_PREFILL_KNOBS", "bucket_key",
+           "check_serial_fallback", "decided_entry", "fallback_entry", "in_bucket",
            "overall_summary", "serial_fallback_knobs", "split_edge", "split_verdicts",
            "validate_bucket", "validation_cases"]

@@ -81,8 +81,9 @@ def add_parser(sub) -> None:
                         "check once at a fixed prefill-token edge and ship or defer each half on "
                         "its own cases")
     p.add_argument("--serial-fallback", action="store_true",
-                   help="--revalidate: measure each deferred bucket once more as a serial step "
-                        "with its own decode split knobs, and ship that where it passes")
+                   help="hybrid knobs (a tune or --revalidate): measure each bucket that "
+                        "defers once more as a serial step with its own decode split knobs, "
+                        "and ship that where it passes")
     p.add_argument("--keep-shipped", action="store_true",
                    help="--revalidate: keep FILE's shipped buckets as they are, unmeasured")
     p.add_argument("--workers", type=int, help="worker processes sharing the study (default 1)")

@@ -15,7 +15,8 @@ import sys
 USED = {"study", "suite", "distribution", "batch_sizes", "param", "seeds", "shape", "page_size",
         "dtype", "q_len", "num_qo_heads", "num_kv_heads", "head_dim", "backend", "device_model",
         "timer", "warm_l2", "stopping", "trials", "seed", "out", "no_progress", "validate",
-        "finalist_rounds", "finalists", "resume", "revalidate", "split_failing"}
+        "finalist_rounds", "finalists", "resume", "revalidate", "split_failing",
+        "serial_fallback"}
 # What a re-validation reads: the file holds the shape and the buckets, so the case and search
 # options would be ignored, and are refused instead.
 REVALIDATE_USED = {"study", "backend", "device_model", "timer", "warm_l2", "stopping", "out",

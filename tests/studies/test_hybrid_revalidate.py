@@ -264,7 +264,7 @@ def test_serial_fallback_ships_deferred_buckets_that_win_by_their_decode_split(t
                 "tuned_vs_serial": {"geomean": 1.25 if win else 100 / 101,
                                     "worst": 1.25 if win else 100 / 101}}
 
-    monkeypatch.setattr(rv, "validate_bucket", serial_wins_from_17)
+    monkeypatch.setattr(hv, "validate_bucket", serial_wins_from_17)
     doc = json.loads(SPLIT_FILE.read_text())
     doc["device"]["name"], doc["backend"] = "h100", "simulator"
     path = tmp_path / "split.json"
@@ -305,10 +305,11 @@ def test_serial_fallback_ships_deferred_buckets_that_win_by_their_decode_split(t
     assert plan.schedule == "serial" and plan.prefill_block_m == 128
 
 
-def test_serial_fallback_and_keep_shipped_need_revalidate(tmp_path):
-    for flag in ("--serial-fallback", "--keep-shipped"):
+def test_keep_shipped_needs_revalidate_and_serial_fallback_hybrid_knobs(tmp_path):
+    for suite, flag in (("hybrid-quick", "--keep-shipped"), ("smoke", "--serial-fallback"),
+                        ("smoke", "--keep-shipped")):
         res = subprocess.run([sys.executable, "-m", "kvtune", "tune", "--study", "x", "--suite",
-                              "hybrid-quick", flag, "--backend", "simulator", "--out",
+                              suite, flag, "--backend", "simulator", "--out",
                               str(tmp_path)], capture_output=True, text=True)
         assert res.returncode == 2
         lines = res.stderr.strip().splitlines()

@@ -328,3 +328,46 @@ def test_split_failing_replaces_a_failed_bucket_by_its_decided_halves(tmp_path, 
     key = ("min_decodes", "min_prefill_tokens", "max_prefill_tokens")
     assert sorted(tuple(e[k] for k in key) for e in again["buckets"] + again["deferred_buckets"]) \
         == sorted(tuple(e[k] for k in key) for e in entries)
+
+
+def test_serial_fallback_ships_a_failing_half_as_a_serial_step(tmp_path, monkeypatch):
+    """--split-failing --serial-fallback: every co-located finalist fails (5% slower past the
+    split edge), so each bucket is split; the half that defers on its own held-out rows is
+    measured as a serial step with the finalist's decode knobs, which passes here, and ships
+    with `fallback_from`; a half no held-out case falls in defers with nothing measured."""
+    from kvtune.studies import hybrid_validation
+
+    calls = []
+
+    def colocated_loses_long_chunks(runner, cases, tuned, serial, recorder, **kw):
+        fallback = kw["bucket"].endswith("/serial-fallback")
+        calls.append((kw["bucket"], tuned.schedule, len(cases)))
+        assert fallback == (tuned.schedule == "serial")
+        rows = [{"case_id": c.case_id, "serial_us": 100.0,
+                 "tuned_us": 95.0 if fallback else
+                 (105.0 if c.batch.prefill_tokens > 512 else 80.0)} for c in cases]
+        return {"deferred": not fallback, "reason": "ok" if fallback else "1.050x on one case",
+                "source": kw["source"], "noise": 0.001, "cases": rows,
+                "tuned_vs_serial": {"geomean": 1.0, "worst": 100 / 105}}
+
+    monkeypatch.setattr(hybrid_validation, "validate_bucket", colocated_loses_long_chunks)
+    doc = run_hybrid_tune(_settings(tmp_path, trials=3, validate=("hybrid-holdout",),
+                                    split_failing=True, serial_fallback=True, finalists=1))
+    shipped = {(e["min_decodes"], e["min_prefill_tokens"]): e for e in doc["buckets"]}
+    deferred = {(e["min_decodes"], e["min_prefill_tokens"]): e for e in doc["deferred_buckets"]}
+    assert sorted(shipped) == [(1, 513), (65, 513)] and sorted(deferred) == [(1, 1), (65, 1)]
+    for e in shipped.values():  # the co-located knobs lost there; the serial fallback ships
+        assert e["split_from"] == [1, 1024] and e["params"]["schedule"] == "serial"
+        assert e["params"] == hybrid_validation.serial_fallback_knobs(
+            e["fallback_from"]["params"])
+        assert e["fallback_from"]["params"]["schedule"] != "serial"
+        assert {r["tuned_us"] for r in e["validation"]["cases"]} == {95.0}
+    for e in deferred.values():  # no held-out case: nothing to measure, no fallback
+        assert "serial_fallback" not in e and not e["validation"]["cases"]
+    fallback_calls = [c for c in calls if c[0].endswith("/serial-fallback")]
+    assert len(fallback_calls) == 2 and all(n > 0 for _, _, n in fallback_calls)
+    # The tuned planner runs such a batch as a serial step.
+    tuned = policies.get("hybrid-tuned", path=doc["path"])
+    plan = tuned.plan_hybrid(np.array([1] * 128 + [900]), np.array([4096] * 128 + [4996]),
+                             AttentionShape(), device_model("h100"))
+    assert plan.schedule == "serial" and plan.prefill_block_m == 128

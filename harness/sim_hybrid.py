@@ -14,7 +14,9 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
   hybrid kernel's `_attend_task` loop (attend_task_decodes: all but the page-ahead ones of
   partitioned beside prefill tiles and of plan.decode_ahead, and the decodes that run
   kernels/decode.py itself, hybrid_plan.decodes_through_decode_kernel) at
-  `decode_cta_rate_cap_bytes_per_s`, any other task at `cta_rate_cap_bytes_per_s` (decode.py's,
+  `decode_cta_rate_cap_bytes_per_s`; the decodes that run kernels/decode.py at the cap
+  sim_model gives that launch (`cta_rate_cap_bytes_per_s` scaled by shape and residency, as in
+  a decode-only step); any other task at `cta_rate_cap_bytes_per_s` (decode.py's reference cap,
   whose page-ahead configurations the page-ahead loop copies). On an fp8 cache, decodes through
   decode.py stream at sim_model's `fp8_stream_efficiency`, the hybrid items at
   `fp8_decode_efficiency`. A task progresses at 1 / max(FLOPs /
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS, FLOAT32_BYTES, SimConstants
+from kvtune.harness.sim_model import cta_rate_cap_bytes_per_s as decode_launch_cap
 from kvtune.kernels.hybrid_plan import (HybridPlan, decodes_through_decode_kernel,
                                         widened_prefill_pages)
 from kvtune.kernels.hybrid_policies import preset_key, tensor_flops_per_s
@@ -298,6 +301,12 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     cap = np.full(n, float(constants.cta_rate_cap_bytes_per_s))
     if attend_task_decodes(plan, decode_kernel=via_decode_kernel):
         cap[P:] = hybrid.decode_cta_rate_cap_bytes_per_s
+    elif via_decode_kernel and plan.decode_plan is not None:
+        # Decodes through kernels/decode.py stream at the cap sim_model gives that launch (the
+        # reference cap scaled by the shape and by the CTAs per SM it runs at), as a
+        # decode-only step does; the raw reference cap made a long unsplit decode of a
+        # continuous-batching step 15-29% faster than the GPU (twenty-first session).
+        cap[P:] = decode_launch_cap(plan.decode_plan, shape, device, constants)
 
     def run(queue_fn, t0: float, decode_rate: float = 1.0) -> float:
         """Event loop from time t0 until queue_fn(sm, slot of that SM) has nothing left and every

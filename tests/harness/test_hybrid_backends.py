@@ -527,3 +527,30 @@ def test_simulator_gives_the_gluon_prefill_tile_its_rate_where_the_kernel_runs_i
         base, gluon_over_triton_prefill=1.0)).time_us
     ratio = base.gluon_over_triton_prefill
     assert t_gluon < t_triton and t_triton / t_gluon == pytest.approx(ratio, rel=0.02)
+
+
+def test_decodes_through_decode_py_stream_at_the_decode_models_cap():
+    """A serial step whose decodes run kernels/decode.py streams a long unsplit decode at the
+    per-CTA cap sim_model gives that launch (shape and residency scaled, as a decode-only step),
+    not at the raw reference cap: the step is bound by that task's bytes over that cap."""
+    from kvtune.harness.device import sim_model
+    from kvtune.harness.sim_model import cta_rate_cap_bytes_per_s
+
+    model = sim_model("h100", "triton")
+    dev, consts = model.device, model.constants
+    shape = AttentionShape()
+    q = np.array([512] + [1] * 96)
+    kv = np.array([4608, 33000] + [600] * 95)  # one long decode, unsplit by the engine's rule
+    plan = policies.get("hybrid-serial").plan_hybrid(q, kv, shape, dev)
+    assert plan.decode_plan.splits.max() == 1
+    cap = cta_rate_cap_bytes_per_s(plan.decode_plan, shape, dev, consts)
+    assert cap < consts.cta_rate_cap_bytes_per_s  # two CTAs per SM: below the reference
+    long_task_us = 33000 * shape.kv_bytes_per_token_per_head / cap * 1e6
+
+    def decode_part_us(constants):
+        r = simulate_hybrid(plan, shape, dev, constants)
+        return r.decode_us - r.prefill_us
+    assert decode_part_us(consts) >= long_task_us
+    # At the unscaled reference cap (no residency scaling) the same task would take 1.4x less.
+    raw = dataclasses.replace(consts, residency_exponent=0.0)
+    assert decode_part_us(raw) < long_task_us

@@ -169,3 +169,36 @@ def test_a_prefill_only_batch_defers_even_inside_a_zero_decode_bucket(heuristic)
     assert tuned_planner.plan_hybrid(doc, q1, kv1, 132).bucket_index == 0
     assert HybridTunedPolicy(path=path).plan_hybrid(q1, kv1, SHAPE, H200).notes["policy"] == \
         "hybrid-parametric"
+
+
+def test_the_vendored_planner_plans_the_h100_files_serial_fallback_buckets():
+    """The README's H100 file ships two buckets as serial steps with their own decode split
+    (kvtune tune --revalidate --serial-fallback): the vendored planner gives the splits kvtune's
+    hybrid-tuned policy plans there, as in its co-located buckets."""
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_calls"
+            / "s21_hybrid_heuristic_h100_fallback.json")
+    doc = json.loads(path.read_text())
+    h100 = DeviceSpec(name="h100", sm_count=132, l2_bytes=50 << 20, hbm_bytes_per_s=3.35e12,
+                      max_ctas_per_sm=8)
+    policy = HybridTunedPolicy(path=str(path))
+    shape = AttentionShape(**doc["shape"])
+    rng = np.random.default_rng(5)
+    seen = set()
+    for decodes, chunk in ((40, 3000), (100, 700), (40, 1500), (100, 2000), (8, 700)):
+        kv = rng.integers(64, 34_000, decodes)
+        q = np.ones(decodes, dtype=np.int64)
+        q, kv = np.append(q, chunk), np.append(kv, chunk + 4096)
+        plan = policy.plan_hybrid(q, kv, shape, h100)
+        got = tuned_planner.plan_hybrid(doc, q, kv, h100.sm_count)
+        if got.deferred:
+            seen.add("deferred")
+            assert plan.notes.get("policy") == "hybrid-serial"
+            continue
+        knobs = doc["buckets"][got.bucket_index]["params"]
+        seen.add(knobs["schedule"])
+        assert got.knobs == knobs and plan.schedule == knobs["schedule"]
+        assert np.array_equal(got.decode_splits, plan.decode_plan.splits)
+        assert got.prefill_kv_splits == plan.notes["prefill_kv_splits"]
+    assert seen == {"serial", "colocated", "deferred"}

@@ -179,9 +179,10 @@ CASES = (
     (("llama3-8b", "bf16", "bf16", 16), "uniform", 64, "balanced-2x"),
 )
 # (keys per step, K/V buffers, persistent programs per SM or 0 for one program per task). Local
-# sm_90 compile (Triton 3.6): 166 registers at 64 keys, 125 at 32, 248 at 128; shared memory
-# 16 KB of Q plus 32 KB (64 keys) or 16 KB (32 keys) per buffer, so bn64-s3 and bn32-s6 fit
-# two programs per SM, bn32-s3 four, bn64-s5 one.
+# sm_90 compile (Triton 3.6): 166 registers at 64 keys, 125 at 32 (four programs per SM at
+# most), 248 at 128; shared memory 16 KB of Q plus 32 KB (64 keys) or 16 KB (32 keys) per
+# buffer, so bn64-s2, bn64-s3, bn32-s4 and bn32-s6 fit two programs per SM, bn32-s3 three,
+# bn128-s2 and bn64-s5 one.
 CONFIGS = ((64, 2, 0), (64, 3, 0), (32, 3, 0), (32, 4, 0), (32, 6, 0), (128, 2, 0), (64, 5, 0),
            (64, 3, 2), (64, 5, 1))
 

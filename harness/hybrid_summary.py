@@ -15,7 +15,9 @@ from the row's own setup, and where the rows hold more than one setup each serie
 fields that tell them apart (e.g. "hybrid-serial · kv_dtype=fp8_e4m3").
 `targets(frame)` gives per policy the geometric means and the worst case that issue 15's
 targets name (>= 1.25x serial in geomean, never slower than serial by > 2%, within 1.2x of the
-bound in geomean).
+bound in geomean). `suite_speedups(rows)` gives the speed-up over serial over every hybrid case
+measured beside hybrid-serial (the sweep, its halves, the continuous-batching mixes), by kind of
+case and in all: the suite-wide form of the first two targets, where the bound has no meaning.
 """
 
 from __future__ import annotations
@@ -114,4 +116,49 @@ def targets(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-__all__ = ["SERIAL_POLICY", "hybrid_frame", "targets"]
+def case_kind(dist_params) -> str:
+    """What a hybrid case holds: "sweep" (a chunk beside decodes), "continuous" (a step of the
+    continuous-batching simulator), "decode only" or "prefill only"."""
+    p = _params(dist_params)
+    if p.get("source") == "continuous":
+        return "continuous"
+    if int(p.get("chunk_tokens", 1) or 0) == 0:
+        return "decode only"
+    if int(p.get("decodes", 1) or 0) == 0:
+        return "prefill only"
+    return "sweep"
+
+
+def suite_speedups(rows) -> pd.DataFrame:
+    """Per series and kind of case (case_kind, and "all"): cases, geomean and worst serial /
+    latency over every hybrid case whose hybrid-serial row is in `rows` (one setup per series,
+    as in hybrid_frame), and whether >= 1.25x in geomean and never > 2% slower hold."""
+    cols = ["policy", "kind", "cases", "geomean_speedup_vs_serial", "worst_speedup_vs_serial",
+            "meets_1.25x", "never_2pct_slower"]
+    df = pd.DataFrame(rows)
+    if df.empty or "distribution" not in df:
+        return pd.DataFrame(columns=cols)
+    df = df[(df["distribution"] == DISTRIBUTION) & (df["status"] == "ok")].copy()
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    label = df["series"].fillna(df["policy"]) if "series" in df else df["policy"]
+    df["setup"] = _setups(df)
+    df["label"] = label + df["setup"].map(lambda t: f" · {t}" if t else "")
+    serial = df[label == SERIAL_POLICY].groupby(["setup", "case_id"])["latency_us"].min()
+    lat = df.groupby(["label", "setup", "case_id"], sort=False).agg(
+        latency_us=("latency_us", "median"), dist_params=("dist_params", "first")).reset_index()
+    lat["serial_us"] = [serial.get((s, c), np.nan) for s, c in zip(lat["setup"], lat["case_id"])]
+    lat = lat[np.isfinite(lat["serial_us"])]
+    lat["speedup"] = lat["serial_us"] / lat["latency_us"]
+    lat["kind"] = lat["dist_params"].map(case_kind)
+    out = []
+    for policy, part in lat.groupby("label", sort=False):
+        for kind, sub in [("all", part)] + list(part.groupby("kind")):
+            g, worst = _geomean(sub["speedup"]), float(sub["speedup"].min())
+            out.append({"policy": policy, "kind": kind, "cases": len(sub),
+                        "geomean_speedup_vs_serial": g, "worst_speedup_vs_serial": worst,
+                        "meets_1.25x": g >= 1.25, "never_2pct_slower": worst >= 1 / 1.02})
+    return pd.DataFrame(out, columns=cols)
+
+
+__all__ = ["SERIAL_POLICY", "case_kind", "hybrid_frame", "suite_speedups", "targets"]

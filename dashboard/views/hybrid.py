@@ -1,13 +1,13 @@
 """Hybrid batches (issue 15): latency versus decode batch size per (context, chunk), serial,
-streams, fused, POD and tuned policies, the max(prefill alone, decode alone) bound, and the
-issue's targets per policy. Needs a run of the `hybrid` suite (`kvtune bench --suite hybrid`)."""
+streams, fused, POD and tuned policies, the max(prefill alone, decode alone) bound, the
+issue's targets per policy, and the speed-up over serial over every case by kind. Needs a run of the `hybrid` suite (`kvtune bench --suite hybrid`)."""
 
 import pandas as pd
 import streamlit as st
 
 from kvtune.dashboard import selection
 from kvtune.dashboard.hybrid_charts import hybrid_figure
-from kvtune.harness.hybrid_summary import hybrid_frame, targets
+from kvtune.harness.hybrid_summary import hybrid_frame, suite_speedups, targets
 
 st.title("Hybrid batches")
 picked = selection.picked_runs_or_stop()
@@ -26,3 +26,8 @@ chosen = st.multiselect("policies", policies, default=policies, key="hybrid_poli
 st.plotly_chart(hybrid_figure(frame, chosen), width="stretch", key="hybrid_chart")
 st.subheader("Targets (speedup over hybrid-serial, latency over the bound)")
 st.dataframe(targets(frame[frame["policy"].isin(chosen)]), hide_index=True)
+# The suite-wide form: every case measured beside hybrid-serial (the continuous-batching mixes
+# and the one-kind halves too), by kind of case.
+by_kind = suite_speedups(rows)
+st.subheader("Every hybrid case, by kind (speedup over hybrid-serial)")
+st.dataframe(by_kind[by_kind["policy"].isin(chosen)], hide_index=True, key="hybrid_by_kind")

@@ -92,3 +92,13 @@ def test_help_names_both_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert DEFAULT_POLICIES in text and HYBRID_DEFAULT_POLICIES in text
     assert "q_len > 1" in text
+
+
+def test_hybrid_bench_prints_the_sweep_targets_and_every_case_by_kind(tmp_path, capsys):
+    bench(tmp_path, HYBRID_SMALL + ["--policies", "hybrid-serial,hybrid-colocated"])
+    out = capsys.readouterr().out
+    assert "hybrid sweep: speedup over hybrid-serial" in out
+    by_kind = out.split("hybrid cases by kind: speedup over hybrid-serial")[1]
+    lines = [ln for ln in by_kind.splitlines() if ln.startswith("hybrid-colocated")]
+    assert [ln.split()[1] for ln in lines] == ["all", "sweep"]
+    assert not any(ln.startswith("hybrid-serial") for ln in by_kind.splitlines())

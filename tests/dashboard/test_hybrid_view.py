@@ -71,6 +71,8 @@ def test_page_draws_the_hybrid_runs(monkeypatch, hybrid_results):
     assert not at.exception
     assert at.title[0].value == "Hybrid batches"
     assert at.get("plotly_chart"), "no chart drawn"
+    assert any(h.value.startswith("Every hybrid case, by kind") for h in at.subheader)
+    assert len(at.dataframe) == 2
 
 
 def test_replayed_hybrid_rows_show_prefill_and_decode_ctas_and_reproduce_the_latency(hybrid_results):

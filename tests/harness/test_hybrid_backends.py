@@ -554,3 +554,30 @@ def test_decodes_through_decode_py_stream_at_the_decode_models_cap():
     # At the unscaled reference cap (no residency scaling) the same task would take 1.4x less.
     raw = dataclasses.replace(consts, residency_exponent=0.0)
     assert decode_part_us(raw) < long_task_us
+
+
+def test_suite_speedups_cover_every_case_measured_beside_serial_by_kind():
+    from kvtune.harness.hybrid_summary import case_kind, suite_speedups
+
+    def row(case, params, policy, us):
+        return {"case_id": case, "distribution": "hybrid", "status": "ok", "policy": policy,
+                "series": policy, "dist_params": params, "latency_us": us, "seed": 0,
+                "num_decodes": 8}
+    cases = {"s": {"chunk_tokens": 512, "context_tokens": 4096},
+             "c": {"source": "continuous"},
+             "d": {"chunk_tokens": 0},
+             "p": {"chunk_tokens": 512, "decodes": 0}}
+    tuned = {"s": 80.0, "c": 50.0, "d": 103.0, "p": 100.0}
+    rows = [row(k, json.dumps(p), "hybrid-serial", 100.0) for k, p in cases.items()]
+    rows += [row(k, json.dumps(p), "tuned", tuned[k]) for k, p in cases.items()]
+    rows.append(row("x", json.dumps(cases["s"]), "tuned", 10.0))  # no serial row: left out
+    assert [case_kind(json.dumps(p)) for p in cases.values()] == [
+        "sweep", "continuous", "decode only", "prefill only"]
+    t = suite_speedups(rows).set_index(["policy", "kind"])
+    assert t.loc[("tuned", "all"), "cases"] == 4
+    assert t.loc[("tuned", "all"), "geomean_speedup_vs_serial"] == pytest.approx(
+        (1.25 * 2.0 * (100 / 103) * 1.0) ** 0.25)
+    assert t.loc[("tuned", "all"), "worst_speedup_vs_serial"] == pytest.approx(100 / 103)
+    assert not t.loc[("tuned", "all"), "never_2pct_slower"]
+    assert t.loc[("tuned", "continuous"), "meets_1.25x"]
+    assert t.loc[("hybrid-serial", "all"), "geomean_speedup_vs_serial"] == 1.0

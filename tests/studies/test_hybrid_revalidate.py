@@ -355,3 +355,22 @@ def test_the_h100_fallback_file_ships_serial_steps_of_its_own_decode_knobs():
                                                      for b in fell_back)
     assert policies.get("hybrid-tuned", path=str(H100_FILE.with_name(
         "s21_hybrid_heuristic_h100_fallback.json"))) is not None
+
+
+def test_the_h200_file_revalidated_ships_only_what_passed_today():
+    """The README's H200 file (eleventh session's, re-validated on an H200 in the twenty-first):
+    every shipped bucket was measured against today's serial step and is never more than 2%
+    slower on a case of that check; both of the old file's buckets were split, three halves
+    defer."""
+    doc = json.loads(H100_FILE.with_name("s21_hybrid_heuristic_h200_revalidated.json")
+                     .read_text())
+    assert doc["device"]["name"] == "NVIDIA H200" and doc["revalidated_from"]["path"].endswith(
+        "s11_hybrid_heuristic.json")
+    assert [(b["min_decodes"], b["min_prefill_tokens"], b["max_prefill_tokens"])
+            for b in doc["buckets"]] == [(65, 1025, 2048)]
+    for b in doc["buckets"]:
+        v = b["validation"]
+        assert b["revalidated"] and v["source"] == "revalidation" and not v["deferred"]
+        assert min(r["serial_us"] / r["tuned_us"] for r in v["cases"]) >= 1 / 1.02
+    halves = [b for b in doc["deferred_buckets"] if b.get("split_from")]
+    assert len(halves) == 3 and all(b["reason"].startswith("revalidation: ") for b in halves)

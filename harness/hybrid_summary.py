@@ -58,21 +58,30 @@ def _setups(df: pd.DataFrame) -> pd.Series:
                      index=df.index)
 
 
-def hybrid_frame(rows) -> pd.DataFrame:
-    df = pd.DataFrame(rows)
-    cols = ["case_id", "policy", "context_tokens", "chunk_tokens", "num_decodes", "latency_us",
-            "serial_us", "prefill_alone_us", "decode_alone_us", "bound_us",
-            "speedup_vs_serial", "over_bound"]
+def _hybrid_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """(the ok rows of the hybrid distribution with `setup` and `label` columns, each row's
+    series label without its setup); empty where there are none."""
     if df.empty or "distribution" not in df:
-        return pd.DataFrame(columns=cols)
+        return df.iloc[:0], pd.Series(dtype=object)
     df = df[(df["distribution"] == DISTRIBUTION) & (df["status"] == "ok")].copy()
     if df.empty:
-        return pd.DataFrame(columns=cols)
+        return df, pd.Series(dtype=object)
     # One entry per series as the user named it (two hybrid-parametric specs are two series);
     # rows without a series column (older runs) by policy name.
     label = df["series"].fillna(df["policy"]) if "series" in df else df["policy"]
     df["setup"] = _setups(df)
     df["label"] = label + df["setup"].map(lambda t: f" · {t}" if t else "")
+    return df, label
+
+
+def hybrid_frame(rows) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    cols = ["case_id", "policy", "context_tokens", "chunk_tokens", "num_decodes", "latency_us",
+            "serial_us", "prefill_alone_us", "decode_alone_us", "bound_us",
+            "speedup_vs_serial", "over_bound"]
+    df, label = _hybrid_rows(df)
+    if df.empty:
+        return pd.DataFrame(columns=cols)
     best = df.groupby(["setup", "case_id"])["latency_us"].min()
     serial = df[label == SERIAL_POLICY].groupby(["setup", "case_id"])["latency_us"].min()
     out = []
@@ -135,15 +144,9 @@ def suite_speedups(rows) -> pd.DataFrame:
     as in hybrid_frame), and whether >= 1.25x in geomean and never > 2% slower hold."""
     cols = ["policy", "kind", "cases", "geomean_speedup_vs_serial", "worst_speedup_vs_serial",
             "meets_1.25x", "never_2pct_slower"]
-    df = pd.DataFrame(rows)
-    if df.empty or "distribution" not in df:
-        return pd.DataFrame(columns=cols)
-    df = df[(df["distribution"] == DISTRIBUTION) & (df["status"] == "ok")].copy()
+    df, label = _hybrid_rows(pd.DataFrame(rows))
     if df.empty:
         return pd.DataFrame(columns=cols)
-    label = df["series"].fillna(df["policy"]) if "series" in df else df["policy"]
-    df["setup"] = _setups(df)
-    df["label"] = label + df["setup"].map(lambda t: f" · {t}" if t else "")
     serial = df[label == SERIAL_POLICY].groupby(["setup", "case_id"])["latency_us"].min()
     lat = df.groupby(["label", "setup", "case_id"], sort=False).agg(
         latency_us=("latency_us", "median"), dist_params=("dist_params", "first")).reset_index()

@@ -44,7 +44,7 @@ import numpy as np
 from kvtune.harness.sim_model import DEFAULT_CONSTANTS, FLOAT32_BYTES, SimConstants
 from kvtune.harness.sim_model import cta_rate_cap_bytes_per_s as decode_launch_cap
 from kvtune.kernels.hybrid_plan import (HybridPlan, decodes_through_decode_kernel,
-                                        widened_prefill_pages)
+                                        gluon_prefill_chosen, widened_prefill_pages)
 from kvtune.kernels.hybrid_policies import preset_key, tensor_flops_per_s
 from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
 
@@ -246,18 +246,11 @@ HOPPER_PRESETS = ("h100", "h200", "h20")
 def gluon_prefill_tile(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                        sixteen_bit_pages: bool) -> bool:
     """Whether kernels/hybrid.py runs this plan's prefill tiles through the Gluon tile
-    (HybridConfig.prefill_wgmma, hybrid_config): a Hopper device, head_dim 128, 128-row tiles,
-    16-bit pages (a 16-bit cache or an fp8 cache's 16-bit prefill copy), and a prefill launch of
-    one program per task: serial, streams, partitioned, or colocated without decodes (with
-    decodes colocated's prefill grid is persistent and keeps the Triton tile); one-launch
-    schedules never."""
-    if preset_key(device) not in HOPPER_PRESETS or not sixteen_bit_pages:
-        return False
-    if shape.head_dim != 128 or plan.prefill_block_m != 128:
-        return False
-    has_decodes = plan.num_decode_tasks > 0
-    return plan.schedule in ("serial", "streams", "partitioned") \
-        or (plan.schedule == "colocated" and not has_decodes)
+    (HybridConfig.prefill_wgmma, hybrid_config): a Hopper device, 16-bit pages (a 16-bit cache
+    or an fp8 cache's 16-bit prefill copy), and the kernel's own choice of plan and shape
+    (kernels/hybrid_plan.py gluon_prefill_chosen)."""
+    return (preset_key(device) in HOPPER_PRESETS and sixteen_bit_pages
+            and gluon_prefill_chosen(plan, shape.head_dim))
 
 
 def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,

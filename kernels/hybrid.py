@@ -73,7 +73,8 @@ from kvtune.kernels.decode import DecodeLaunch, prepare_decode, run_decode
 from kvtune.kernels.decode_steps import query_rows_to_f16
 from kvtune.kernels.decode_config import default_config
 from kvtune.kernels.hybrid_plan import (MAX_DECODE_Q_LEN, HybridPlan, decode_kernel_allowed,
-                                        decodes_through_decode_kernel, widened_prefill_pages)
+                                        decodes_through_decode_kernel, gluon_prefill_chosen,
+                                        widened_prefill_pages)
 from kvtune.kernels.paged import PagedKVCache
 
 LOG2_E = 1.4426950408889634
@@ -602,7 +603,7 @@ def hybrid_config(plan: HybridPlan, cache: PagedKVCache) -> HybridConfig:
                         decode_ahead=bool(plan.decode_ahead),
                         persistent_prefill_programs=colocated, prefill_tail_programs=colocated,
                         ordered_launch=colocated > 0,
-                        prefill_wgmma=(shape.head_dim == 128 and plan.prefill_block_m == 128
+                        prefill_wgmma=(gluon_prefill_chosen(plan, shape.head_dim)
                                        and prefill_wgmma_ok(plan, cache, cache.k_pages.device)))
 
 

@@ -221,6 +221,19 @@ def widened_prefill_pages(plan: HybridPlan, shape) -> int:
 
 # Schedules whose decodes get a launch of their own that nothing runs beside by design: there
 # kernels/hybrid.py runs single-token decodes through kernels/decode.py.
+def gluon_prefill_chosen(plan: HybridPlan, head_dim: int) -> bool:
+    """Whether kernels/hybrid.py picks the Gluon prefill tile (kernels/prefill_wgmma.py) for this
+    plan where it can run (an sm_90 GPU, 16-bit pages): head_dim 128 with 128-row tiles, the one
+    setting measured faster than the Triton tile (nineteenth session, docs/PERFORMANCE.md), in a
+    prefill launch of one program per task: serial, streams, partitioned, or colocated without
+    decodes (colocated's persistent prefill grid keeps the Triton tile; one-launch schedules
+    never). hybrid_config and the simulator (harness/sim_hybrid.py) both ask this."""
+    if head_dim != 128 or plan.prefill_block_m != 128:
+        return False
+    return plan.schedule in ("serial", "streams", "partitioned") \
+        or (plan.schedule == "colocated" and plan.num_decode_tasks == 0)
+
+
 DECODE_KERNEL_SCHEDULES = ("serial", "streams")
 
 
@@ -412,6 +425,7 @@ __all__ = [
     "causal_end",
     "decode_kernel_allowed",
     "decodes_through_decode_kernel",
+    "gluon_prefill_chosen",
     "prefill_kv_splits",
     "validate_hybrid_plan",
 ]

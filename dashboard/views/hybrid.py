@@ -1,13 +1,15 @@
 """Hybrid batches (issue 15): latency versus decode batch size per (context, chunk), serial,
 streams, fused, POD and tuned policies, the max(prefill alone, decode alone) bound, the
-issue's targets per policy, and the speed-up over serial over every case by kind. Needs a run of the `hybrid` suite (`kvtune bench --suite hybrid`)."""
+issue's targets per policy, and the speed-up over serial over every case by kind. Needs a run
+of the `hybrid` suite (`kvtune bench --suite hybrid`)."""
 
 import pandas as pd
 import streamlit as st
 
 from kvtune.dashboard import selection
 from kvtune.dashboard.hybrid_charts import hybrid_figure
-from kvtune.harness.hybrid_summary import hybrid_frame, suite_speedups, targets
+from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame, suite_speedups,
+                                           targets)
 
 st.title("Hybrid batches")
 picked = selection.picked_runs_or_stop()
@@ -29,5 +31,6 @@ st.dataframe(targets(frame[frame["policy"].isin(chosen)]), hide_index=True)
 # The suite-wide form: every case measured beside hybrid-serial (the continuous-batching mixes
 # and the one-kind halves too), by kind of case.
 by_kind = suite_speedups(rows)
+shown = by_kind["policy"].isin(chosen) & (by_kind["policy"] != SERIAL_POLICY)  # 1.0 by definition
 st.subheader("Every hybrid case, by kind (speedup over hybrid-serial)")
-st.dataframe(by_kind[by_kind["policy"].isin(chosen)], hide_index=True, key="hybrid_by_kind")
+st.dataframe(by_kind[shown], hide_index=True, key="hybrid_by_kind")

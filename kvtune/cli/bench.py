@@ -57,7 +57,8 @@ def run(args) -> int:
               f"memory latency read disturbed (quiet ratio below {QUIET_RATIO_MIN:.2f} after the "
               "retries; column quiet_ratio; marked ~disturbed)", file=sys.stderr)
     if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
-        from kvtune.harness.hybrid_summary import hybrid_frame, suite_speedups, targets
+        from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame,
+                                                   suite_speedups, targets)
 
         t = targets(hybrid_frame(outcome.rows))
         if not t.empty:  # sweep cases with both halves and hybrid-serial measured
@@ -65,7 +66,7 @@ def run(args) -> int:
                   "decode alone)")
             print(t.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         s = suite_speedups(outcome.rows)
-        s = s[s["policy"] != "hybrid-serial"]
+        s = s[s["policy"] != SERIAL_POLICY]  # 1.0 by definition
         if not s.empty:  # every case measured beside hybrid-serial, by kind
             print("\nhybrid cases by kind: speedup over hybrid-serial")
             print(s.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

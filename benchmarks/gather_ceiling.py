@@ -1,0 +1,187 @@
+"""Probe: how fast can a kernel read a paged KV cache at all, with no attention on top (issue 16)?
+
+The copy ceiling (bench_kernels `copy`) streams one contiguous buffer. A decode kernel reads the
+pages of its work items through the page table, and at one KV head per page (llama3-70b-tp8 at
+page 16) every page holds one 4 KB run of K and one of V at a random place in the pool. This
+probe reads exactly the bytes of a decode plan's stage 1 (one program per work item x KV head,
+keys kv_lo .. kv_hi - 1 of the item's request, K and V) the way kernels/decode.py addresses
+them (page id per key, BLOCK_N rows per step, Triton's pipeliner over the loop), sums them into
+float32 (so no load can be dropped) and writes one head_dim row per program. Its best
+configuration is the fastest any stage 1 of that shape and plan could go with this addressing:
+if it stays below 0.85 of the copy, so must the decode kernel.
+
+Each case runs twice: pages shuffled (the matrix's cache) and in order (the same tasks over a
+cache whose pages are handed out in order: one request's keys one contiguous run). Every
+variant's sums are checked against float64 sums of the same keys before it is timed.
+
+Timer: bench_kernels.Timer (CUDA events, L2 flushed before each run, interference guard),
+30 pairs. Copy ceiling: a 4 GiB device copy in the same process. Bytes: the K and V the plan
+reads (1 byte per element for fp8 pages); the 16-byte sums written are not counted.
+
+    python3 benchmarks/gather_ceiling.py --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kernels import (TOTAL_TOKENS, Timer, copy_bandwidth, matrix_batch,  # noqa: E402
+                           matrix_plan, variant_shape)
+
+from kvtune.harness.device import live_device  # noqa: E402
+from kvtune.kernels import triton_mode  # noqa: E402,F401 - before triton
+from kvtune.kernels.paged import PagedKVCache  # noqa: E402
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _gather_read(k_ptr, v_ptr, page_indptr_ptr, page_indices_ptr, tasks_ptr, out_ptr,
+                 stride_page, stride_tok, k_scale, v_scale, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
+                 BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """Program t: the sum over keys lo .. hi - 1 of K + V (one KV head, dequantised by the
+    per-tensor scales: 1.0 for 16-bit pages) of task t's request,
+    float32 [HEAD_DIM] into out[t]. tasks: int32 [n, 4] (request, lo, hi, head)."""
+    t = tl.program_id(0)
+    req = tl.load(tasks_ptr + t * 4)
+    lo = tl.load(tasks_ptr + t * 4 + 1)
+    hi = tl.load(tasks_ptr + t * 4 + 2)
+    head = tl.load(tasks_ptr + t * 4 + 3)
+    base = tl.load(page_indptr_ptr + req)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    # Elementwise accumulation: one add per loaded element, reduced once at the end, so the
+    # loop is as close to loads only as Triton allows.
+    acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    for n0 in tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES):
+        key = n0 + offs_n
+        valid = key < hi
+        page = tl.load(page_indices_ptr + base + key // PAGE_SIZE, mask=valid, other=0)
+        row = page.to(tl.int64) * stride_page + (key % PAGE_SIZE) * stride_tok + head * HEAD_DIM
+        ptrs = row[:, None] + offs_d[None, :]
+        k = tl.load(k_ptr + ptrs, mask=valid[:, None], other=0.0)
+        v = tl.load(v_ptr + ptrs, mask=valid[:, None], other=0.0)
+        acc += k.to(tl.float32) * k_scale + v.to(tl.float32) * v_scale
+    tl.store(out_ptr + t * HEAD_DIM + offs_d, tl.sum(acc, 0))
+
+
+def plan_tasks(plan) -> np.ndarray:
+    """int32 [items x heads, 4] (request, lo, hi, head), heads outer as decode.py's grid."""
+    rows = [(int(plan.work_request[i]), int(plan.work_kv_start[i]), int(plan.work_kv_end[i]), h)
+            for h in range(plan.num_kv_heads) for i in range(plan.num_items)]
+    return np.asarray(rows, dtype=np.int32)
+
+
+def reference_sums(cache, tasks: np.ndarray) -> torch.Tensor:
+    """float64 [n, head_dim]: sum of K + V over each task's keys (dequantised values)."""
+    out = torch.empty((tasks.shape[0], cache.shape.head_dim), dtype=torch.float64)
+    per_request = {}
+    for i, (b, lo, hi, h) in enumerate(tasks.tolist()):
+        if b not in per_request:
+            k, v = cache.request_kv(b)
+            per_request = {b: (k.double(), v.double())}  # one request at a time: memory
+        k, v = per_request[b]
+        out[i] = (k[lo:hi, h] + v[lo:hi, h]).sum(0).cpu()
+    return out
+
+
+def run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec, log) -> list[dict]:
+    shape = variant_shape(variant)
+    b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
+    plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
+    tasks_np = plan_tasks(plan)
+    tasks = torch.as_tensor(tasks_np, device="cuda")
+    nbytes = int(np.sum(b.kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
+    case = (f"{variant[0]} {variant[2]} p{variant[3]} {dist} B={batch} {plan_name} "
+            f"({tasks_np.shape[0]} tasks)")
+    rows = []
+    for layout in ("shuffled", "in-order"):
+        cache = PagedKVCache.from_lengths(b.kv_lens, shape, device="cuda", seed=0,
+                                          shuffle_pages=layout == "shuffled")
+        ref = reference_sums(cache, tasks_np)
+        out = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"), device="cuda")
+        for block_n, warps, stages in configs:
+            def go(block_n=block_n, warps=warps, stages=stages):
+                _gather_read[(tasks_np.shape[0],)](
+                    cache.k_pages, cache.v_pages, cache.page_indptr, cache.page_indices, tasks,
+                    out, cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale,
+                    cache.v_scale,
+                    HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=block_n,
+                    NUM_STAGES=stages, num_warps=warps)
+            label = f"bn{block_n}-w{warps}-s{stages}"
+            try:
+                out.fill_(float("nan"))
+                go()
+                torch.cuda.synchronize()
+                err = float(((out.double().cpu() - ref).abs().max()
+                             / ref.abs().max().clamp_min(1e-30)).item())
+                ok = bool(np.isfinite(err) and err < 1e-5)
+            except Exception as exc:  # noqa: BLE001 - a config that does not compile is a row
+                rows.append({"case": case, "layout": layout, "config": label,
+                             "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                continue
+            row = {"case": case, "layout": layout, "config": label, "rel_error": err, "ok": ok,
+                   "bytes": nbytes, "chunk": chunk}
+            if ok:
+                row.update(timer(go))
+                row["fraction_of_copy"] = nbytes / (row["median_us"] * 1e-6) / ceiling
+            rows.append(row)
+        done = [r for r in rows if r.get("layout") == layout and r.get("case") == case
+                and "fraction_of_copy" in r]
+        bad = [r for r in rows if r.get("layout") == layout and r.get("case") == case
+               and not r.get("ok", False)]
+        best = sorted(done, key=lambda r: r["median_us"])[:3]
+        log(f"{case:58s} {layout:9s} not ok {len(bad)}; best "
+            + ", ".join(f"{r['config']} {r['median_us']:.1f} us {r['fraction_of_copy']:.3f}"
+                        for r in best))
+        torch.cuda.empty_cache()
+    return rows
+
+
+CASES = (
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 256, "fixed-2048"),
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 256, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "skew80", 64, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 8, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "bf16", 64), "uniform", 256, "fixed-2048"),
+    (("llama3-8b", "bf16", "bf16", 16), "uniform", 64, "balanced-2x"),
+    (("llama3-8b", "bf16", "fp8_e4m3", 16), "uniform", 64, "balanced-2x"),
+    (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), "uniform", 256, "fixed-2048"),
+)
+CONFIGS = tuple(itertools.product((32, 64, 128), (4, 8), (2, 3, 4)))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "gather_ceiling_out"))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--max-cases", type=int, default=len(CASES))
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    timer = Timer(args.reps)
+    cp = copy_bandwidth(timer)
+    ceiling = cp["bytes_per_s"]
+    print(f"copy ceiling {ceiling / 1e12:.3f} TB/s ({torch.cuda.get_device_name(0)})", flush=True)
+    spec = live_device(ceiling)
+    rows = []
+    for variant, dist, batch, plan_name in CASES[: args.max_cases]:
+        rows += run_case(variant, dist, batch, plan_name, CONFIGS, timer, ceiling, spec,
+                         lambda s: print(s, flush=True))
+        with open(os.path.join(args.out, "gather_ceiling.json"), "w") as fh:
+            json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,
+                      indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

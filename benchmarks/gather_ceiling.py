@@ -44,6 +44,18 @@ from kvtune.kernels.paged import PagedKVCache  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+try:  # the TMA read needs Gluon's Hopper ops (Triton >= 3.5, NVIDIA backend)
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    # The TMA load: `async_load` since Triton 3.7, `async_copy_global_to_shared` in 3.5-3.6.
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+    HAS_GLUON = True
+except (ImportError, AttributeError):  # pragma: no cover
+    HAS_GLUON = False
+
 
 @triton.jit
 def _gather_read(k_ptr, v_ptr, page_indptr_ptr, page_indices_ptr, tasks_ptr, out_ptr,
@@ -75,6 +87,79 @@ def _gather_read(k_ptr, v_ptr, page_indptr_ptr, page_indices_ptr, tasks_ptr, out
     tl.store(out_ptr + t * HEAD_DIM + offs_d, tl.sum(acc, 0))
 
 
+if HAS_GLUON:
+
+    @gluon.jit
+    def _tma_issue(k_desc, v_desc, k_smem, v_smem, bar, page_indices_ptr, base, p_lo, p_hi,
+                   step, stage, head, PAGE_SIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
+                   PAGES: gl.constexpr):
+        """Start the TMA copies of step `step`'s PAGES pages of K and of V into ring slot
+        `stage`, all on barrier `bar`. Pages past the task's last are the last page again
+        (read and masked), so every step moves the same bytes the barrier expects."""
+        nbytes: gl.constexpr = 2 * PAGES * PAGE_SIZE * HEAD_DIM * k_desc.dtype.primitive_bitwidth \
+            // 8
+        mbarrier.expect(bar, nbytes)
+        for p in gl.static_range(PAGES):
+            page_no = gl.minimum(p_lo + step * PAGES + p, p_hi - 1)
+            page = gl.load(page_indices_ptr + base + page_no)
+            tma_load(k_desc, [page * PAGE_SIZE, head * HEAD_DIM], bar,
+                     k_smem.index(stage * PAGES + p))
+            tma_load(v_desc, [page * PAGE_SIZE, head * HEAD_DIM], bar,
+                     v_smem.index(stage * PAGES + p))
+
+    @gluon.jit
+    def _tma_read(k_desc, v_desc, page_indptr_ptr, page_indices_ptr, tasks_ptr, out_ptr,
+                  k_scale, v_scale, HEAD_DIM: gl.constexpr, PAGE_SIZE: gl.constexpr,
+                  PAGES: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+        """_gather_read's sums with the pages moved by TMA (one copy per page of K and of V,
+        PAGES pages per mbarrier, STAGES steps in flight); descriptors over the pools viewed
+        as [pages x PAGE_SIZE, kv heads x HEAD_DIM]."""
+        t = gl.program_id(0)
+        req = gl.load(tasks_ptr + t * 4)
+        lo = gl.load(tasks_ptr + t * 4 + 1)
+        hi = gl.load(tasks_ptr + t * 4 + 2)
+        head = gl.load(tasks_ptr + t * 4 + 3)
+        base = gl.load(page_indptr_ptr + req)
+        p_lo = lo // PAGE_SIZE
+        p_hi = (hi + PAGE_SIZE - 1) // PAGE_SIZE
+        n_steps = (p_hi - p_lo + PAGES - 1) // PAGES
+        dtype: gl.constexpr = k_desc.dtype
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES * PAGES, PAGE_SIZE, HEAD_DIM],
+                                           k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES * PAGES, PAGE_SIZE, HEAD_DIM],
+                                           v_desc.layout)
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(bars.index(s), count=1)
+        fence_async_shared()  # the barriers' init is visible to the TMA unit before its copies
+        for s in gl.static_range(STAGES):
+            if s < n_steps:
+                _tma_issue(k_desc, v_desc, k_smem, v_smem, bars.index(s), page_indices_ptr,
+                           base, p_lo, p_hi, s, s, head, PAGE_SIZE, HEAD_DIM, PAGES)
+        TPW_D: gl.constexpr = HEAD_DIM // 8
+        ld: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [num_warps, 1], [1, 0])
+        rows = gl.arange(0, PAGE_SIZE, layout=gl.SliceLayout(1, ld))
+        acc = gl.zeros([PAGE_SIZE, HEAD_DIM], gl.float32, ld)
+        for j in range(n_steps):
+            stage = j % STAGES
+            mbarrier.wait(bars.index(stage), (j // STAGES) & 1)
+            for p in gl.static_range(PAGES):
+                key = (p_lo + j * PAGES + p) * PAGE_SIZE + rows
+                seen = gl.expand_dims((key >= lo) & (key < hi), 1)
+                k = k_smem.index(stage * PAGES + p).load(ld).to(gl.float32)
+                v = v_smem.index(stage * PAGES + p).load(ld).to(gl.float32)
+                acc += gl.where(seen, k * k_scale + v * v_scale, 0.0)
+            # Every thread has read slot `stage` before the copies that refill it start.
+            cta_barrier()
+            if j + STAGES < n_steps:
+                _tma_issue(k_desc, v_desc, k_smem, v_smem, bars.index(stage), page_indices_ptr,
+                           base, p_lo, p_hi, j + STAGES, stage, head, PAGE_SIZE, HEAD_DIM, PAGES)
+        for s in gl.static_range(STAGES):
+            mbarrier.invalidate(bars.index(s))
+        offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, ld))
+        gl.store(out_ptr + t * HEAD_DIM + offs_d, gl.sum(acc, 0))
+
+
 def plan_tasks(plan) -> np.ndarray:
     """int32 [items x heads, 4] (request, lo, hi, head), heads outer as decode.py's grid."""
     rows = [(int(plan.work_request[i]), int(plan.work_kv_start[i]), int(plan.work_kv_end[i]), h)
@@ -95,7 +180,38 @@ def reference_sums(cache, tasks: np.ndarray) -> torch.Tensor:
     return out
 
 
-def run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec, log) -> list[dict]:
+def triton_launchers(cache, tasks, out, configs):
+    """(label, launch) of _gather_read for each (BLOCK_N, warps, stages) in configs."""
+    shape, n = cache.shape, tasks.shape[0]
+    for block_n, warps, stages in configs:
+        def go(block_n=block_n, warps=warps, stages=stages):
+            _gather_read[(n,)](
+                cache.k_pages, cache.v_pages, cache.page_indptr, cache.page_indices, tasks, out,
+                cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale, cache.v_scale,
+                HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=block_n,
+                NUM_STAGES=stages, num_warps=warps)
+        yield f"bn{block_n}-w{warps}-s{stages}", go
+
+
+def tma_launchers(cache, tasks, out, configs):
+    """(label, launch) of _tma_read for each (pages per step, stages) in configs."""
+    shape, n = cache.shape, tasks.shape[0]
+    ps, hd = shape.page_size, shape.head_dim
+    gdtype = gl.float8e4nv if shape.kv_is_fp8 else gl.bfloat16 if \
+        cache.k_pages.dtype == torch.bfloat16 else gl.float16
+    layout = gl.NVMMASharedLayout.get_default_for([ps, hd], gdtype)
+    descs = [TensorDescriptor.from_tensor(t.view(t.shape[0] * ps, -1), [ps, hd], layout)
+             for t in (cache.k_pages, cache.v_pages)]
+    for pages, stages in configs:
+        def go(pages=pages, stages=stages):
+            _tma_read[(n,)](descs[0], descs[1], cache.page_indptr, cache.page_indices, tasks,
+                            out, cache.k_scale, cache.v_scale, HEAD_DIM=hd, PAGE_SIZE=ps,
+                            PAGES=pages, STAGES=stages, num_warps=4)
+        yield f"tma-p{pages}-s{stages}", go
+
+
+def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceiling, spec,
+             log) -> list[dict]:
     shape = variant_shape(variant)
     b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
     plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
@@ -110,15 +226,10 @@ def run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec, log
                                           shuffle_pages=layout == "shuffled")
         ref = reference_sums(cache, tasks_np)
         out = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"), device="cuda")
-        for block_n, warps, stages in configs:
-            def go(block_n=block_n, warps=warps, stages=stages):
-                _gather_read[(tasks_np.shape[0],)](
-                    cache.k_pages, cache.v_pages, cache.page_indptr, cache.page_indices, tasks,
-                    out, cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale,
-                    cache.v_scale,
-                    HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=block_n,
-                    NUM_STAGES=stages, num_warps=warps)
-            label = f"bn{block_n}-w{warps}-s{stages}"
+        launchers = list(triton_launchers(cache, tasks, out, configs))
+        if tma_configs:
+            launchers += list(tma_launchers(cache, tasks, out, tma_configs))
+        for label, go in launchers:
             try:
                 out.fill_(float("nan"))
                 go()
@@ -128,7 +239,8 @@ def run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec, log
                 ok = bool(np.isfinite(err) and err < 1e-5)
             except Exception as exc:  # noqa: BLE001 - a config that does not compile is a row
                 rows.append({"case": case, "layout": layout, "config": label,
-                             "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                             "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+                log(f"{case} {layout} {label}: {type(exc).__name__}: {str(exc)[:300]}")
                 continue
             row = {"case": case, "layout": layout, "config": label, "rel_error": err, "ok": ok,
                    "bytes": nbytes, "chunk": chunk}
@@ -136,14 +248,16 @@ def run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec, log
                 row.update(timer(go))
                 row["fraction_of_copy"] = nbytes / (row["median_us"] * 1e-6) / ceiling
             rows.append(row)
-        done = [r for r in rows if r.get("layout") == layout and r.get("case") == case
-                and "fraction_of_copy" in r]
-        bad = [r for r in rows if r.get("layout") == layout and r.get("case") == case
-               and not r.get("ok", False)]
-        best = sorted(done, key=lambda r: r["median_us"])[:3]
-        log(f"{case:58s} {layout:9s} not ok {len(bad)}; best "
-            + ", ".join(f"{r['config']} {r['median_us']:.1f} us {r['fraction_of_copy']:.3f}"
-                        for r in best))
+        for family in ("bn", "tma"):
+            mine = [r for r in rows if r.get("layout") == layout and r.get("case") == case
+                    and r["config"].startswith(family)]
+            done = sorted((r for r in mine if "fraction_of_copy" in r),
+                          key=lambda r: r["median_us"])
+            if mine:
+                log(f"{case:58s} {layout:9s} {family:3s} not ok "
+                    f"{sum(not r.get('ok', False) for r in mine)}; best "
+                    + ", ".join(f"{r['config']} {r['median_us']:.1f} us "
+                                f"{r['fraction_of_copy']:.3f}" for r in done[:3]))
         torch.cuda.empty_cache()
     return rows
 
@@ -159,6 +273,8 @@ CASES = (
     (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), "uniform", 256, "fixed-2048"),
 )
 CONFIGS = tuple(itertools.product((32, 64, 128), (4, 8), (2, 3, 4)))
+# (pages per step, stages) of the TMA read: 2-8 pages of K and of V per barrier, 2-6 in flight.
+TMA_CONFIGS = ((2, 4), (4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (2, 8))
 
 
 def main(argv=None) -> int:
@@ -166,6 +282,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "gather_ceiling_out"))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--max-cases", type=int, default=len(CASES))
+    ap.add_argument("--triton", default="all", choices=("all", "best"),
+                    help="all: CONFIGS; best: the three best of call 1 (bn32-w4-s3, "
+                         "bn64-w4-s2, bn64-w4-s3)")
+    ap.add_argument("--no-tma", action="store_true", help="leave out the Gluon TMA read")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     timer = Timer(args.reps)
@@ -175,7 +295,9 @@ def main(argv=None) -> int:
     spec = live_device(ceiling)
     rows = []
     for variant, dist, batch, plan_name in CASES[: args.max_cases]:
-        rows += run_case(variant, dist, batch, plan_name, CONFIGS, timer, ceiling, spec,
+        configs = CONFIGS if args.triton == "all" else ((32, 4, 3), (64, 4, 2), (64, 4, 3))
+        tma = () if args.no_tma or not HAS_GLUON else TMA_CONFIGS
+        rows += run_case(variant, dist, batch, plan_name, configs, tma, timer, ceiling, spec,
                          lambda s: print(s, flush=True))
         with open(os.path.join(args.out, "gather_ceiling.json"), "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,

@@ -168,15 +168,19 @@ def plan_tasks(plan) -> np.ndarray:
 
 
 def reference_sums(cache, tasks: np.ndarray) -> torch.Tensor:
-    """float64 [n, head_dim]: sum of K + V over each task's keys (dequantised values)."""
+    """float64 [n, head_dim]: sum of K + V over each task's keys (dequantised values), from one
+    float64 prefix sum per request."""
     out = torch.empty((tasks.shape[0], cache.shape.head_dim), dtype=torch.float64)
-    per_request = {}
-    for i, (b, lo, hi, h) in enumerate(tasks.tolist()):
-        if b not in per_request:
-            k, v = cache.request_kv(b)
-            per_request = {b: (k.double(), v.double())}  # one request at a time: memory
-        k, v = per_request[b]
-        out[i] = (k[lo:hi, h] + v[lo:hi, h]).sum(0).cpu()
+    for b in np.unique(tasks[:, 0]).tolist():
+        k, v = cache.request_kv(b, torch.float64) if cache.shape.kv_is_fp8 else \
+            (t.double() for t in cache.request_kv(b))
+        kv = k + v  # [n, heads, dim]
+        prefix = torch.cat([torch.zeros_like(kv[:1]), kv.cumsum(0)])
+        sel = np.flatnonzero(tasks[:, 0] == b)
+        lo = torch.as_tensor(tasks[sel, 1], device=kv.device, dtype=torch.long)
+        hi = torch.as_tensor(tasks[sel, 2], device=kv.device, dtype=torch.long)
+        h = torch.as_tensor(tasks[sel, 3], device=kv.device, dtype=torch.long)
+        out[torch.as_tensor(sel)] = (prefix[hi, h] - prefix[lo, h]).cpu()
     return out
 
 
@@ -262,6 +266,65 @@ def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceili
     return rows
 
 
+def run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec, log) -> dict | None:
+    """decode.py's whole launch (the product's config for the plan, checked against the float64
+    reference) beside the read ceiling (best of the three Triton configurations, shuffled
+    pages) for one shape-matrix case with at least two programs per SM; None below that."""
+    from bench_kernels import BOUND, min_bytes
+
+    from kvtune.kernels.decode import prepare_decode, run_decode
+    from kvtune.kernels.paged import make_queries
+    from kvtune.kernels.reference import decode_reference, relative_error
+
+    shape = variant_shape(variant)
+    b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
+    plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
+    per_sm = plan.num_tasks / spec.sm_count
+    if per_sm < 2:
+        return None
+    case = f"{variant[0]} {variant[2]} p{variant[3]} {dist} B={batch} {plan_name}"
+    cache = PagedKVCache.from_lengths(b.kv_lens, shape, device="cuda", seed=0)
+    q = make_queries(len(b.kv_lens), shape, device="cuda", seed=0)
+    launch = prepare_decode(plan, cache)
+    out = torch.full_like(q, float("nan"))
+    run_decode(launch, q, cache, out=out)
+    err = relative_error(out, decode_reference(q, cache))
+    row = {"case": case, "tasks": plan.num_tasks, "programs_per_sm": per_sm, "chunk": chunk,
+           "config": str(launch.config), "rel_error": err,
+           "ok": bool(np.isfinite(err) and err <= BOUND[q.dtype])}
+    if not row["ok"]:
+        log(f"{case}: decode.py not ok (error {err:.2e})")
+        return row
+    dec = timer(lambda: run_decode(launch, q, cache, out=out))
+    row["decode_us"] = dec["median_us"]
+    row["decode_of_copy"] = min_bytes(b.kv_lens, shape) / (dec["median_us"] * 1e-6) / ceiling
+    tasks_np = plan_tasks(plan)
+    tasks = torch.as_tensor(tasks_np, device="cuda")
+    ref = reference_sums(cache, tasks_np)
+    sums = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"), device="cuda")
+    kv_bytes = int(np.sum(b.kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
+    best = None
+    for label, go in triton_launchers(cache, tasks, sums, ((32, 4, 3), (64, 4, 2), (64, 4, 3))):
+        sums.fill_(float("nan"))
+        go()
+        torch.cuda.synchronize()
+        e = float(((sums.double().cpu() - ref).abs().max() / ref.abs().max()).item())
+        if not e < 1e-5:
+            log(f"{case}: read {label} not ok ({e:.2e})")
+            continue
+        r = timer(go)
+        if best is None or r["median_us"] < best[1]:
+            best = (label, r["median_us"])
+    if best is not None:
+        row.update(read_config=best[0], read_us=best[1],
+                   read_of_copy=kv_bytes / (best[1] * 1e-6) / ceiling,
+                   decode_over_read=row["decode_us"] / best[1])
+        log(f"{case:58s} {plan.num_tasks:5d} tasks {per_sm:5.2f}/SM  decode.py "
+            f"{row['decode_us']:7.1f} us {row['decode_of_copy']:.3f}  read {best[1]:7.1f} us "
+            f"{row['read_of_copy']:.3f} ({best[0]})  decode/read {row['decode_over_read']:.3f}")
+    return row
+
+
 CASES = (
     (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 256, "fixed-2048"),
     (("llama3-70b-tp8", "bf16", "bf16", 16), "uniform", 256, "balanced-2x"),
@@ -286,6 +349,10 @@ def main(argv=None) -> int:
                     help="all: CONFIGS; best: the three best of call 1 (bn32-w4-s3, "
                          "bn64-w4-s2, bn64-w4-s3)")
     ap.add_argument("--no-tma", action="store_true", help="leave out the Gluon TMA read")
+    ap.add_argument("--matrix-variants", default="", metavar="I,J",
+                    help="instead of CASES: every case of these bench_kernels default_variants "
+                         "(uniform/skew80 x B 8/64/256 x fixed-2048/balanced-2x) with >= 2 "
+                         "programs per SM, decode.py's launch beside the read ceiling")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     timer = Timer(args.reps)
@@ -294,6 +361,21 @@ def main(argv=None) -> int:
     print(f"copy ceiling {ceiling / 1e12:.3f} TB/s ({torch.cuda.get_device_name(0)})", flush=True)
     spec = live_device(ceiling)
     rows = []
+    if args.matrix_variants:
+        from bench_kernels import default_variants
+        variants = [default_variants()[int(i)] for i in args.matrix_variants.split(",")]
+        for variant in variants:
+            for dist, batch, plan_name in itertools.product(
+                    ("uniform", "skew80"), (8, 64, 256), ("fixed-2048", "balanced-2x")):
+                row = run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec,
+                                      lambda s: print(s, flush=True))
+                if row is not None:
+                    rows.append(row)
+                    torch.cuda.empty_cache()
+            with open(os.path.join(args.out, "gather_matrix.json"), "w") as fh:
+                json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows},
+                          fh, indent=1, default=str)
+        return 0
     for variant, dist, batch, plan_name in CASES[: args.max_cases]:
         configs = CONFIGS if args.triton == "all" else ((32, 4, 3), (64, 4, 2), (64, 4, 3))
         tma = () if args.no_tma or not HAS_GLUON else TMA_CONFIGS

@@ -59,17 +59,23 @@ except (ImportError, AttributeError):  # pragma: no cover
 
 @triton.jit
 def _gather_read(k_ptr, v_ptr, page_indptr_ptr, page_indices_ptr, tasks_ptr, out_ptr,
-                 stride_page, stride_tok, k_scale, v_scale, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
-                 BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
+                 stride_page, stride_tok, k_scale, v_scale, HEAD_DIM: tl.constexpr,
+                 PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
+                 DIRECT: tl.constexpr = False):
     """Program t: the sum over keys lo .. hi - 1 of K + V (one KV head, dequantised by the
     per-tensor scales: 1.0 for 16-bit pages) of task t's request,
-    float32 [HEAD_DIM] into out[t]. tasks: int32 [n, 4] (request, lo, hi, head)."""
+    float32 [HEAD_DIM] into out[t]. tasks: int32 [n, 8] (request, lo, hi, head, the request's
+    first entry of page_indices, 3 unused). DIRECT: take that entry from the task row instead of
+    page_indptr[request], one dependent load less before the first page id."""
     t = tl.program_id(0)
-    req = tl.load(tasks_ptr + t * 4)
-    lo = tl.load(tasks_ptr + t * 4 + 1)
-    hi = tl.load(tasks_ptr + t * 4 + 2)
-    head = tl.load(tasks_ptr + t * 4 + 3)
-    base = tl.load(page_indptr_ptr + req)
+    req = tl.load(tasks_ptr + t * 8)
+    lo = tl.load(tasks_ptr + t * 8 + 1)
+    hi = tl.load(tasks_ptr + t * 8 + 2)
+    head = tl.load(tasks_ptr + t * 8 + 3)
+    if DIRECT:
+        base = tl.load(tasks_ptr + t * 8 + 4)
+    else:
+        base = tl.load(page_indptr_ptr + req)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     # Elementwise accumulation: one add per loaded element, reduced once at the end, so the
@@ -115,10 +121,10 @@ if HAS_GLUON:
         PAGES pages per mbarrier, STAGES steps in flight); descriptors over the pools viewed
         as [pages x PAGE_SIZE, kv heads x HEAD_DIM]."""
         t = gl.program_id(0)
-        req = gl.load(tasks_ptr + t * 4)
-        lo = gl.load(tasks_ptr + t * 4 + 1)
-        hi = gl.load(tasks_ptr + t * 4 + 2)
-        head = gl.load(tasks_ptr + t * 4 + 3)
+        req = gl.load(tasks_ptr + t * 8)
+        lo = gl.load(tasks_ptr + t * 8 + 1)
+        hi = gl.load(tasks_ptr + t * 8 + 2)
+        head = gl.load(tasks_ptr + t * 8 + 3)
         base = gl.load(page_indptr_ptr + req)
         p_lo = lo // PAGE_SIZE
         p_hi = (hi + PAGE_SIZE - 1) // PAGE_SIZE
@@ -160,9 +166,13 @@ if HAS_GLUON:
         gl.store(out_ptr + t * HEAD_DIM + offs_d, gl.sum(acc, 0))
 
 
-def plan_tasks(plan) -> np.ndarray:
-    """int32 [items x heads, 4] (request, lo, hi, head), heads outer as decode.py's grid."""
-    rows = [(int(plan.work_request[i]), int(plan.work_kv_start[i]), int(plan.work_kv_end[i]), h)
+def plan_tasks(plan, page_size: int) -> np.ndarray:
+    """int32 [items x heads, 8] (request, lo, hi, head, page_indptr[request], 0, 0, 0), heads
+    outer as decode.py's grid; page_indptr as PagedKVCache.from_lengths builds it."""
+    pages = -(-np.asarray(plan.kv_lens, dtype=np.int64) // page_size)
+    indptr = np.concatenate([[0], np.cumsum(pages)])
+    rows = [(int(plan.work_request[i]), int(plan.work_kv_start[i]), int(plan.work_kv_end[i]), h,
+             int(indptr[plan.work_request[i]]), 0, 0, 0)
             for h in range(plan.num_kv_heads) for i in range(plan.num_items)]
     return np.asarray(rows, dtype=np.int32)
 
@@ -184,7 +194,7 @@ def reference_sums(cache, tasks: np.ndarray) -> torch.Tensor:
     return out
 
 
-def triton_launchers(cache, tasks, out, configs):
+def triton_launchers(cache, tasks, out, configs, direct: bool = False):
     """(label, launch) of _gather_read for each (BLOCK_N, warps, stages) in configs."""
     shape, n = cache.shape, tasks.shape[0]
     for block_n, warps, stages in configs:
@@ -193,8 +203,8 @@ def triton_launchers(cache, tasks, out, configs):
                 cache.k_pages, cache.v_pages, cache.page_indptr, cache.page_indices, tasks, out,
                 cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale, cache.v_scale,
                 HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=block_n,
-                NUM_STAGES=stages, num_warps=warps)
-        yield f"bn{block_n}-w{warps}-s{stages}", go
+                NUM_STAGES=stages, DIRECT=direct, num_warps=warps)
+        yield f"bn{block_n}-w{warps}-s{stages}" + ("-direct" if direct else ""), go
 
 
 def tma_launchers(cache, tasks, out, configs):
@@ -215,22 +225,24 @@ def tma_launchers(cache, tasks, out, configs):
 
 
 def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceiling, spec,
-             log) -> list[dict]:
+             log, direct: bool = False, layouts=("shuffled", "in-order")) -> list[dict]:
     shape = variant_shape(variant)
     b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
     plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
-    tasks_np = plan_tasks(plan)
+    tasks_np = plan_tasks(plan, shape.page_size)
     tasks = torch.as_tensor(tasks_np, device="cuda")
     nbytes = int(np.sum(b.kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
     case = (f"{variant[0]} {variant[2]} p{variant[3]} {dist} B={batch} {plan_name} "
             f"({tasks_np.shape[0]} tasks)")
     rows = []
-    for layout in ("shuffled", "in-order"):
+    for layout in layouts:
         cache = PagedKVCache.from_lengths(b.kv_lens, shape, device="cuda", seed=0,
                                           shuffle_pages=layout == "shuffled")
         ref = reference_sums(cache, tasks_np)
         out = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"), device="cuda")
         launchers = list(triton_launchers(cache, tasks, out, configs))
+        if direct:
+            launchers += list(triton_launchers(cache, tasks, out, configs, direct=True))
         if tma_configs:
             launchers += list(tma_launchers(cache, tasks, out, tma_configs))
         for label, go in launchers:
@@ -252,9 +264,10 @@ def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceili
                 row.update(timer(go))
                 row["fraction_of_copy"] = nbytes / (row["median_us"] * 1e-6) / ceiling
             rows.append(row)
-        for family in ("bn", "tma"):
+        for family in ("bn", "direct", "tma"):
             mine = [r for r in rows if r.get("layout") == layout and r.get("case") == case
-                    and r["config"].startswith(family)]
+                    and r["config"].startswith(family if family != "direct" else "bn")
+                    and (family == "direct") == r["config"].endswith("-direct")]
             done = sorted((r for r in mine if "fraction_of_copy" in r),
                           key=lambda r: r["median_us"])
             if mine:
@@ -298,7 +311,7 @@ def run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec, log) 
     dec = timer(lambda: run_decode(launch, q, cache, out=out))
     row["decode_us"] = dec["median_us"]
     row["decode_of_copy"] = min_bytes(b.kv_lens, shape) / (dec["median_us"] * 1e-6) / ceiling
-    tasks_np = plan_tasks(plan)
+    tasks_np = plan_tasks(plan, shape.page_size)
     tasks = torch.as_tensor(tasks_np, device="cuda")
     ref = reference_sums(cache, tasks_np)
     sums = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"), device="cuda")
@@ -349,6 +362,10 @@ def main(argv=None) -> int:
                     help="all: CONFIGS; best: the three best of call 1 (bn32-w4-s3, "
                          "bn64-w4-s2, bn64-w4-s3)")
     ap.add_argument("--no-tma", action="store_true", help="leave out the Gluon TMA read")
+    ap.add_argument("--direct", action="store_true",
+                    help="also the Triton read with each task's page-table start in its task row")
+    ap.add_argument("--cases", default="", metavar="I,J", help="indices into CASES")
+    ap.add_argument("--layouts", default="shuffled,in-order")
     ap.add_argument("--matrix-variants", default="", metavar="I,J",
                     help="instead of CASES: every case of these bench_kernels default_variants "
                          "(uniform/skew80 x B 8/64/256 x fixed-2048/balanced-2x) with >= 2 "
@@ -376,11 +393,13 @@ def main(argv=None) -> int:
                 json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows},
                           fh, indent=1, default=str)
         return 0
-    for variant, dist, batch, plan_name in CASES[: args.max_cases]:
+    cases = [CASES[int(i)] for i in args.cases.split(",")] if args.cases else CASES
+    for variant, dist, batch, plan_name in cases[: args.max_cases]:
         configs = CONFIGS if args.triton == "all" else ((32, 4, 3), (64, 4, 2), (64, 4, 3))
         tma = () if args.no_tma or not HAS_GLUON else TMA_CONFIGS
         rows += run_case(variant, dist, batch, plan_name, configs, tma, timer, ceiling, spec,
-                         lambda s: print(s, flush=True))
+                         lambda s: print(s, flush=True), direct=args.direct,
+                         layouts=args.layouts.split(","))
         with open(os.path.join(args.out, "gather_ceiling.json"), "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,
                       indent=1, default=str)

@@ -119,7 +119,7 @@ def dry_cases(shape):
 class EventTimer(Timer):
     """bench_kernels.py's timer (CUDA-event pairs, L2 flushed outside them), two warm-up runs."""
 
-    name = "cuda-events, cold L2"
+    name = "cuda-events, cold L2, paced"
 
     def __init__(self, reps: int):
         super().__init__(reps, warmup=2)

@@ -82,17 +82,25 @@ BOUND = {torch.bfloat16: 2e-2, torch.float16: 2e-2, torch.float32: 1e-5}
 class Timer:
     """Median of CUDA-event pairs, L2 flushed before each iteration (outside the events) with the
     project's flusher (2 x L2 written, then read back so no dirty lines are left behind), under
-    the interference guard (quiet_ratio and interference_retries in the result)."""
+    the interference guard (quiet_ratio and interference_retries in the result).
 
-    name = "events-fixed-reps"
+    The pairs are enqueued behind a GPU sleep that covers the host's enqueue of all of them
+    (harness/timers_cuda.HostPace, sized from the warm-up's pace): before the twenty-second
+    session they were not, and where the host took longer to enqueue an iteration than the GPU
+    to run it (llama3-70b-tp8 decodes: 100-270 us of host time against 35-70 us) the pairs
+    measured the host (docs/PERFORMANCE.md, twenty-second session)."""
+
+    name = "events-fixed-reps-paced"
 
     def __init__(self, reps: int, warmup: int = 3):
         from kvtune.harness.l2_cache import L2Flusher
+        from kvtune.harness.timers_cuda import HostPace
 
         props = torch.cuda.get_device_properties(0)
         l2 = int(getattr(props, "L2_cache_size", 50 << 20) or (50 << 20))
         self.flusher = L2Flusher(l2, "cuda")
         self.reps, self.warmup = reps, warmup
+        self.pace = HostPace()
 
     def __call__(self, fn) -> dict:
         """Median of the event pairs, bracketed by the interference guard's latency probes and
@@ -105,21 +113,30 @@ class Timer:
         return result
 
     def once(self, fn) -> dict:
-        """One unguarded measurement: warm-up, then the event pairs (median, p10, p90 us)."""
+        """One unguarded measurement: warm-up (flush and fn, the host's pace taken), then the
+        event pairs behind the lead-in (median, p10, p90 us; host_us: the host's enqueue time
+        per iteration)."""
+        t0 = time.perf_counter()
         for _ in range(self.warmup):
+            self.flusher.flush()
             fn()
+        self.pace.learn(time.perf_counter() - t0, self.warmup)
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        self.pace.lead_in(self.reps)
+        t0 = time.perf_counter()
         for i in range(self.reps):
             self.flusher.flush()
             starts[i].record()
             fn()
             ends[i].record()
+        self.pace.learn(time.perf_counter() - t0, self.reps)
         torch.cuda.synchronize()
         us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
         return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
-                "p90_us": float(np.percentile(us, 90)), "samples": int(us.size)}
+                "p90_us": float(np.percentile(us, 90)), "samples": int(us.size),
+                "host_us": self.pace.host_us}
 
 
 class ProjectTimer:

@@ -20,25 +20,68 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from kvtune.harness.l2_cache import L2Flusher, launch_rotation, rotation_schedule
 
-# Cycles of torch.cuda._sleep enqueued before each batch (about 25 us at 2 GHz), so the host gets
-# ahead of the GPU and the first iterations do not wait on their own launch.
+# The host must stay ahead of the GPU for a whole batch. Where enqueueing one iteration (the
+# flush, the launches, the events) takes the host longer than the GPU takes to run it, the GPU
+# waits between an iteration's start event and its first launch, or between its launches, and
+# the sample measures the host. On an H100 the flush plus kernels/decode.py's two Triton
+# launches took the host 100-270 us per iteration against 35-70 us of GPU work on
+# llama3-70b-tp8 decodes; event pairs read those 1.3-4x slow in many calls, a CUDA-graph replay
+# and a loop behind a long sleep never (docs/PERFORMANCE.md, twenty-second session). So every
+# batch starts behind a GPU sleep (torch.cuda._sleep) long enough for the host to enqueue all of
+# it: LEAD_IN_MARGIN x the iterations x the host's time per iteration in the timer's batch
+# before (HOST_US_GUESS for the first), at SLEEP_CYCLES_PER_US (the H100 / H200 top SM clock,
+# 1.98 GHz, rounded up: a slower clock only sleeps longer), between LEAD_IN_CYCLES and
+# MAX_LEAD_IN_CYCLES.
 LEAD_IN_CYCLES = 50_000
+MAX_LEAD_IN_CYCLES = 2_000_000_000  # 1 s
+SLEEP_CYCLES_PER_US = 2_000
+HOST_US_GUESS = 300.0
+LEAD_IN_MARGIN = 1.5
 
 
 class TimerError(RuntimeError):
     """A timer could not produce samples (for example CUPTI recorded no kernel)."""
 
 
-def _lead_in() -> None:
-    import torch
+def lead_in_cycles(iterations: int, host_us_per_iteration: float) -> int:
+    """GPU sleep cycles that cover the host's enqueue of `iterations` iterations (>= 0) taking
+    `host_us_per_iteration` us each (>= 0), LEAD_IN_MARGIN over, clamped to
+    [LEAD_IN_CYCLES, MAX_LEAD_IN_CYCLES]."""
+    if iterations < 0 or not host_us_per_iteration >= 0:
+        raise ValueError(f"iterations, host_us_per_iteration: {iterations}, "
+                         f"{host_us_per_iteration} not allowed; allowed: >= 0")
+    cycles = LEAD_IN_MARGIN * iterations * host_us_per_iteration * SLEEP_CYCLES_PER_US
+    return int(min(max(cycles, LEAD_IN_CYCLES), MAX_LEAD_IN_CYCLES))
 
-    sleep = getattr(torch.cuda, "_sleep", None)
-    if sleep is not None:
-        sleep(LEAD_IN_CYCLES)
+
+class HostPace:
+    """The host's enqueue time per iteration, learnt batch by batch, and the lead-in it needs."""
+
+    def __init__(self, host_us: float = HOST_US_GUESS) -> None:
+        self.host_us = float(host_us)
+
+    def lead_in(self, iterations: int) -> None:
+        """Enqueue the GPU sleep for a batch of `iterations` (nothing where torch lacks it)."""
+        import torch
+
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(lead_in_cycles(iterations, self.host_us))
+
+    def learn(self, enqueue_s: float, iterations: int) -> None:
+        """Record that the host took enqueue_s seconds to enqueue `iterations` iterations."""
+        if iterations > 0:
+            self.host_us = max(enqueue_s * 1e6 / iterations, 1.0)
+
+
+def _lead_in() -> None:
+    """A short fixed lead-in (the graph timer: one replay is one cheap launch)."""
+    HostPace(LEAD_IN_CYCLES / SLEEP_CYCLES_PER_US).lead_in(1)
 
 
 class _EventPool:
@@ -67,13 +110,15 @@ class EventsTimer:
         self._flusher = flusher
         self._pool = _EventPool()
         self._iteration = 0
+        self._pace = HostPace()
 
     def start(self) -> None:
         pass
 
     def run_batch(self, n: int, monitor=None) -> list[float]:
         starts, ends = self._pool.take(n)
-        _lead_in()
+        self._pace.lead_in(n)
+        t0 = time.perf_counter()
         for i in range(n):
             if self._flusher is not None:
                 self._flusher.flush()
@@ -81,6 +126,7 @@ class EventsTimer:
             self._call(self._iteration)
             ends[i].record()
             self._iteration += 1
+        self._pace.learn(time.perf_counter() - t0, n)
         if monitor is not None:
             monitor.sample()  # while the GPU is still busy with the batch
         ends[n - 1].synchronize()
@@ -303,6 +349,7 @@ class CuptiTimer:
         self._cupti = cupti
         self._tracer: CuptiTracer | None = None
         self._iteration = 0
+        self._pace = HostPace()
 
     def start(self) -> None:
         if self._cupti is None:
@@ -315,7 +362,8 @@ class CuptiTimer:
 
         stamp = self._cupti.get_timestamp
         windows = []
-        _lead_in()
+        self._pace.lead_in(n)
+        start = time.perf_counter()
         for _ in range(n):
             if self._flusher is not None:
                 self._flusher.flush()
@@ -324,6 +372,7 @@ class CuptiTimer:
             t1 = stamp()
             windows.append((t0, t1))
             self._iteration += 1
+        self._pace.learn(time.perf_counter() - start, n)
         if monitor is not None:
             monitor.sample()
         torch.cuda.synchronize()

@@ -368,7 +368,8 @@ def test_span_without_gpu_record_is_an_error():
 def test_cupti_timer_batch_excludes_flush_kernels(monkeypatch):
     """The CUPTI timer loop on a fake CUPTI: the flush is launched outside the timed bracket."""
     module = fake_cupti_module(record_kernels=True)
-    monkeypatch.setattr(timers_cuda, "_lead_in", lambda: None)
+    lead_ins = []
+    monkeypatch.setattr(timers_cuda.HostPace, "lead_in", lambda self, n: lead_ins.append(n))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
 
     class Flusher:
@@ -383,6 +384,65 @@ def test_cupti_timer_batch_excludes_flush_kernels(monkeypatch):
     timer.stop()
     assert samples == [5.0] * 4  # 5000 ns per work kernel, flushes not counted
     assert module._state["enabled"] == set()
+    assert lead_ins == [4]  # the whole batch's lead-in, asked for before its first iteration
+
+
+# ------------------------------------------------------------------------------ lead-in
+
+
+def test_lead_in_covers_the_hosts_enqueue_with_margin():
+    # 30 iterations of 270 us on the host (an H100 decode step's flush + two Triton launches)
+    cycles = timers_cuda.lead_in_cycles(30, 270.0)
+    assert cycles == int(timers_cuda.LEAD_IN_MARGIN * 30 * 270.0 * timers_cuda.SLEEP_CYCLES_PER_US)
+    assert cycles / timers_cuda.SLEEP_CYCLES_PER_US > 30 * 270.0  # longer than the enqueue
+    assert timers_cuda.lead_in_cycles(1, 0.0) == timers_cuda.LEAD_IN_CYCLES
+    assert timers_cuda.lead_in_cycles(10**9, 1e6) == timers_cuda.MAX_LEAD_IN_CYCLES
+
+
+@pytest.mark.parametrize("n, host_us", [(-1, 10.0), (3, -1.0), (3, float("nan"))])
+def test_lead_in_rejects_bad_input(n, host_us):
+    with pytest.raises(ValueError, match="iterations, host_us_per_iteration"):
+        timers_cuda.lead_in_cycles(n, host_us)
+
+
+def test_host_pace_sizes_the_next_batch_from_the_last(monkeypatch):
+    slept = []
+    monkeypatch.setattr(torch.cuda, "_sleep", slept.append, raising=False)
+    pace = timers_cuda.HostPace()
+    pace.lead_in(30)
+    assert slept[-1] == timers_cuda.lead_in_cycles(30, timers_cuda.HOST_US_GUESS)
+    pace.learn(0.030, 30)  # a slow host: 1 ms per iteration
+    pace.lead_in(30)
+    assert slept[-1] == timers_cuda.lead_in_cycles(30, 1000.0)
+    assert slept[-1] > slept[0]
+    pace.learn(0.0, 0)  # an empty batch teaches nothing
+    assert pace.host_us == pytest.approx(1000.0)
+
+
+def test_events_timer_learns_the_hosts_pace(monkeypatch):
+    """EventsTimer on fake events: the batch's lead-in is sized from the batch before."""
+    class Event:
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 0.001
+
+    monkeypatch.setattr(timers_cuda._EventPool, "take",
+                        lambda self, n: ([Event() for _ in range(n)], [Event() for _ in range(n)]))
+    asked = []
+    monkeypatch.setattr(timers_cuda.HostPace, "lead_in",
+                        lambda self, n: asked.append((n, self.host_us)))
+    clock = iter(range(0, 1000, 1))
+    monkeypatch.setattr(timers_cuda.time, "perf_counter", lambda: next(clock) * 0.004)
+    timer = timers_cuda.EventsTimer(lambda i: None, None)
+    assert timer.run_batch(5) == [1.0] * 5
+    timer.run_batch(5)
+    assert asked[0] == (5, timers_cuda.HOST_US_GUESS)
+    assert asked[1] == (5, pytest.approx(4000.0 / 5))  # 4 ms over 5 iterations
 
 
 # ------------------------------------------------------------------------------ rotation

@@ -1,0 +1,73 @@
+"""benchmarks/gather_ceiling.py's CPU parts: the plan's tasks with their page-table starts, the
+float64 sums the GPU check compares with, and the Triton read under the interpreter (shuffled
+and in-order pages, fp8 pages dequantised, the direct page-table start). The Gluon TMA read
+needs an sm_90 GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kvtune.kernels.paged import PagedKVCache
+from kvtune.kernels.plan import AttentionShape, build_plan
+
+from tests.benchmark_scripts import load_benchmark
+
+KV_LENS = np.array([5, 40, 17, 33])
+
+
+def _shape(kv_dtype="bf16"):
+    return AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4,
+                          dtype="bf16", kv_dtype=kv_dtype)
+
+
+def test_tasks_carry_each_request_page_table_start():
+    probe = load_benchmark("gather_ceiling")
+    shape = _shape()
+    plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
+    cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=0)
+    tasks = probe.plan_tasks(plan, shape.page_size)
+    assert tasks.shape == (plan.num_items * 2, 8) and tasks.dtype == np.int32
+    indptr = cache.page_indptr.numpy()
+    assert (tasks[:, 4] == indptr[tasks[:, 0]]).all()
+    # heads outer, items in plan order, every key of every request once per head
+    for head in range(2):
+        rows = tasks[tasks[:, 3] == head]
+        assert (rows[:, 0] == plan.work_request).all()
+        covered = np.zeros(KV_LENS.sum(), dtype=int)
+        starts = np.concatenate([[0], np.cumsum(KV_LENS)])
+        for b, lo, hi in rows[:, :3]:
+            covered[starts[b] + lo: starts[b] + hi] += 1
+        assert (covered == 1).all()
+
+
+def test_reference_sums_are_the_per_task_sums_of_k_plus_v():
+    probe = load_benchmark("gather_ceiling")
+    shape = _shape()
+    cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=1)
+    tasks = np.array([[1, 3, 29, 1, 0, 0, 0, 0], [3, 0, 33, 0, 0, 0, 0, 0]], dtype=np.int32)
+    ref = probe.reference_sums(cache, tasks)
+    for i, (b, lo, hi, h) in enumerate(tasks[:, :4]):
+        k, v = cache.request_kv(int(b))
+        want = (k[lo:hi, h].double() + v[lo:hi, h].double()).sum(0)
+        torch.testing.assert_close(ref[i], want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kv_dtype, shuffle, direct", [("bf16", True, False),
+                                                         ("bf16", False, True),
+                                                         ("fp8_e4m3", True, True)])
+def test_triton_read_sums_every_key_once(kv_dtype, shuffle, direct):
+    probe = load_benchmark("gather_ceiling")
+    shape = _shape(kv_dtype)
+    plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
+    cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=2, shuffle_pages=shuffle)
+    tasks_np = probe.plan_tasks(plan, shape.page_size)
+    ref = probe.reference_sums(cache, tasks_np)
+    out = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"))
+    (label, go), = probe.triton_launchers(cache, torch.as_tensor(tasks_np), out,
+                                          ((16, 4, 2),), direct=direct)
+    assert label == "bn16-w4-s2" + ("-direct" if direct else "")
+    go()
+    err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-5  # float32 sums of at most 40 keys

@@ -21,7 +21,12 @@ from kvtune.kernels import triton_mode  # noqa: F401 - must run before triton is
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from kvtune.harness.timers_cuda import HostPace  # noqa: E402
+
 __all__ = ["LatencyProbe", "chase_permutation", "follow_chain"]
+
+# The host time one probe launch is allowed (us): HostPace sleeps 1.5x that on the GPU first.
+PROBE_HOST_US = 1000.0
 
 
 @triton.jit
@@ -86,6 +91,10 @@ class LatencyProbe:
             for _ in range(self.runs):
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
+                # The chain's launch must be queued before the GPU reaches the start event, or
+                # the pair times the host's launch (20-200 us of Python and Triton, against
+                # a chain of 150-250 us): a slow host would read as a disturbed GPU.
+                HostPace(PROBE_HOST_US).lead_in(1)
                 start.record()
                 follow_chain(self.next, self.starts, self.steps)
                 end.record()

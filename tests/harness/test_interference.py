@@ -153,6 +153,46 @@ def test_the_latency_probe_kernel_follows_the_chain():
     assert np.all(np.sort(order.numpy()) == np.arange(257))
 
 
+def test_the_latency_probe_queues_its_chain_behind_a_gpu_sleep(monkeypatch):
+    """The chain is enqueued while the GPU sleeps, so the event pair cannot time the host's
+    launch: the sleep comes before each start event, and is longer than the launch may take."""
+    import contextlib
+
+    import torch
+
+    from kvtune.harness import latency_probe, timers_cuda
+
+    calls = []
+
+    class Event:
+        def __init__(self, **kw):
+            pass
+
+        def record(self):
+            calls.append("record")
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 0.25
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda c: calls.append(("sleep", c)),
+                        raising=False)
+    monkeypatch.setattr(latency_probe, "follow_chain", lambda *a: calls.append("chain"))
+    probe = object.__new__(latency_probe.LatencyProbe)
+    probe.device, probe.next, probe.starts, probe.steps, probe.runs = "cuda", None, None, 256, 2
+    assert probe.hops_per_s() == pytest.approx(256 / 0.25e-3)
+    assert calls[0] == "chain"  # compiled and resident, untimed
+    timed = calls[1:]
+    assert [c if isinstance(c, str) else c[0] for c in timed] == \
+        ["sleep", "record", "chain", "record"] * 2
+    cycles = timed[0][1]
+    assert cycles / timers_cuda.SLEEP_CYCLES_PER_US >= latency_probe.PROBE_HOST_US
+
+
 def test_wait_until_quiet_needs_a_streak_and_gives_up_at_the_timeout():
     from kvtune.harness.interference import wait_until_quiet
 

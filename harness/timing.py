@@ -9,7 +9,10 @@
   - "graph":  the launches captured once in a CUDA graph, events around replays;
   - "auto":   cupti when cupti-python imports and records a probe kernel, else events, with one
               warning (per process) that names the reason.
-The timer actually used is in every result (`timer_used`).
+The timer actually used is in every result (`timer_used`). The eager timers (events, cupti)
+start each batch behind a GPU sleep that covers the host's enqueue of the whole batch
+(timers_cuda.HostPace): without it a step shorter than the host's launch time per iteration
+measured the host, not the GPU (docs/PERFORMANCE.md, "Host pace").
 
 Cold L2 (default): eager timers write a buffer of 2 x L2 before every timed iteration and read it
 back (so the lines left in L2 are clean; see harness/l2_cache.py), outside the timed span; the

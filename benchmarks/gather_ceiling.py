@@ -10,6 +10,12 @@ float32 (so no load can be dropped) and writes one head_dim row per program. Its
 configuration is the fastest any stage 1 of that shape and plan could go with this addressing:
 if it stays below 0.85 of the copy, so must the decode kernel.
 
+`--stream` adds the stream read: the programs decoupled from the tasks, every task's keys cut
+into blocks and the block list split evenly over 1-8 programs per SM, each one pipelined stream
+across task boundaries (the question: do fewer, equal, longer streams lift the one-KV-head
+ceiling?). Untimed when written (twenty-second session: compiled for sm_90, checked under the
+interpreter).
+
 Each case runs twice: pages shuffled (the matrix's cache) and in order (the same tasks over a
 cache whose pages are handed out in order: one request's keys one contiguous run). Every
 variant's sums are checked against float64 sums of the same keys before it is timed.
@@ -91,6 +97,53 @@ def _gather_read(k_ptr, v_ptr, page_indptr_ptr, page_indices_ptr, tasks_ptr, out
         v = tl.load(v_ptr + ptrs, mask=valid[:, None], other=0.0)
         acc += k.to(tl.float32) * k_scale + v.to(tl.float32) * v_scale
     tl.store(out_ptr + t * HEAD_DIM + offs_d, tl.sum(acc, 0))
+
+
+@triton.jit
+def _stream_read(k_ptr, v_ptr, page_indices_ptr, blocks_ptr, out_ptr, num_blocks, num_programs,
+                 stride_page, stride_tok, k_scale, v_scale, HEAD_DIM: tl.constexpr,
+                 PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """The same sums with the programs decoupled from the tasks: every task's keys cut into
+    BLOCK_N-key blocks, the blocks of all tasks in one list (blocks: int32 [num_blocks + 1, 8]:
+    task, first key, the task's end key, the request's first page_indices entry, head, 3
+    unused; a last row with task -1), and program p streams blocks p * num_blocks /
+    num_programs .. (p + 1) * num_blocks / num_programs - 1 in one pipelined loop, across task
+    boundaries, adding each task's sum into out[task] (float32 atomics: out must be zero
+    before a launch whose sums are read). One stream per program, all of equal length."""
+    p = tl.program_id(0)
+    b_lo = (p * num_blocks) // num_programs
+    b_hi = ((p + 1) * num_blocks) // num_programs
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    for i in tl.range(b_lo, b_hi, num_stages=NUM_STAGES):
+        task = tl.load(blocks_ptr + i * 8)
+        n0 = tl.load(blocks_ptr + i * 8 + 1)
+        hi = tl.load(blocks_ptr + i * 8 + 2)
+        base = tl.load(blocks_ptr + i * 8 + 3)
+        head = tl.load(blocks_ptr + i * 8 + 4)
+        key = n0 + offs_n
+        valid = key < hi
+        page = tl.load(page_indices_ptr + base + key // PAGE_SIZE, mask=valid, other=0)
+        row = page.to(tl.int64) * stride_page + (key % PAGE_SIZE) * stride_tok + head * HEAD_DIM
+        ptrs = row[:, None] + offs_d[None, :]
+        k = tl.load(k_ptr + ptrs, mask=valid[:, None], other=0.0)
+        v = tl.load(v_ptr + ptrs, mask=valid[:, None], other=0.0)
+        acc += k.to(tl.float32) * k_scale + v.to(tl.float32) * v_scale
+        nxt = tl.load(blocks_ptr + (i + 1) * 8)
+        if (nxt != task) | (i == b_hi - 1):
+            tl.atomic_add(out_ptr + task * HEAD_DIM + offs_d, tl.sum(acc, 0))
+            acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+
+
+def stream_blocks(tasks: np.ndarray, block_n: int) -> np.ndarray:
+    """_stream_read's block list of plan_tasks rows: int32 [blocks + 1, 8], tasks in order, each
+    task's keys lo .. hi - 1 in block_n-key blocks, then the sentinel row (task -1)."""
+    rows = [(t, n0, hi, base, head, 0, 0, 0)
+            for t, (_, lo, hi, head, base) in enumerate(tasks[:, :5].tolist())
+            for n0 in range(lo, hi, block_n)]
+    rows.append((-1, 0, 0, 0, 0, 0, 0, 0))
+    return np.asarray(rows, dtype=np.int32)
 
 
 if HAS_GLUON:
@@ -207,6 +260,24 @@ def triton_launchers(cache, tasks, out, configs, direct: bool = False):
         yield f"bn{block_n}-w{warps}-s{stages}" + ("-direct" if direct else ""), go
 
 
+def stream_launchers(cache, tasks_np, out, configs, sm_count: int):
+    """(label, launch) of _stream_read for each (BLOCK_N, warps, stages, programs per SM)."""
+    shape = cache.shape
+    for block_n, warps, stages, per_sm in configs:
+        blocks = torch.as_tensor(stream_blocks(tasks_np, block_n), device=out.device)
+        n_blocks = blocks.shape[0] - 1
+        programs = min(per_sm * sm_count, n_blocks)
+
+        def go(block_n=block_n, warps=warps, stages=stages, blocks=blocks, n_blocks=n_blocks,
+               programs=programs):
+            _stream_read[(programs,)](
+                cache.k_pages, cache.v_pages, cache.page_indices, blocks, out, n_blocks,
+                programs, cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale,
+                cache.v_scale, HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size,
+                BLOCK_N=block_n, NUM_STAGES=stages, num_warps=warps)
+        yield f"stream-bn{block_n}-w{warps}-s{stages}-x{per_sm}", go
+
+
 def tma_launchers(cache, tasks, out, configs):
     """(label, launch) of _tma_read for each (pages per step, stages) in configs."""
     shape, n = cache.shape, tasks.shape[0]
@@ -225,7 +296,8 @@ def tma_launchers(cache, tasks, out, configs):
 
 
 def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceiling, spec,
-             log, direct: bool = False, layouts=("shuffled", "in-order")) -> list[dict]:
+             log, direct: bool = False, layouts=("shuffled", "in-order"),
+             stream_configs=()) -> list[dict]:
     shape = variant_shape(variant)
     b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
     plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
@@ -245,9 +317,13 @@ def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceili
             launchers += list(triton_launchers(cache, tasks, out, configs, direct=True))
         if tma_configs:
             launchers += list(tma_launchers(cache, tasks, out, tma_configs))
+        if stream_configs:
+            launchers += list(stream_launchers(cache, tasks_np, out, stream_configs,
+                                               spec.sm_count))
         for label, go in launchers:
             try:
-                out.fill_(float("nan"))
+                # the stream read adds into out (atomics): it starts from zeros
+                out.fill_(0.0 if label.startswith("stream") else float("nan"))
                 go()
                 torch.cuda.synchronize()
                 err = float(((out.double().cpu() - ref).abs().max()
@@ -264,7 +340,7 @@ def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceili
                 row.update(timer(go))
                 row["fraction_of_copy"] = nbytes / (row["median_us"] * 1e-6) / ceiling
             rows.append(row)
-        for family in ("bn", "direct", "tma"):
+        for family in ("bn", "direct", "tma", "stream"):
             mine = [r for r in rows if r.get("layout") == layout and r.get("case") == case
                     and r["config"].startswith(family if family != "direct" else "bn")
                     and (family == "direct") == r["config"].endswith("-direct")]
@@ -351,6 +427,10 @@ CASES = (
 CONFIGS = tuple(itertools.product((32, 64, 128), (4, 8), (2, 3, 4)))
 # (pages per step, stages) of the TMA read: 2-8 pages of K and of V per barrier, 2-6 in flight.
 TMA_CONFIGS = ((2, 4), (4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (2, 8))
+# (keys per block, warps, stages, programs per SM) of the stream read: one stream per program,
+# 1-8 programs per SM (the smaller tiles where more programs must fit).
+STREAM_CONFIGS = ((32, 4, 3, 1), (32, 4, 3, 2), (64, 4, 2, 2), (32, 4, 3, 3), (32, 4, 3, 4),
+                  (32, 4, 2, 4), (16, 4, 3, 6), (16, 4, 3, 8), (16, 4, 4, 8))
 
 
 def main(argv=None) -> int:
@@ -365,6 +445,9 @@ def main(argv=None) -> int:
     ap.add_argument("--direct", action="store_true",
                     help="also the Triton read with each task's page-table start in its task row")
     ap.add_argument("--cases", default="", metavar="I,J", help="indices into CASES")
+    ap.add_argument("--stream", action="store_true",
+                    help="also the stream read (STREAM_CONFIGS: the blocks of all tasks spread "
+                         "evenly over 1-8 programs per SM)")
     ap.add_argument("--layouts", default="shuffled,in-order")
     ap.add_argument("--matrix-variants", default="", metavar="I,J",
                     help="instead of CASES: every case of these bench_kernels default_variants "
@@ -399,7 +482,8 @@ def main(argv=None) -> int:
         tma = () if args.no_tma or not HAS_GLUON else TMA_CONFIGS
         rows += run_case(variant, dist, batch, plan_name, configs, tma, timer, ceiling, spec,
                          lambda s: print(s, flush=True), direct=args.direct,
-                         layouts=args.layouts.split(","))
+                         layouts=args.layouts.split(","),
+                         stream_configs=STREAM_CONFIGS if args.stream else ())
         with open(os.path.join(args.out, "gather_ceiling.json"), "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,
                       indent=1, default=str)

@@ -71,3 +71,32 @@ def test_triton_read_sums_every_key_once(kv_dtype, shuffle, direct):
     go()
     err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-5  # float32 sums of at most 40 keys
+
+
+def test_stream_blocks_cut_every_task_into_blocks_in_order():
+    probe = load_benchmark("gather_ceiling")
+    tasks = np.array([[0, 0, 10, 1, 7, 0, 0, 0], [2, 8, 12, 0, 3, 0, 0, 0]], dtype=np.int32)
+    blocks = probe.stream_blocks(tasks, 4)
+    assert blocks.dtype == np.int32 and blocks.shape == (3 + 1 + 1, 8)
+    assert [tuple(r[:5]) for r in blocks[:-1]] == [(0, 0, 10, 7, 1), (0, 4, 10, 7, 1),
+                                                   (0, 8, 10, 7, 1), (1, 8, 12, 3, 0)]
+    assert blocks[-1, 0] == -1
+
+
+@pytest.mark.parametrize("programs_per_sm", [1, 3])
+def test_stream_read_sums_every_key_once_across_program_boundaries(programs_per_sm):
+    """Programs take equal runs of the block list, cutting tasks anywhere: their atomic adds
+    still give each task's sum."""
+    probe = load_benchmark("gather_ceiling")
+    shape = _shape()
+    plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
+    cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=4)
+    tasks_np = probe.plan_tasks(plan, shape.page_size)
+    ref = probe.reference_sums(cache, tasks_np)
+    out = torch.zeros((tasks_np.shape[0], shape.head_dim))
+    # 7 "SMs": programs end in the middle of tasks
+    (label, go), = probe.stream_launchers(cache, tasks_np, out, ((4, 4, 2, programs_per_sm),), 7)
+    assert label == f"stream-bn4-w4-s2-x{programs_per_sm}"
+    go()
+    err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-5

@@ -60,6 +60,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from kvtune.harness.timers_cuda import HostPace, paced_chunks
 from kvtune.kernels.decode import (
     KernelConfig,
     default_config,
@@ -94,7 +95,6 @@ class Timer:
 
     def __init__(self, reps: int, warmup: int = 3):
         from kvtune.harness.l2_cache import L2Flusher
-        from kvtune.harness.timers_cuda import HostPace
 
         props = torch.cuda.get_device_properties(0)
         l2 = int(getattr(props, "L2_cache_size", 50 << 20) or (50 << 20))
@@ -124,14 +124,16 @@ class Timer:
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        self.pace.lead_in(self.reps)
-        t0 = time.perf_counter()
-        for i in range(self.reps):
-            self.flusher.flush()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        self.pace.learn(time.perf_counter() - t0, self.reps)
+        for chunk in paced_chunks(self.reps):  # as many as the launch queue holds ahead
+            torch.cuda.synchronize()
+            self.pace.lead_in(len(chunk))
+            t0 = time.perf_counter()
+            for i in chunk:
+                self.flusher.flush()
+                starts[i].record()
+                fn()
+                ends[i].record()
+            self.pace.learn(time.perf_counter() - t0, len(chunk))
         torch.cuda.synchronize()
         us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
         return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),

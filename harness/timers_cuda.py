@@ -2,8 +2,9 @@
 
 Each timer takes `call(i)`, which launches iteration i's work once on the current stream, and
 offers `start()`, `run_batch(n, monitor) -> [n samples in us]` and `stop()`. A batch enqueues n
-timed iterations and synchronises once at its end; the L2 flush (when cold) is enqueued before
-each iteration, outside its timed span.
+timed iterations, in chunks of PACED_CHUNK for the eager timers, each chunk behind a GPU sleep
+that covers the host's enqueue of it (HostPace, below), and synchronises after each chunk; the
+L2 flush (when cold) is enqueued before each iteration, outside its timed span.
 
 - events: a CUDA event pair around each iteration.
 - cupti:  CUPTI's activity API (package cupti-python). Each iteration is bracketed by two CUPTI
@@ -42,6 +43,18 @@ MAX_LEAD_IN_CYCLES = 2_000_000_000  # 1 s
 SLEEP_CYCLES_PER_US = 2_000
 HOST_US_GUESS = 300.0
 LEAD_IN_MARGIN = 1.5
+# Iterations enqueued behind one lead-in. The host gets only as far ahead as the driver's launch
+# queue lets it (on the order of a thousand pending launches); past that it blocks, the GPU
+# drains the queue at the host's pace and the samples time the host again. At up to about ten
+# launches and events per iteration (the flush, a hybrid step's launches, the event pair), 64
+# iterations stay well inside it, so a batch runs as chunks of 64, each behind its own lead-in
+# once the one before has finished.
+PACED_CHUNK = 64
+
+
+def paced_chunks(n: int) -> list[range]:
+    """The iterations 0 .. n - 1 of a batch in chunks of at most PACED_CHUNK."""
+    return [range(c, min(n, c + PACED_CHUNK)) for c in range(0, n, PACED_CHUNK)]
 
 
 class TimerError(RuntimeError):
@@ -101,7 +114,8 @@ class _EventPool:
 
 
 class EventsTimer:
-    """A CUDA event pair around each iteration; one synchronize at the end of the batch."""
+    """A CUDA event pair around each iteration; the batch in paced chunks (PACED_CHUNK), one
+    synchronize after each."""
 
     name = "events"
 
@@ -117,16 +131,19 @@ class EventsTimer:
 
     def run_batch(self, n: int, monitor=None) -> list[float]:
         starts, ends = self._pool.take(n)
-        self._pace.lead_in(n)
-        t0 = time.perf_counter()
-        for i in range(n):
-            if self._flusher is not None:
-                self._flusher.flush()
-            starts[i].record()
-            self._call(self._iteration)
-            ends[i].record()
-            self._iteration += 1
-        self._pace.learn(time.perf_counter() - t0, n)
+        for chunk in paced_chunks(n):
+            if chunk.start:
+                ends[chunk.start - 1].synchronize()  # the GPU is idle before the next lead-in
+            self._pace.lead_in(len(chunk))
+            t0 = time.perf_counter()
+            for i in chunk:
+                if self._flusher is not None:
+                    self._flusher.flush()
+                starts[i].record()
+                self._call(self._iteration)
+                ends[i].record()
+                self._iteration += 1
+            self._pace.learn(time.perf_counter() - t0, len(chunk))
         if monitor is not None:
             monitor.sample()  # while the GPU is still busy with the batch
         ends[n - 1].synchronize()
@@ -362,17 +379,20 @@ class CuptiTimer:
 
         stamp = self._cupti.get_timestamp
         windows = []
-        self._pace.lead_in(n)
-        start = time.perf_counter()
-        for _ in range(n):
-            if self._flusher is not None:
-                self._flusher.flush()
-            t0 = stamp()
-            self._call(self._iteration)
-            t1 = stamp()
-            windows.append((t0, t1))
-            self._iteration += 1
-        self._pace.learn(time.perf_counter() - start, n)
+        for chunk in paced_chunks(n):
+            if chunk.start:
+                torch.cuda.synchronize()  # the GPU is idle before the next lead-in
+            self._pace.lead_in(len(chunk))
+            start = time.perf_counter()
+            for _ in chunk:
+                if self._flusher is not None:
+                    self._flusher.flush()
+                t0 = stamp()
+                self._call(self._iteration)
+                t1 = stamp()
+                windows.append((t0, t1))
+                self._iteration += 1
+            self._pace.learn(time.perf_counter() - start, len(chunk))
         if monitor is not None:
             monitor.sample()
         torch.cuda.synchronize()

@@ -405,6 +405,13 @@ def test_lead_in_rejects_bad_input(n, host_us):
         timers_cuda.lead_in_cycles(n, host_us)
 
 
+def test_paced_chunks_cover_the_batch_in_order():
+    chunks = timers_cuda.paced_chunks(2 * timers_cuda.PACED_CHUNK + 3)
+    assert [len(c) for c in chunks] == [timers_cuda.PACED_CHUNK] * 2 + [3]
+    assert [i for c in chunks for i in c] == list(range(2 * timers_cuda.PACED_CHUNK + 3))
+    assert timers_cuda.paced_chunks(0) == []
+
+
 def test_host_pace_sizes_the_next_batch_from_the_last(monkeypatch):
     slept = []
     monkeypatch.setattr(torch.cuda, "_sleep", slept.append, raising=False)
@@ -443,6 +450,10 @@ def test_events_timer_learns_the_hosts_pace(monkeypatch):
     timer.run_batch(5)
     assert asked[0] == (5, timers_cuda.HOST_US_GUESS)
     assert asked[1] == (5, pytest.approx(4000.0 / 5))  # 4 ms over 5 iterations
+    # a batch longer than the launch queue holds runs as paced chunks, each behind its lead-in
+    n = timers_cuda.PACED_CHUNK + 6
+    assert timer.run_batch(n) == [1.0] * n
+    assert [a[0] for a in asked[2:]] == [timers_cuda.PACED_CHUNK, 6]
 
 
 # ------------------------------------------------------------------------------ rotation

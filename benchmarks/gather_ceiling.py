@@ -10,19 +10,25 @@ float32 (so no load can be dropped) and writes one head_dim row per program. Its
 configuration is the fastest any stage 1 of that shape and plan could go with this addressing:
 if it stays below 0.85 of the copy, so must the decode kernel.
 
-`--stream` adds the stream read: the programs decoupled from the tasks, every task's keys cut
-into blocks and the block list split evenly over 1-8 programs per SM, each one pipelined stream
-across task boundaries (the question: do fewer, equal, longer streams lift the one-KV-head
-ceiling?). Untimed when written (twenty-second session: compiled for sm_90, checked under the
-interpreter).
+Variants of the read, all with the same bytes and the same sums:
+- the Gluon TMA read (sm_90; `--no-tma` leaves it out): one TMA copy per page of K and of V,
+  2-8 pages per mbarrier, 2-8 steps in flight;
+- `--direct`: the task row carries its request's page-table start (one dependent load less);
+- `--stream`: the programs decoupled from the tasks: every task's keys cut into blocks, the
+  block list split evenly over 1-8 programs per SM, each one pipelined stream across task
+  boundaries (do fewer, equal, longer streams lift the one-KV-head ceiling? Untimed when
+  written, twenty-second session: compiled for sm_90, checked under the interpreter).
+`--matrix-variants I,J` instead times decode.py's launch beside the read ceiling (best of three
+Triton configurations) on every shape-matrix case with >= 2 programs per SM.
 
-Each case runs twice: pages shuffled (the matrix's cache) and in order (the same tasks over a
-cache whose pages are handed out in order: one request's keys one contiguous run). Every
-variant's sums are checked against float64 sums of the same keys before it is timed.
+Each case runs with pages shuffled (the matrix's cache) and in order (`--layouts`: the same
+tasks over a cache whose pages are handed out in order, one request's keys one contiguous run).
+Every variant's sums are checked against float64 sums of the same keys before it is timed.
 
-Timer: bench_kernels.Timer (CUDA events, L2 flushed before each run, interference guard),
-30 pairs. Copy ceiling: a 4 GiB device copy in the same process. Bytes: the K and V the plan
-reads (1 byte per element for fp8 pages); the 16-byte sums written are not counted.
+Timer: bench_kernels.Timer (CUDA events, L2 flushed before each run, interference guard; paced
+since the twenty-second session's call 6), 30 pairs. Copy ceiling: a 4 GiB device copy in the
+same process. Bytes: the K and V the plan reads (1 byte per element for fp8 pages); the sums
+written (head_dim floats per task) are not counted.
 
     python3 benchmarks/gather_ceiling.py --out $OUT
 """

@@ -52,6 +52,8 @@ from bench_kernels import (TOTAL_TOKENS, Timer, copy_bandwidth, matrix_batch,  #
 from kvtune.harness.device import live_device  # noqa: E402
 from kvtune.kernels import triton_mode  # noqa: E402,F401 - before triton
 from kvtune.kernels.paged import PagedKVCache  # noqa: E402
+from paged_read import (READ_CONFIGS, plan_tasks, read_ceiling, reference_sums,  # noqa: E402
+                        triton_launchers)
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -67,42 +69,6 @@ try:  # the TMA read needs Gluon's Hopper ops (Triton >= 3.5, NVIDIA backend)
     HAS_GLUON = True
 except (ImportError, AttributeError):  # pragma: no cover
     HAS_GLUON = False
-
-
-@triton.jit
-def _gather_read(k_ptr, v_ptr, page_indptr_ptr, page_indices_ptr, tasks_ptr, out_ptr,
-                 stride_page, stride_tok, k_scale, v_scale, HEAD_DIM: tl.constexpr,
-                 PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
-                 DIRECT: tl.constexpr = False):
-    """Program t: the sum over keys lo .. hi - 1 of K + V (one KV head, dequantised by the
-    per-tensor scales: 1.0 for 16-bit pages) of task t's request,
-    float32 [HEAD_DIM] into out[t]. tasks: int32 [n, 8] (request, lo, hi, head, the request's
-    first entry of page_indices, 3 unused). DIRECT: take that entry from the task row instead of
-    page_indptr[request], one dependent load less before the first page id."""
-    t = tl.program_id(0)
-    req = tl.load(tasks_ptr + t * 8)
-    lo = tl.load(tasks_ptr + t * 8 + 1)
-    hi = tl.load(tasks_ptr + t * 8 + 2)
-    head = tl.load(tasks_ptr + t * 8 + 3)
-    if DIRECT:
-        base = tl.load(tasks_ptr + t * 8 + 4)
-    else:
-        base = tl.load(page_indptr_ptr + req)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    # Elementwise accumulation: one add per loaded element, reduced once at the end, so the
-    # loop is as close to loads only as Triton allows.
-    acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    for n0 in tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES):
-        key = n0 + offs_n
-        valid = key < hi
-        page = tl.load(page_indices_ptr + base + key // PAGE_SIZE, mask=valid, other=0)
-        row = page.to(tl.int64) * stride_page + (key % PAGE_SIZE) * stride_tok + head * HEAD_DIM
-        ptrs = row[:, None] + offs_d[None, :]
-        k = tl.load(k_ptr + ptrs, mask=valid[:, None], other=0.0)
-        v = tl.load(v_ptr + ptrs, mask=valid[:, None], other=0.0)
-        acc += k.to(tl.float32) * k_scale + v.to(tl.float32) * v_scale
-    tl.store(out_ptr + t * HEAD_DIM + offs_d, tl.sum(acc, 0))
 
 
 @triton.jit
@@ -223,47 +189,6 @@ if HAS_GLUON:
             mbarrier.invalidate(bars.index(s))
         offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, ld))
         gl.store(out_ptr + t * HEAD_DIM + offs_d, gl.sum(acc, 0))
-
-
-def plan_tasks(plan, page_size: int) -> np.ndarray:
-    """int32 [items x heads, 8] (request, lo, hi, head, page_indptr[request], 0, 0, 0), heads
-    outer as decode.py's grid; page_indptr as PagedKVCache.from_lengths builds it."""
-    pages = -(-np.asarray(plan.kv_lens, dtype=np.int64) // page_size)
-    indptr = np.concatenate([[0], np.cumsum(pages)])
-    rows = [(int(plan.work_request[i]), int(plan.work_kv_start[i]), int(plan.work_kv_end[i]), h,
-             int(indptr[plan.work_request[i]]), 0, 0, 0)
-            for h in range(plan.num_kv_heads) for i in range(plan.num_items)]
-    return np.asarray(rows, dtype=np.int32)
-
-
-def reference_sums(cache, tasks: np.ndarray) -> torch.Tensor:
-    """float64 [n, head_dim]: sum of K + V over each task's keys (dequantised values), from one
-    float64 prefix sum per request."""
-    out = torch.empty((tasks.shape[0], cache.shape.head_dim), dtype=torch.float64)
-    for b in np.unique(tasks[:, 0]).tolist():
-        k, v = cache.request_kv(b, torch.float64) if cache.shape.kv_is_fp8 else \
-            (t.double() for t in cache.request_kv(b))
-        kv = k + v  # [n, heads, dim]
-        prefix = torch.cat([torch.zeros_like(kv[:1]), kv.cumsum(0)])
-        sel = np.flatnonzero(tasks[:, 0] == b)
-        lo = torch.as_tensor(tasks[sel, 1], device=kv.device, dtype=torch.long)
-        hi = torch.as_tensor(tasks[sel, 2], device=kv.device, dtype=torch.long)
-        h = torch.as_tensor(tasks[sel, 3], device=kv.device, dtype=torch.long)
-        out[torch.as_tensor(sel)] = (prefix[hi, h] - prefix[lo, h]).cpu()
-    return out
-
-
-def triton_launchers(cache, tasks, out, configs, direct: bool = False):
-    """(label, launch) of _gather_read for each (BLOCK_N, warps, stages) in configs."""
-    shape, n = cache.shape, tasks.shape[0]
-    for block_n, warps, stages in configs:
-        def go(block_n=block_n, warps=warps, stages=stages):
-            _gather_read[(n,)](
-                cache.k_pages, cache.v_pages, cache.page_indptr, cache.page_indices, tasks, out,
-                cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale, cache.v_scale,
-                HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=block_n,
-                NUM_STAGES=stages, DIRECT=direct, num_warps=warps)
-        yield f"bn{block_n}-w{warps}-s{stages}" + ("-direct" if direct else ""), go
 
 
 def stream_launchers(cache, tasks_np, out, configs, sm_count: int):
@@ -393,30 +318,18 @@ def run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec, log) 
     dec = timer(lambda: run_decode(launch, q, cache, out=out))
     row["decode_us"] = dec["median_us"]
     row["decode_of_copy"] = min_bytes(b.kv_lens, shape) / (dec["median_us"] * 1e-6) / ceiling
-    tasks_np = plan_tasks(plan, shape.page_size)
-    tasks = torch.as_tensor(tasks_np, device="cuda")
-    ref = reference_sums(cache, tasks_np)
-    sums = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"), device="cuda")
     kv_bytes = int(np.sum(b.kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
-    best = None
-    for label, go in triton_launchers(cache, tasks, sums, ((32, 4, 3), (64, 4, 2), (64, 4, 3))):
-        sums.fill_(float("nan"))
-        go()
-        torch.cuda.synchronize()
-        e = float(((sums.double().cpu() - ref).abs().max() / ref.abs().max()).item())
-        if not e < 1e-5:
-            log(f"{case}: read {label} not ok ({e:.2e})")
-            continue
-        r = timer(go)
-        if best is None or r["median_us"] < best[1]:
-            best = (label, r["median_us"])
-    if best is not None:
-        row.update(read_config=best[0], read_us=best[1],
-                   read_of_copy=kv_bytes / (best[1] * 1e-6) / ceiling,
-                   decode_over_read=row["decode_us"] / best[1])
+    read = read_ceiling(cache, plan, timer)
+    if read["read_not_ok"]:
+        log(f"{case}: {read['read_not_ok']} read configurations not ok")
+    if read["read_config"]:
+        row.update(read_config=read["read_config"], read_us=read["read_us"],
+                   read_of_copy=kv_bytes / (read["read_us"] * 1e-6) / ceiling,
+                   decode_over_read=row["decode_us"] / read["read_us"])
         log(f"{case:58s} {plan.num_tasks:5d} tasks {per_sm:5.2f}/SM  decode.py "
-            f"{row['decode_us']:7.1f} us {row['decode_of_copy']:.3f}  read {best[1]:7.1f} us "
-            f"{row['read_of_copy']:.3f} ({best[0]})  decode/read {row['decode_over_read']:.3f}")
+            f"{row['decode_us']:7.1f} us {row['decode_of_copy']:.3f}  read "
+            f"{read['read_us']:7.1f} us {row['read_of_copy']:.3f} ({read['read_config']})  "
+            f"decode/read {row['decode_over_read']:.3f}")
     return row
 
 
@@ -484,7 +397,7 @@ def main(argv=None) -> int:
         return 0
     cases = [CASES[int(i)] for i in args.cases.split(",")] if args.cases else CASES
     for variant, dist, batch, plan_name in cases[: args.max_cases]:
-        configs = CONFIGS if args.triton == "all" else ((32, 4, 3), (64, 4, 2), (64, 4, 3))
+        configs = CONFIGS if args.triton == "all" else READ_CONFIGS
         tma = () if args.no_tma or not HAS_GLUON else TMA_CONFIGS
         rows += run_case(variant, dist, batch, plan_name, configs, tma, timer, ceiling, spec,
                          lambda s: print(s, flush=True), direct=args.direct,

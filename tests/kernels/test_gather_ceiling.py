@@ -1,7 +1,7 @@
-"""benchmarks/gather_ceiling.py's CPU parts: the plan's tasks with their page-table starts, the
-float64 sums the GPU check compares with, and the Triton read under the interpreter (shuffled
-and in-order pages, fp8 pages dequantised, the direct page-table start). The Gluon TMA read
-needs an sm_90 GPU."""
+"""benchmarks/paged_read.py and gather_ceiling.py's CPU parts: the plan's tasks with their
+page-table starts, the float64 sums the GPU check compares with, the Triton read and the stream
+read under the interpreter (shuffled and in-order pages, fp8 pages dequantised, the direct
+page-table start), and read_ceiling's check-then-time. The Gluon TMA read needs an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _shape(kv_dtype="bf16"):
 
 
 def test_tasks_carry_each_request_page_table_start():
-    probe = load_benchmark("gather_ceiling")
+    probe = load_benchmark("paged_read")
     shape = _shape()
     plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
     cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=0)
@@ -43,7 +43,7 @@ def test_tasks_carry_each_request_page_table_start():
 
 
 def test_reference_sums_are_the_per_task_sums_of_k_plus_v():
-    probe = load_benchmark("gather_ceiling")
+    probe = load_benchmark("paged_read")
     shape = _shape()
     cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=1)
     tasks = np.array([[1, 3, 29, 1, 0, 0, 0, 0], [3, 0, 33, 0, 0, 0, 0, 0]], dtype=np.int32)
@@ -58,7 +58,7 @@ def test_reference_sums_are_the_per_task_sums_of_k_plus_v():
                                                          ("bf16", False, True),
                                                          ("fp8_e4m3", True, True)])
 def test_triton_read_sums_every_key_once(kv_dtype, shuffle, direct):
-    probe = load_benchmark("gather_ceiling")
+    probe = load_benchmark("paged_read")
     shape = _shape(kv_dtype)
     plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
     cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=2, shuffle_pages=shuffle)
@@ -100,3 +100,31 @@ def test_stream_read_sums_every_key_once_across_program_boundaries(programs_per_
     go()
     err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-5
+
+
+def test_read_ceiling_times_only_configurations_that_pass_the_check(monkeypatch):
+    """A configuration whose sums are wrong is counted and not timed; the best of the rest is
+    the ceiling."""
+    probe = load_benchmark("paged_read")
+    shape = _shape()
+    plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
+    cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=5)
+    real = probe.triton_launchers
+
+    def launchers(cache, tasks, out, configs):
+        for label, go in real(cache, tasks, out, configs):
+            if label.startswith("bn8"):  # a broken read: leaves its sums at NaN
+                yield label, lambda: None
+            else:
+                yield label, go
+    monkeypatch.setattr(probe, "triton_launchers", launchers)
+    times = {"bn16-w4-s2": 7.0, "bn4-w4-s2": 5.0}  # in the order the configurations come
+    timed = []
+
+    def timer(fn):
+        label = list(times)[len(timed)]
+        timed.append(label)
+        return {"median_us": times[label]}
+    best = probe.read_ceiling(cache, plan, timer, configs=((16, 4, 2), (8, 4, 2), (4, 4, 2)))
+    assert timed == ["bn16-w4-s2", "bn4-w4-s2"]
+    assert best == {"read_us": 5.0, "read_config": "bn4-w4-s2", "read_not_ok": 1}

@@ -56,6 +56,7 @@ import sys
 import time
 import traceback
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -139,6 +140,14 @@ class Timer:
         return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
                 "p90_us": float(np.percentile(us, 90)), "samples": int(us.size),
                 "host_us": self.pace.host_us}
+
+
+def wall_clock_once(fn) -> dict:
+    """--dry-run's stand-in for a GPU timer: one call under the interpreter, wall clock (not a
+    measurement)."""
+    t0 = time.perf_counter()
+    fn()
+    return {"median_us": (time.perf_counter() - t0) * 1e6}
 
 
 class ProjectTimer:
@@ -716,6 +725,30 @@ def _measure(backend, batch, plan):
         return Measurement(status="error", message=f"{type(exc).__name__}: {first}"[:300])
 
 
+def _read_fields(batch, plan, read_timer, runner, row) -> dict:
+    """The plan's read ceiling over the batch's pages (the cache the backends build: same kv_lens,
+    shape and seed, so the same page table): read_us, read_config, read_not_ok,
+    read_frac_of_copy (K and V bytes only) and triton_of_read (read_us / triton_us)."""
+    if str(Path(__file__).resolve().parent) not in sys.path:  # loaded from elsewhere (tests)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from paged_read import read_ceiling
+
+    cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape, device=runner.triton.torch_device,
+                                      seed=batch.seed)
+    try:
+        read = read_ceiling(cache, plan, read_timer)
+    except Exception as exc:  # noqa: BLE001 - recorded as the case's result
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return {"read_us": float("nan"), "read_message": f"{type(exc).__name__}: {first}"[:300]}
+    finally:
+        del cache
+    kv_bytes = int(np.sum(batch.kv_lens)) * batch.shape.num_kv_heads \
+        * batch.shape.kv_bytes_per_token_per_head
+    read["read_frac_of_copy"] = kv_bytes / (read["read_us"] * 1e-6) / runner.ceiling
+    read["triton_of_read"] = read["read_us"] / row["triton_us"]
+    return read
+
+
 def settle(timeout_s: float) -> dict:
     """Wait up to timeout_s seconds for five quiet latency probes in a row (the interference
     guard's; a freshly started machine can be disturbed for minutes): {"quiet", "waited_s"}."""
@@ -740,9 +773,11 @@ def _frac(meas, ceiling) -> float:
 
 
 def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_tokens,
-                   log) -> list[dict]:
+                   log, read_timer=None) -> list[dict]:
     """Per variant x distribution x batch x plan: verify then time Triton and FlashInfer on the
-    same plan (both check their output against the float64 reference before any timing)."""
+    same plan (both check their output against the float64 reference before any timing).
+    read_timer (--read-ceiling): also the plan's paged-read ceiling (benchmarks/paged_read.py,
+    the best of READ_CONFIGS, each checked first), timed by read_timer(fn) -> {"median_us"}."""
     rows = []
     for v in variants:
         shape = variant_shape(v)
@@ -781,6 +816,8 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                                     "flashinfer_status": "unavailable",
                                     "flashinfer_message": runner.flashinfer_reason})
                     row["speed_vs_flashinfer"] = row["flashinfer_us"] / row["triton_us"]
+                    if read_timer is not None:
+                        row.update(_read_fields(batch, plan, read_timer, runner, row))
                     rows.append(row)
                     log(f"shapes {row['variant']:28s} {dist:8s} B={batch_size:4d} "
                         f"{plan_name:11s} tasks {plan.num_tasks:6d} ({row['programs_per_sm']:5.2f}"
@@ -936,17 +973,24 @@ def suggest_table(rows) -> dict:
 
 
 def shapes_table(rows) -> str:
+    """The matrix as markdown; with --read-ceiling rows, two more columns: the read ceiling's
+    fraction of copy and the Triton kernel's share of it (read us / Triton us)."""
+    read = any("read_us" in r for r in rows)
     header = ("| variant | dist | B | plan | programs/SM | Triton us | FlashInfer us | FI/Triton "
-              "| Triton of copy | FI of copy | Triton config | quiet (Triton/FI) |")
-    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| Triton of copy | FI of copy | Triton config | quiet (Triton/FI) |"
+              + (" read of copy | Triton of read |" if read else ""))
+    lines = [header, "|---" * (12 + 2 * read) + "|"]
+    nan = float("nan")
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r['dist']} | {r['batch']} | {r['plan']} | "
             f"{r['programs_per_sm']:.2f} | {r['triton_us']:.1f} | {r['flashinfer_us']:.1f} | "
-            f"{r['speed_vs_flashinfer']:.3f} | {r.get('triton_frac_of_copy', float('nan')):.3f} | "
-            f"{r.get('flashinfer_frac_of_copy', float('nan')):.3f} | {r['triton_config']} | "
-            f"{r.get('triton_quiet_ratio', float('nan')):.2f}/"
-            f"{r.get('flashinfer_quiet_ratio', float('nan')):.2f} |")
+            f"{r['speed_vs_flashinfer']:.3f} | {r.get('triton_frac_of_copy', nan):.3f} | "
+            f"{r.get('flashinfer_frac_of_copy', nan):.3f} | {r['triton_config']} | "
+            f"{r.get('triton_quiet_ratio', nan):.2f}/"
+            f"{r.get('flashinfer_quiet_ratio', nan):.2f} |"
+            + (f" {r.get('read_frac_of_copy', nan):.3f} | {r.get('triton_of_read', nan):.3f} |"
+               if read else ""))
     return "\n".join(lines)
 
 
@@ -1014,6 +1058,10 @@ def main(argv=None) -> int:
                     help="before timing, wait up to this many seconds for five quiet latency "
                          "probes in a row (harness/interference.py: a freshly started machine "
                          "can be disturbed for minutes); 0: do not wait (default 60)")
+    ap.add_argument("--read-ceiling", action="store_true",
+                    help="shapes: also each plan's paged-read ceiling (benchmarks/paged_read.py: "
+                         "its K/V bytes read through the page table with no attention, best of "
+                         "three configurations, checked first) and the Triton kernel's share of it")
     ap.add_argument("--time-limit-s", type=float, default=math.inf,
                     help="after this many seconds from the start, the shape-configs and shapes "
                          "sections start no new case (the skipped count is logged and stored); "
@@ -1089,6 +1137,9 @@ def main(argv=None) -> int:
         sweep = [(v, cases) for v in variants] if args.variants else list(SWEEP)
     sweep = filter_sweep(sweep, args.config_kv)
     project_timer = ProjectTimer(args.timer)
+    # the read ceiling's timer: the fixed-reps one on a GPU, one wall-clock run under --dry-run
+    read_timer = None if not args.read_ceiling else (
+        wall_clock_once if args.dry_run else Timer(args.reps))
     config_kv = None if args.config_kv is None else _config_kv_name(args.config_kv)
     for name, fn in (("copy-sizes", lambda: section_copy_sizes(timer, ceiling, log)),
                      ("check", lambda: section_check(log, config_kv)),
@@ -1099,7 +1150,8 @@ def main(argv=None) -> int:
                      ("shape-configs", lambda: section_shape_configs(
                          matrix_runner(), sweep, total_tokens, log)),
                      ("shapes", lambda: section_shapes(matrix_runner(), variants, dists, batches,
-                                                       MATRIX_PLANS, total_tokens, log))):
+                                                       MATRIX_PLANS, total_tokens, log,
+                                                       read_timer=read_timer))):
         if name not in sections:
             continue
         ts = time.time()

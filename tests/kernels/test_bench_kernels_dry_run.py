@@ -45,6 +45,20 @@ def test_dry_run_shapes_section_checks_then_tabulates(bench, tmp_path):
     assert (rows["triton_merge"] == "chunked").all()
 
 
+def test_dry_run_shapes_with_the_read_ceiling(bench, tmp_path):
+    """--read-ceiling: each row also carries the plan's paged read (its sums checked against
+    float64 first: no configuration failed) and the table its two columns."""
+    out = tmp_path / "out"
+    assert bench.main(["--dry-run", "--sections", "shapes", "--variants", "12", "--total-tokens",
+                       "40", "--read-ceiling", "--out", str(out)]) == 0
+    rows = pd.read_csv(out / "shapes.csv")
+    assert len(rows) == 2 and (rows["read_not_ok"] == 0).all()
+    assert (rows["read_us"] > 0).all() and rows["read_config"].str.startswith("bn").all()
+    assert (rows["triton_of_read"] > 0).all()
+    header = (out / "shapes.md").read_text().splitlines()[0]
+    assert header.endswith("| read of copy | Triton of read |")
+
+
 @pytest.mark.parametrize("merge", ["blocks", "tail"])
 def test_dry_run_shapes_with_another_merge(bench, tmp_path, merge):
     """--merge blocks / tail: the matrix's Triton rows run kernels/merge.py or merge in stage

@@ -21,7 +21,8 @@ Not a test: it needs a CUDA GPU. One invocation does, in order,
            Both backends verify against the float64 reference before timing (events, cold L2,
            a short stopping rule). Per case: Triton us, FlashInfer us, their ratio, each one's
            fraction of the copy bandwidth (fp8 counted at 1 byte per element), programs per SM;
-           written to shapes.md and shapes.csv;
+           with --read-ceiling also the plan's paged-read ceiling (benchmarks/paged_read.py) and
+           the Triton kernel's share of it; written to shapes.md and shapes.csv;
   shape-configs  every candidate of kernels.decode_config.CANDIDATES on the few-programs shapes
            (llama3-70b-tp8, g16) and fp8 (llama3-8b, llama3-70b-tp8, hd64, hd256), verified then
            timed, and per CONFIG_TABLE key the candidate with the lowest summed time (the table
@@ -29,7 +30,8 @@ Not a test: it needs a CUDA GPU. One invocation does, in order,
            checks of `check`).
 Every timed configuration is verified against the float64 reference first. The config sweep
 times with a fixed number of CUDA-event pairs (--reps) around one decode (stage 1 + merge), L2
-flushed before each (harness.l2_cache.L2Flusher, outside the events); the targets table uses the
+flushed before each (harness.l2_cache.L2Flusher, outside the events), behind a GPU lead-in that
+covers the host's launches (harness.timers_cuda.HostPace); the targets table uses the
 project timer, harness.timing.measure_callable (--timer, default auto: CUPTI where cupti-python
 imports, else events; cold L2; nvbench's stopping rule), and records which timer ran.
 
@@ -38,7 +40,7 @@ Usage (from the repository root):
       [--sections env,copy,copy-sizes,check,backend,configs,targets,shapes,shape-configs]
       [--out DIR]
       [--reps 30] [--timer auto] [--full] [--variants 0,3] [--total-tokens N]
-      [--time-limit-s S] [--config-kv fp8]
+      [--time-limit-s S] [--config-kv fp8] [--read-ceiling]
   python benchmarks/bench_kernels.py --dry-run --out DIR   # CPU: interpreter, tiny batch
 Writes results.json and markdown tables to --out (default: $OUT or ./bench_out).
 """

@@ -735,8 +735,8 @@ def _read_fields(batch, plan, read_timer, runner, row) -> dict:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
     from paged_read import read_ceiling
 
-    cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape, device=runner.triton.torch_device,
-                                      seed=batch.seed)
+    cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape,
+                                      device=runner.triton.torch_device, seed=batch.seed)
     try:
         read = read_ceiling(cache, plan, read_timer)
     except Exception as exc:  # noqa: BLE001 - recorded as the case's result

@@ -52,11 +52,9 @@ from bench_kernels import (TOTAL_TOKENS, Timer, copy_bandwidth, matrix_batch,  #
 from kvtune.harness.device import live_device  # noqa: E402
 from kvtune.kernels import triton_mode  # noqa: E402,F401 - before triton
 from kvtune.kernels.paged import PagedKVCache  # noqa: E402
-from paged_read import (READ_CONFIGS, plan_tasks, read_ceiling, reference_sums,  # noqa: E402
-                        triton_launchers)
+from paged_read import (READ_CONFIGS, STREAM_CONFIGS, plan_tasks, read_ceiling,  # noqa: E402
+                        reference_sums, stream_launchers, triton_launchers)
 
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 try:  # the TMA read needs Gluon's Hopper ops (Triton >= 3.5, NVIDIA backend)
     from triton.experimental import gluon
@@ -69,53 +67,6 @@ try:  # the TMA read needs Gluon's Hopper ops (Triton >= 3.5, NVIDIA backend)
     HAS_GLUON = True
 except (ImportError, AttributeError):  # pragma: no cover
     HAS_GLUON = False
-
-
-@triton.jit
-def _stream_read(k_ptr, v_ptr, page_indices_ptr, blocks_ptr, out_ptr, num_blocks, num_programs,
-                 stride_page, stride_tok, k_scale, v_scale, HEAD_DIM: tl.constexpr,
-                 PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
-    """The same sums with the programs decoupled from the tasks: every task's keys cut into
-    BLOCK_N-key blocks, the blocks of all tasks in one list (blocks: int32 [num_blocks + 1, 8]:
-    task, first key, the task's end key, the request's first page_indices entry, head, 3
-    unused; a last row with task -1), and program p streams blocks p * num_blocks /
-    num_programs .. (p + 1) * num_blocks / num_programs - 1 in one pipelined loop, across task
-    boundaries, adding each task's sum into out[task] (float32 atomics: out must be zero
-    before a launch whose sums are read). One stream per program, all of equal length."""
-    p = tl.program_id(0)
-    b_lo = (p * num_blocks) // num_programs
-    b_hi = ((p + 1) * num_blocks) // num_programs
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    for i in tl.range(b_lo, b_hi, num_stages=NUM_STAGES):
-        task = tl.load(blocks_ptr + i * 8)
-        n0 = tl.load(blocks_ptr + i * 8 + 1)
-        hi = tl.load(blocks_ptr + i * 8 + 2)
-        base = tl.load(blocks_ptr + i * 8 + 3)
-        head = tl.load(blocks_ptr + i * 8 + 4)
-        key = n0 + offs_n
-        valid = key < hi
-        page = tl.load(page_indices_ptr + base + key // PAGE_SIZE, mask=valid, other=0)
-        row = page.to(tl.int64) * stride_page + (key % PAGE_SIZE) * stride_tok + head * HEAD_DIM
-        ptrs = row[:, None] + offs_d[None, :]
-        k = tl.load(k_ptr + ptrs, mask=valid[:, None], other=0.0)
-        v = tl.load(v_ptr + ptrs, mask=valid[:, None], other=0.0)
-        acc += k.to(tl.float32) * k_scale + v.to(tl.float32) * v_scale
-        nxt = tl.load(blocks_ptr + (i + 1) * 8)
-        if (nxt != task) | (i == b_hi - 1):
-            tl.atomic_add(out_ptr + task * HEAD_DIM + offs_d, tl.sum(acc, 0))
-            acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-
-
-def stream_blocks(tasks: np.ndarray, block_n: int) -> np.ndarray:
-    """_stream_read's block list of plan_tasks rows: int32 [blocks + 1, 8], tasks in order, each
-    task's keys lo .. hi - 1 in block_n-key blocks, then the sentinel row (task -1)."""
-    rows = [(t, n0, hi, base, head, 0, 0, 0)
-            for t, (_, lo, hi, head, base) in enumerate(tasks[:, :5].tolist())
-            for n0 in range(lo, hi, block_n)]
-    rows.append((-1, 0, 0, 0, 0, 0, 0, 0))
-    return np.asarray(rows, dtype=np.int32)
 
 
 if HAS_GLUON:
@@ -189,24 +140,6 @@ if HAS_GLUON:
             mbarrier.invalidate(bars.index(s))
         offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, ld))
         gl.store(out_ptr + t * HEAD_DIM + offs_d, gl.sum(acc, 0))
-
-
-def stream_launchers(cache, tasks_np, out, configs, sm_count: int):
-    """(label, launch) of _stream_read for each (BLOCK_N, warps, stages, programs per SM)."""
-    shape = cache.shape
-    for block_n, warps, stages, per_sm in configs:
-        blocks = torch.as_tensor(stream_blocks(tasks_np, block_n), device=out.device)
-        n_blocks = blocks.shape[0] - 1
-        programs = min(per_sm * sm_count, n_blocks)
-
-        def go(block_n=block_n, warps=warps, stages=stages, blocks=blocks, n_blocks=n_blocks,
-               programs=programs):
-            _stream_read[(programs,)](
-                cache.k_pages, cache.v_pages, cache.page_indices, blocks, out, n_blocks,
-                programs, cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale,
-                cache.v_scale, HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size,
-                BLOCK_N=block_n, NUM_STAGES=stages, num_warps=warps)
-        yield f"stream-bn{block_n}-w{warps}-s{stages}-x{per_sm}", go
 
 
 def tma_launchers(cache, tasks, out, configs):
@@ -346,10 +279,6 @@ CASES = (
 CONFIGS = tuple(itertools.product((32, 64, 128), (4, 8), (2, 3, 4)))
 # (pages per step, stages) of the TMA read: 2-8 pages of K and of V per barrier, 2-6 in flight.
 TMA_CONFIGS = ((2, 4), (4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (2, 8))
-# (keys per block, warps, stages, programs per SM) of the stream read: one stream per program,
-# 1-8 programs per SM (the smaller tiles where more programs must fit).
-STREAM_CONFIGS = ((32, 4, 3, 1), (32, 4, 3, 2), (64, 4, 2, 2), (32, 4, 3, 3), (32, 4, 3, 4),
-                  (32, 4, 2, 4), (16, 4, 3, 6), (16, 4, 3, 8), (16, 4, 4, 8))
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,8 @@
 """The paged read of a decode plan's stage 1 with no attention on top: the kernel, its task rows,
 the float64 sums that check it, and its best time (the read ceiling of a plan). Shared by
 benchmarks/gather_ceiling.py (the probe, twenty-second session) and benchmarks/bench_kernels.py
-(`--read-ceiling`: a column of the shape matrix).
+(`--read-ceiling`: a column of the shape matrix); also the stream read (the programs decoupled
+from the tasks, gather_ceiling.py --stream).
 
 The kernel reads exactly the K and V bytes of the plan's stage 1 (one program per work item x KV
 head, keys kv_lo .. kv_hi - 1 of the item's request) the way kernels/decode.py addresses them
@@ -23,8 +24,29 @@ import triton.language as tl  # noqa: E402
 
 # (BLOCK_N, warps, stages): the three best of 18 on the H100 (twenty-second session, call 1).
 READ_CONFIGS = ((32, 4, 3), (64, 4, 2), (64, 4, 3))
+# (keys per block, warps, stages, programs per SM) of the stream read: one stream per program,
+# 1-8 programs per SM (the smaller tiles where more programs must fit).
+STREAM_CONFIGS = ((32, 4, 3, 1), (32, 4, 3, 2), (64, 4, 2, 2), (32, 4, 3, 3), (32, 4, 3, 4),
+                  (32, 4, 2, 4), (16, 4, 3, 6), (16, 4, 3, 8), (16, 4, 4, 8))
 # A read whose sums are off by more than this (relative, float32 sums of <= 1M keys) is not ok.
 READ_TOLERANCE = 1e-5
+
+
+@triton.jit
+def _add_block(acc, k_ptr, v_ptr, page_indices_ptr, base, n0, hi, head, stride_page, stride_tok,
+               k_scale, v_scale, offs_n, offs_d, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr):
+    """acc [BLOCK_N, HEAD_DIM] float32 plus K + V (dequantised) of keys n0 + offs_n of one KV
+    head, the request's pages from page_indices[base:]; keys at or past hi add nothing.
+    Elementwise: one add per loaded element, reduced once by the caller, so the loop is as close
+    to loads only as Triton allows."""
+    key = n0 + offs_n
+    valid = key < hi
+    page = tl.load(page_indices_ptr + base + key // PAGE_SIZE, mask=valid, other=0)
+    row = page.to(tl.int64) * stride_page + (key % PAGE_SIZE) * stride_tok + head * HEAD_DIM
+    ptrs = row[:, None] + offs_d[None, :]
+    k = tl.load(k_ptr + ptrs, mask=valid[:, None], other=0.0)
+    v = tl.load(v_ptr + ptrs, mask=valid[:, None], other=0.0)
+    return acc + k.to(tl.float32) * k_scale + v.to(tl.float32) * v_scale
 
 
 @triton.jit
@@ -48,19 +70,52 @@ def _gather_read(k_ptr, v_ptr, page_indptr_ptr, page_indices_ptr, tasks_ptr, out
         base = tl.load(page_indptr_ptr + req)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    # Elementwise accumulation: one add per loaded element, reduced once at the end, so the
-    # loop is as close to loads only as Triton allows.
     acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     for n0 in tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES):
-        key = n0 + offs_n
-        valid = key < hi
-        page = tl.load(page_indices_ptr + base + key // PAGE_SIZE, mask=valid, other=0)
-        row = page.to(tl.int64) * stride_page + (key % PAGE_SIZE) * stride_tok + head * HEAD_DIM
-        ptrs = row[:, None] + offs_d[None, :]
-        k = tl.load(k_ptr + ptrs, mask=valid[:, None], other=0.0)
-        v = tl.load(v_ptr + ptrs, mask=valid[:, None], other=0.0)
-        acc += k.to(tl.float32) * k_scale + v.to(tl.float32) * v_scale
+        acc = _add_block(acc, k_ptr, v_ptr, page_indices_ptr, base, n0, hi, head, stride_page,
+                         stride_tok, k_scale, v_scale, offs_n, offs_d, HEAD_DIM, PAGE_SIZE)
     tl.store(out_ptr + t * HEAD_DIM + offs_d, tl.sum(acc, 0))
+
+
+@triton.jit
+def _stream_read(k_ptr, v_ptr, page_indices_ptr, blocks_ptr, out_ptr, num_blocks, num_programs,
+                 stride_page, stride_tok, k_scale, v_scale, HEAD_DIM: tl.constexpr,
+                 PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """The same sums with the programs decoupled from the tasks: every task's keys cut into
+    BLOCK_N-key blocks, the blocks of all tasks in one list (blocks: int32 [num_blocks + 1, 8]:
+    task, first key, the task's end key, the request's first page_indices entry, head, 3
+    unused; a last row with task -1), and program p streams blocks p * num_blocks /
+    num_programs .. (p + 1) * num_blocks / num_programs - 1 in one pipelined loop, across task
+    boundaries, adding each task's sum into out[task] (float32 atomics: out must be zero
+    before a launch whose sums are read). One stream per program, all of equal length."""
+    p = tl.program_id(0)
+    b_lo = (p * num_blocks) // num_programs
+    b_hi = ((p + 1) * num_blocks) // num_programs
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    for i in tl.range(b_lo, b_hi, num_stages=NUM_STAGES):
+        task = tl.load(blocks_ptr + i * 8)
+        n0 = tl.load(blocks_ptr + i * 8 + 1)
+        hi = tl.load(blocks_ptr + i * 8 + 2)
+        base = tl.load(blocks_ptr + i * 8 + 3)
+        head = tl.load(blocks_ptr + i * 8 + 4)
+        acc = _add_block(acc, k_ptr, v_ptr, page_indices_ptr, base, n0, hi, head, stride_page,
+                         stride_tok, k_scale, v_scale, offs_n, offs_d, HEAD_DIM, PAGE_SIZE)
+        nxt = tl.load(blocks_ptr + (i + 1) * 8)
+        if (nxt != task) | (i == b_hi - 1):
+            tl.atomic_add(out_ptr + task * HEAD_DIM + offs_d, tl.sum(acc, 0))
+            acc = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+
+
+def stream_blocks(tasks: np.ndarray, block_n: int) -> np.ndarray:
+    """_stream_read's block list of plan_tasks rows: int32 [blocks + 1, 8], tasks in order, each
+    task's keys lo .. hi - 1 in block_n-key blocks, then the sentinel row (task -1)."""
+    rows = [(t, n0, hi, base, head, 0, 0, 0)
+            for t, (_, lo, hi, head, base) in enumerate(tasks[:, :5].tolist())
+            for n0 in range(lo, hi, block_n)]
+    rows.append((-1, 0, 0, 0, 0, 0, 0, 0))
+    return np.asarray(rows, dtype=np.int32)
 
 
 def plan_tasks(plan, page_size: int) -> np.ndarray:
@@ -102,6 +157,24 @@ def triton_launchers(cache, tasks, out, configs, direct: bool = False):
                 HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=block_n,
                 NUM_STAGES=stages, DIRECT=direct, num_warps=warps)
         yield f"bn{block_n}-w{warps}-s{stages}" + ("-direct" if direct else ""), go
+
+
+def stream_launchers(cache, tasks_np, out, configs, sm_count: int):
+    """(label, launch) of _stream_read for each (BLOCK_N, warps, stages, programs per SM)."""
+    shape = cache.shape
+    for block_n, warps, stages, per_sm in configs:
+        blocks = torch.as_tensor(stream_blocks(tasks_np, block_n), device=out.device)
+        n_blocks = blocks.shape[0] - 1
+        programs = min(per_sm * sm_count, n_blocks)
+
+        def go(block_n=block_n, warps=warps, stages=stages, blocks=blocks, n_blocks=n_blocks,
+               programs=programs):
+            _stream_read[(programs,)](
+                cache.k_pages, cache.v_pages, cache.page_indices, blocks, out, n_blocks,
+                programs, cache.k_pages.stride(0), cache.k_pages.stride(1), cache.k_scale,
+                cache.v_scale, HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size,
+                BLOCK_N=block_n, NUM_STAGES=stages, num_warps=warps)
+        yield f"stream-bn{block_n}-w{warps}-s{stages}-x{per_sm}", go
 
 
 def read_ceiling(cache, plan, timer, configs=READ_CONFIGS) -> dict:

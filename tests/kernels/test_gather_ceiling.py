@@ -74,7 +74,7 @@ def test_triton_read_sums_every_key_once(kv_dtype, shuffle, direct):
 
 
 def test_stream_blocks_cut_every_task_into_blocks_in_order():
-    probe = load_benchmark("gather_ceiling")
+    probe = load_benchmark("paged_read")
     tasks = np.array([[0, 0, 10, 1, 7, 0, 0, 0], [2, 8, 12, 0, 3, 0, 0, 0]], dtype=np.int32)
     blocks = probe.stream_blocks(tasks, 4)
     assert blocks.dtype == np.int32 and blocks.shape == (3 + 1 + 1, 8)
@@ -87,7 +87,7 @@ def test_stream_blocks_cut_every_task_into_blocks_in_order():
 def test_stream_read_sums_every_key_once_across_program_boundaries(programs_per_sm):
     """Programs take equal runs of the block list, cutting tasks anywhere: their atomic adds
     still give each task's sum."""
-    probe = load_benchmark("gather_ceiling")
+    probe = load_benchmark("paged_read")
     shape = _shape()
     plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
     cache = PagedKVCache.from_lengths(KV_LENS, shape, seed=4)

@@ -124,7 +124,6 @@ class Timer:
             self.flusher.flush()
             fn()
         self.pace.learn(time.perf_counter() - t0, self.warmup)
-        torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         for chunk in paced_chunks(self.reps):  # as many as the launch queue holds ahead
@@ -138,10 +137,14 @@ class Timer:
                 ends[i].record()
             self.pace.learn(time.perf_counter() - t0, len(chunk))
         torch.cuda.synchronize()
-        us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
-        return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
-                "p90_us": float(np.percentile(us, 90)), "samples": int(us.size),
-                "host_us": self.pace.host_us}
+        return {**event_stats(starts, ends), "host_us": self.pace.host_us}
+
+
+def event_stats(starts, ends) -> dict:
+    """median, p10 and p90 (us) and the count of CUDA-event pairs (recorded and synchronised)."""
+    us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
+    return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
+            "p90_us": float(np.percentile(us, 90)), "samples": int(us.size)}
 
 
 def wall_clock_once(fn) -> dict:

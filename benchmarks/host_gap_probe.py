@@ -34,8 +34,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import (BOUND, TOTAL_TOKENS, Timer, copy_bandwidth, matrix_batch,  # noqa: E402
-                           matrix_plan, variant_shape)
+from bench_kernels import (BOUND, TOTAL_TOKENS, Timer, copy_bandwidth,  # noqa: E402
+                           event_stats, matrix_batch, matrix_plan, variant_shape)
 
 from kvtune.harness.device import live_device  # noqa: E402
 from kvtune.kernels.decode import prepare_decode, run_decode  # noqa: E402
@@ -65,9 +65,7 @@ def events_loop(timer: Timer, fn, lead_in: bool) -> dict:
         ends[i].record()
         host.append((time.perf_counter() - t0) * 1e6)
     torch.cuda.synchronize()
-    us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
-    return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
-            "p90_us": float(np.percentile(us, 90)), "host_us": float(np.median(host))}
+    return {**event_stats(starts, ends), "host_us": float(np.median(host))}
 
 
 def graph_loop(timer: Timer, fn) -> dict:
@@ -91,9 +89,7 @@ def graph_loop(timer: Timer, fn) -> dict:
         g.replay()
         ends[i].record()
     torch.cuda.synchronize()
-    us = np.array([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
-    return {"median_us": float(np.median(us)), "p10_us": float(np.percentile(us, 10)),
-            "p90_us": float(np.percentile(us, 90))}
+    return event_stats(starts, ends)
 
 
 CASES = (

@@ -59,6 +59,10 @@ class BenchSettings:
     policies None: default_policies() of the cases (DEFAULT_POLICIES, or HYBRID_DEFAULT_POLICIES
     when a case has q_len > 1), then the heuristics; a string is taken as given.
 
+    rounds: each case's policies measured that many times in alternating order and merged
+    (harness.rounds; 1..20): a comparison of two policies then carries no drift between their
+    measurements.
+
     load_heuristic(path, shape) -> Policy reads a heuristic file (kvtune.studies.export's
     load_heuristic, which the CLI passes: the harness does not import the studies layer);
     needed when any heuristic is given.
@@ -71,6 +75,7 @@ class BenchSettings:
     progress: bool = True
     heuristics: tuple = ()
     load_heuristic: Callable | None = None
+    rounds: int = 1
 
 
 def file_sha256(path) -> str:
@@ -146,6 +151,7 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     from tqdm import tqdm
 
     from kvtune.harness.backends.select import check_cases_fit, check_choices, open_backend
+    from kvtune.harness.rounds import check_rounds
     from kvtune.harness.runner import CaseRun, Runner
     from kvtune.harness.store import RunWriter, check_output_dir
 
@@ -158,6 +164,7 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
         specs = default_policies(c.batch for c in cases)
     policies = resolve_series(specs, settings.heuristics, shape, settings.load_heuristic)
     check_choices(m.backend, m.device_model, m.timer, m.stopping, m.sim_kernel)
+    rounds = check_rounds(settings.rounds)
     check_output_dir(settings.out)
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
                           cold_l2=not m.warm_l2, stopping=m.stopping, kernel=m.sim_kernel,
@@ -183,6 +190,7 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
         "ceiling_kind": opened.ceiling_kind,
         "environment": opened.environment,
         "shape": shape.to_dict(),
+        "rounds": rounds,
     }
     writer = RunWriter.create(settings.out, manifest, kind="bench")
     rows: list[dict] = []
@@ -194,11 +202,11 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
 
     runner = Runner(opened.backend, opened.device, opened.ceiling_bytes_per_s,
                     run_id=writer.run_id, on_row=keep)
-    total = len(cases) * len(policies)
+    total = len(cases) * len(policies) * rounds
     try:
         with tqdm(total=total, desc="bench", unit="cfg", disable=(not settings.progress) or None,
                   file=sys.stderr) as bar:
-            runner.run(cases, policies, progress=bar)
+            runner.run(cases, policies, progress=bar, rounds=rounds)
         writer.write_rows(rows)
     except BaseException as exc:
         if rows:

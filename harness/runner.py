@@ -113,18 +113,37 @@ class Runner:
         meas = gate_and_measure(self.backend, batch, plan)
         return self._row(case, policy, plan, meas, plan_us), plan
 
-    def run(self, cases: Iterable[CaseRun], policies: Sequence, progress=None) -> list[dict]:
+    def run(self, cases: Iterable[CaseRun], policies: Sequence, progress=None,
+            rounds: int = 1) -> list[dict]:
         """Measure every case with every policy (Policy or Series), in case order then policy
-        order."""
+        order. rounds (1..harness.rounds.MAX_ROUNDS): each case's policies are measured that
+        many times, in alternating order (round_order), and each policy's rounds merged into one
+        row (merge_rounds), so that a drift between back-to-back measurements falls on every
+        policy of the case alike. progress advances once per measurement."""
+        from kvtune.harness.rounds import check_rounds, merge_rounds, round_order
+
+        rounds = check_rounds(rounds)
+        series = [as_series(p) for p in policies]
         rows = []
+        def keep(row):
+            rows.append(row)
+            if self.on_row:
+                self.on_row(row)
+
         for case in cases:
-            for policy in policies:
-                row, _ = self.measure_one(case, policy)
-                rows.append(row)
-                if self.on_row:
-                    self.on_row(row)
-                if progress is not None:
-                    progress.update(1)
+            taken: dict[int, list[dict]] = {i: [] for i in range(len(series))}
+            for r in range(rounds):
+                for i in round_order(range(len(series)), r):
+                    row, _ = self.measure_one(case, series[i])
+                    if rounds == 1:
+                        keep(row)  # at once: a crash later keeps it
+                    else:
+                        taken[i].append(row)
+                    if progress is not None:
+                        progress.update(1)
+            if rounds > 1:  # a case's rows once all its rounds are in
+                for i in range(len(series)):
+                    keep(merge_rounds(taken[i]))
         return rows
 
     def _row(self, case: CaseRun, policy: Policy, plan: Plan | None, meas: Measurement, plan_us: float) -> dict:

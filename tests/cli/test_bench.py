@@ -73,6 +73,8 @@ def test_threshold_bench_writes_a_complete_run_that_shows_the_jump(tmp_path, cap
         (["bench", "--suite", "smoke", "--kv-dtype", "fp8_e5m2"], "kv_dtype"),
         (["bench", "--suite", "smoke", "--dtype", "fp8_e4m3"], "dtype"),
         (["bench", "--suite", "smoke", "--dtype", "fp16", "--kv-dtype", "bf16"], "kv_dtype"),
+        (["bench", "--suite", "smoke", "--rounds", "0"], "rounds"),
+        (["bench", "--suite", "smoke", "--rounds", "21"], "rounds"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, argv, field):

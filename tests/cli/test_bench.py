@@ -165,3 +165,30 @@ def test_gpu_backend_without_gpu_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "triton" in err and "GPU" in err
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("rounds, noted", [("1", True), ("2", False)])
+def test_a_gpu_run_slower_than_serial_in_one_round_points_to_rounds(tmp_path, capsys,
+                                                                    monkeypatch, rounds, noted):
+    """A measured hybrid run whose series reads > 2% slower than serial somewhere, in one round,
+    names --rounds 2; with rounds, or on the simulator, no such note."""
+    from kvtune.harness import bench
+
+    real = bench.run_bench
+
+    def as_if_measured(settings, command=""):
+        outcome = real(settings, command)
+        outcome.live = True  # the simulator's rows, read as a GPU run's
+        return outcome
+
+    argv = ["bench", "--suite", "hybrid-quick", "--backend", "simulator", "--device-model", "h100",
+            "--policies", "hybrid-serial,hybrid-colocated", "--no-progress",
+            "--rounds", rounds, "--out", str(tmp_path)]
+    monkeypatch.setattr(bench, "run_bench", as_if_measured)
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "hybrid cases by kind" in out.out and "False" in out.out  # colocated loses somewhere
+    assert ("--rounds 2 alternates" in out.err) is noted
+    monkeypatch.setattr(bench, "run_bench", real)
+    assert main(argv[:-2] + ["--out", str(tmp_path / "sim")]) == 0
+    assert "--rounds 2 alternates" not in capsys.readouterr().err

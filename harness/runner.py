@@ -125,6 +125,7 @@ class Runner:
         rounds = check_rounds(rounds)
         series = [as_series(p) for p in policies]
         rows = []
+
         def keep(row):
             rows.append(row)
             if self.on_row:

@@ -8,8 +8,8 @@ import streamlit as st
 
 from kvtune.dashboard import selection
 from kvtune.dashboard.hybrid_charts import hybrid_figure
-from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame, suite_speedups,
-                                           targets)
+from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame, one_round_note,
+                                           suite_speedups, targets)
 
 st.title("Hybrid batches")
 picked = selection.picked_runs_or_stop()
@@ -34,3 +34,6 @@ by_kind = suite_speedups(rows)
 shown = by_kind["policy"].isin(chosen) & (by_kind["policy"] != SERIAL_POLICY)  # 1.0 by definition
 st.subheader("Every hybrid case, by kind (speedup over hybrid-serial)")
 st.dataframe(by_kind[shown], hide_index=True, key="hybrid_by_kind")
+note = one_round_note(rows, by_kind[shown])
+if note:
+    st.warning(note[0].upper() + note[1:] + ".")

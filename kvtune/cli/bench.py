@@ -63,7 +63,7 @@ def run(args) -> int:
               "retries; column quiet_ratio; marked ~disturbed)", file=sys.stderr)
     if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
         from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame,
-                                                   suite_speedups, targets)
+                                                   one_round_note, suite_speedups, targets)
 
         t = targets(hybrid_frame(outcome.rows))
         if not t.empty:  # sweep cases with both halves and hybrid-serial measured
@@ -75,11 +75,9 @@ def run(args) -> int:
         if not s.empty:  # every case measured beside hybrid-serial, by kind
             print("\nhybrid cases by kind: speedup over hybrid-serial")
             print(s.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        slower = not s.empty and not s["never_2pct_slower"].all()
-        if outcome.live and args.rounds == 1 and slower:
-            print("kvtune: note: one round per case; back-to-back measurements of the same "
-                  "launches drift up to ~2.5% on a GPU: --rounds 2 alternates the series "
-                  "(harness/rounds.py)", file=sys.stderr)
+        note = one_round_note(outcome.rows, s)
+        if note:
+            print(f"kvtune: note: {note}", file=sys.stderr)
     label = "measured" if outcome.live else "simulated"
     print(f"\n{len(outcome.rows)} rows ({label}, {outcome.backend_name}, {outcome.device_name}); "
           f"{outcome.failed_rows} not ok. Results: {outcome.root}/measurements.parquet, "

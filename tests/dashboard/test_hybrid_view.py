@@ -126,3 +126,34 @@ def test_timeline_page_draws_a_hybrid_run_by_cta_kind(monkeypatch, hybrid_result
     names = {t["name"].split(" (")[0] for c in charts
              for t in json.loads(c.proto.spec)["data"] if t.get("type") == "bar"}
     assert names == {"prefill CTAs", "decode CTAs"}
+
+
+def _open_hybrid_page(monkeypatch, root):
+    monkeypatch.setenv(ENV_RESULTS, str(root))
+    monkeypatch.delenv(ENV_STORAGE, raising=False)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    runs = [p.name for p in root.iterdir() if p.is_dir()]
+    at.sidebar.multiselect(key=RUNS_KEY).set_value(runs).run()
+    at.switch_page("views/hybrid.py").run()
+    assert not at.exception
+    return at
+
+
+def test_a_measured_one_round_run_that_reads_slower_than_serial_warns(monkeypatch, tmp_path,
+                                                                      hybrid_results):
+    """The page says when a GPU run's "never > 2% slower" verdict comes from one round per case
+    (harness/hybrid_summary.one_round_note); the simulated runs (pod reads > 2% slower there)
+    get no such warning."""
+    import shutil
+
+    root, _ = hybrid_results
+    assert not [w for w in _open_hybrid_page(monkeypatch, root).warning
+                if "one round" in w.value]
+    measured = tmp_path / "measured"
+    shutil.copytree(root, measured)
+    for parquet in measured.glob("*/measurements.parquet"):
+        df = pd.read_parquet(parquet)
+        df.assign(simulated=False).to_parquet(parquet, index=False)
+    warned = [w.value for w in _open_hybrid_page(monkeypatch, measured).warning]
+    assert any("one round" in w and "--rounds 2" in w for w in warned), warned

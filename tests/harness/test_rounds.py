@@ -105,3 +105,22 @@ def test_runner_rejects_bad_rounds_before_measuring():
     with pytest.raises(ValueError, match="rounds"):
         runner.run(["c"], _two_series(), rounds=0)
     assert runner.calls == []
+
+
+def _speedups(worst):
+    import pandas as pd
+
+    return pd.DataFrame([{"policy": "tuned", "kind": "all", "never_2pct_slower": worst >= 1 / 1.02}])
+
+
+def test_one_round_note_only_for_a_measured_one_round_run_that_fails_the_check():
+    from kvtune.harness.hybrid_summary import ONE_ROUND_NOTE, one_round_note
+
+    measured = [{"simulated": False, "latency_us": 1.0}]
+    assert one_round_note(measured, _speedups(0.97)) == ONE_ROUND_NOTE
+    assert one_round_note(measured, _speedups(0.99)) is None  # the check holds
+    assert one_round_note([{"simulated": True}], _speedups(0.97)) is None  # the simulator
+    assert one_round_note([{"simulated": False, "rounds": 2}], _speedups(0.97)) is None
+    assert one_round_note([{"simulated": False, "rounds": 1}], _speedups(0.97)) == ONE_ROUND_NOTE
+    assert one_round_note([], _speedups(0.97)) is None
+    assert one_round_note(measured, _speedups(0.97).iloc[:0]) is None

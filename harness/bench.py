@@ -163,6 +163,10 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     if specs is None:
         specs = default_policies(c.batch for c in cases)
     policies = resolve_series(specs, settings.heuristics, shape, settings.load_heuristic)
+    for item in policies:  # a tuned file for another shape is refused before anything runs
+        check_for = getattr(item.policy, "check_for", None)
+        if check_for is not None:
+            check_for(shape)
     check_choices(m.backend, m.device_model, m.timer, m.stopping, m.sim_kernel)
     rounds = check_rounds(settings.rounds)
     check_output_dir(settings.out)

@@ -388,11 +388,18 @@ class HybridTunedPolicy(_HybridBase):
         if self.path:
             _load_buckets(self.path)  # validates the file now, not at the first plan
 
-    def plan_hybrid(self, q_lens, kv_lens, shape: AttentionShape,
-                    device: DeviceSpec) -> HybridPlan:
-        tuned_for, buckets = _load_buckets(self.path) if self.path else (None, [])
+    def check_for(self, shape: AttentionShape) -> None:
+        """ValueError naming the field where `shape` is not the one the file was tuned for, so
+        that a bench or tune refuses the file before it measures anything (plan_hybrid checks
+        it again per batch)."""
+        tuned_for = _load_buckets(self.path)[0] if self.path else None
         if tuned_for:  # every tune writes it; a hand-made file may leave it out
             check_shape(tuned_for, shape)
+
+    def plan_hybrid(self, q_lens, kv_lens, shape: AttentionShape,
+                    device: DeviceSpec) -> HybridPlan:
+        self.check_for(shape)
+        buckets = _load_buckets(self.path)[1] if self.path else []
         q, kv = check_lengths(q_lens, kv_lens)
         dec = int((q <= MAX_DECODE_Q_LEN).sum())
         pre = int(q[q > MAX_DECODE_Q_LEN].sum())

@@ -195,3 +195,21 @@ def test_a_gpu_run_slower_than_serial_in_one_round_points_to_rounds(tmp_path, ca
     monkeypatch.setattr(bench, "run_bench", real)
     assert main(argv[:-2] + ["--out", str(tmp_path / "sim")]) == 0
     assert "--rounds 2" not in capsys.readouterr().err
+
+
+def test_a_hybrid_file_for_another_shape_is_refused_before_anything_runs(tmp_path, capsys):
+    """As a decode heuristic is: one line naming the field, exit 2, no run folder (it used to
+    fail every row of the file's series one by one)."""
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_calls"
+            / "s21_hybrid_heuristic_h100_fallback.json")
+    out = tmp_path / "res"
+    argv = ["bench", "--suite", "hybrid-quick", "--backend", "simulator", "--no-progress",
+            "--policies", f"hybrid-serial,hybrid-tuned:path={path}", "--out", str(out)]
+    assert main(argv + ["--shape", "llama3-70b-tp8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "shape.num_qo_heads" in err and "allowed: 32" in err
+    assert not out.exists() or not any(out.iterdir())
+    assert main(argv + ["--kv-dtype", "fp8_e4m3"]) == 2
+    assert "shape.kv_dtype" in capsys.readouterr().err

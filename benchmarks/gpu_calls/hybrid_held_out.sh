@@ -2,12 +2,14 @@
 # The 15 hybrid batches that no suite holds (eleventh session's list: other decode counts, chunk
 # and context sizes, continuous-batching seeds 300-301, speculative decodes), each through
 # `kvtune bench` with a hybrid file beside kvtune's serial step in the same process. Timer: CUDA
-# events, cold L2, one guard retry. Rows go to OUT_DIR/bench. MORE_POLICIES (comma-separated)
-# are measured beside them in the same processes.
+# events, cold L2, one guard retry. ROUNDS: alternated rounds per case (kvtune bench --rounds;
+# default 1, as the calls before the twenty-third session ran it; give ROUNDS=2 for a "never > 2%
+# slower" verdict, which one round cannot resolve: docs/PERFORMANCE.md). Rows go to OUT_DIR/bench. MORE_POLICIES (comma-separated) are measured
+# beside them in the same processes.
 #   bash benchmarks/gpu_calls/hybrid_held_out.sh FILE OUT_DIR [TIMEOUT_S per command] [MORE_POLICIES]
 file=${1:?FILE} out=${2:?OUT_DIR} limit=${3:-120} more=${4:+,$4}
 P="--policies hybrid-serial,hybrid-tuned:path=$file$more --backend triton --timer events"
-P="$P --stopping quiet_retries=1 --no-progress --out $out/bench"
+P="$P --stopping quiet_retries=1 --rounds ${ROUNDS:-1} --no-progress --out $out/bench"
 run() { timeout $limit python3 -m kvtune bench --distribution hybrid "$@" $P 2>&1 \
           | grep -v Warning | tail -16 | cut -c1-260; }
 run --batch-sizes 24,40,96,192 --param chunk_tokens=1280 --param context_tokens=10240

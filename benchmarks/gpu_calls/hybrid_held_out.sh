@@ -4,8 +4,8 @@
 # `kvtune bench` with a hybrid file beside kvtune's serial step in the same process. Timer: CUDA
 # events, cold L2, one guard retry. ROUNDS: alternated rounds per case (kvtune bench --rounds;
 # default 1, as the calls before the twenty-third session ran it; give ROUNDS=2 for a "never > 2%
-# slower" verdict, which one round cannot resolve: docs/PERFORMANCE.md). Rows go to OUT_DIR/bench. MORE_POLICIES (comma-separated) are measured
-# beside them in the same processes.
+# slower" verdict, which one round cannot resolve: docs/PERFORMANCE.md). Rows go to
+# OUT_DIR/bench. MORE_POLICIES (comma-separated) are measured beside them in the same processes.
 #   bash benchmarks/gpu_calls/hybrid_held_out.sh FILE OUT_DIR [TIMEOUT_S per command] [MORE_POLICIES]
 file=${1:?FILE} out=${2:?OUT_DIR} limit=${3:-120} more=${4:+,$4}
 P="--policies hybrid-serial,hybrid-tuned:path=$file$more --backend triton --timer events"

@@ -18,6 +18,9 @@
 # tune and bench runs: `graph` replays each decode from a CUDA graph as serving engines do, which
 # keeps the host's launch of the merge kernel out of 20-40 us Triton decodes.
 # GENERALISE_QUIET_RETRIES sets the interference guard's retries (harness/stopping.py).
+# GENERALISE_ROUNDS (default 1) measures the validation benches in that many alternated rounds
+# per case (`kvtune bench --rounds`): the "never slower than the engine's planner" verdict then
+# carries no drift between the series (up to 2.5% in one round on an H100, PERFORMANCE.md).
 # GENERALISE_KV_DTYPE (default: the query type) runs every tune and bench on that KV cache type,
 # e.g. fp8_e4m3: the study is then tuned on fp8 and judged on fp8.
 # GENERALISE_RESULTS=DIR keeps the studies and runs in DIR (default: a temporary folder). Run
@@ -99,7 +102,8 @@ t0=$(date +%s)
       for b in "${benches[@]}"; do
         # shellcheck disable=SC2086
         kvtune bench $b --policies "${chunks}flashinfer-tensor-core" --heuristic "$res/$study.json" \
-            "${measure[@]}" "${kv[@]}" --out "$res/bench-$study" --no-progress --format csv > /dev/null \
+            "${measure[@]}" "${kv[@]}" --rounds "${GENERALISE_ROUNDS:-1}" \
+            --out "$res/bench-$study" --no-progress --format csv > /dev/null \
             || echo "== bench of $study on $b failed: $?"
       done
       echo "== $study: wall $(( $(date +%s) - start )) s"

@@ -45,6 +45,7 @@ def test_generalise_script_resumes_its_studies_in_a_kept_results_folder(tmp_path
     """GENERALISE_RESULTS: a second run on the same folder resumes the tune (its decided buckets
     kept, nothing searched again) instead of refusing the existing study."""
     env = dict(os.environ, GENERALISE_DIRECTIONS="a", GENERALISE_RESULTS=str(tmp_path / "res"),
+               GENERALISE_ROUNDS="2",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     script = str(REPO / "benchmarks" / "generalise_gpu.sh")
     for out in ("first", "second"):
@@ -57,3 +58,6 @@ def test_generalise_script_resumes_its_studies_in_a_kept_results_folder(tmp_path
     assert "== gen-simulator-traces: resuming the study" in second and "failed" not in second
     assert "kept the result an earlier run" in second
     assert json.loads((tmp_path / "second" / "table.json").read_text())["tune"]
+    # GENERALISE_ROUNDS reaches the validation benches (kvtune bench --rounds)
+    manifests = list((tmp_path / "res").glob("bench-*/*/manifest.json"))
+    assert manifests and all(json.loads(m.read_text())["rounds"] == 2 for m in manifests)

@@ -96,8 +96,10 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
     aligned = [n for n in args if n.endswith("_ptr") or n.startswith("stride_")]
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     src = ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=TARGET,
-                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if cfg.max_registers:  # as kernels/decode.py launches it: `.maxnreg` in the PTX
+        options["maxnreg"] = cfg.max_registers
+    return triton.compile(src, target=TARGET, options=options)
 
 
 def ptx_counts(ptx: str) -> dict:

@@ -4,17 +4,21 @@
 # llama3-8b fp8 skew80 B=8 balanced-2x at 0.775 of the read, 1.376x FlashInfer's fp8 decode;
 # 1.4x needs 0.789 of it) and the next two that 1.4x could still reach (skew80 B=64
 # balanced-2x: needs 0.971 of the read, at 0.927; skew80 B=256 fixed-2048: needs 0.940, at
-# 0.915). Every head_dim-128 fp8 candidate of kernels/decode_config.CANDIDATES and the flattened
-# loop, checked against float64 first, FlashInfer's fp8 decode on the same plan before and after
-# (profile_decode.py --configs --flashinfer: the matrix's paced timer, then 30 paced pairs).
+# 0.915); and llama3-70b-tp8 fp8 uniform B=8 balanced-2x, its one case below 1.4x (1.344).
+# Every head_dim-128 fp8 candidate of kernels/decode_config.CANDIDATES, the flattened loop and
+# the entry's register-capped twin -r168 (same bits; local sm_90 compile: 168 registers, no
+# spill, 73.7 KB, so three programs per SM where the entry fits two: 272 tasks would then run in
+# one round instead of 264 + 8), checked against float64 first, FlashInfer's fp8 decode on the
+# same plan before and after (profile_decode.py --configs --flashinfer: the matrix's paced
+# timer, then 30 paced pairs).
 #   bash benchmarks/gpu_calls/fp8_gap_configs.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 FP8=bn128-w4-s3-pa-vp,bn128-w4-s4-pa-vp,bn64-w4-s4-pa-vp,bn64-w4-s3-pa-vp,bn128-w8-s3-pa-vp
-FP8=$FP8,bn128-w8-s4-pa-vp,bn256-w8-s3-pa-vp,bn128-w4-s3-pa-vp-fl2
-while read -r dist batch chunk; do
-  timeout 150 python3 benchmarks/profile_decode.py --shape llama3-8b --kv-dtype fp8_e4m3 \
+FP8=$FP8,bn128-w8-s4-pa-vp,bn256-w8-s3-pa-vp,bn128-w4-s3-pa-vp-fl2,bn128-w4-s3-pa-vp-r168
+while read -r shape dist batch chunk; do
+  timeout 150 python3 benchmarks/profile_decode.py --shape $shape --kv-dtype fp8_e4m3 \
     --dist $dist --batch $batch --chunk $chunk --flashinfer --configs $FP8 2>&1 \
     | grep '^{\|rror' | tee -a $OUT/fp8_gap.jsonl | python3 -c "
 import json, sys
@@ -25,8 +29,9 @@ for l in sys.stdin:
           r.get('num_tasks'), r.get('matrix_us'), r.get('loop_us'), r.get('fraction_of_copy'),
           r.get('same_bits'), r.get('status'))"
 done <<'CASES'
-skew80 8 balanced
-skew80 64 balanced
-skew80 256 2048
+llama3-8b skew80 8 balanced
+llama3-8b skew80 64 balanced
+llama3-8b skew80 256 2048
+llama3-70b-tp8 uniform 8 balanced
 CASES
 date -u

@@ -117,3 +117,12 @@ def test_flattened_stage1_keeps_the_pipelined_k_v_copies(tmp_path):
     assert flat["config"] == "bn64-w4-s3-pa-fl2" and flat["spill_bytes"] == 0
     assert flat["ptx_cp.async"] == plain["ptx_cp.async"] > 0
     assert flat["smem_bytes"] == plain["smem_bytes"]
+
+
+def test_a_register_cap_in_the_label_reaches_the_compile(tmp_path):
+    # -rN is the `.maxnreg` kernels/decode.py launches with; the survey used to compile without
+    # it and report the uncapped count (twenty-third session).
+    plain, capped = survey_fp8_hd64_g4(tmp_path, "bn64-w4-s3-pa-vp,bn64-w4-s3-pa-vp-r80")
+    assert capped["config"] == "bn64-w4-s3-pa-vp-r80"
+    assert capped["regs"] <= 80 < plain["regs"]
+    assert capped["smem_bytes"] == plain["smem_bytes"]

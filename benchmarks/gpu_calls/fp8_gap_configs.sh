@@ -8,7 +8,10 @@
 # Every head_dim-128 fp8 candidate of kernels/decode_config.CANDIDATES, the flattened loop and
 # the entry's register-capped twin -r168 (same bits; local sm_90 compile: 168 registers, no
 # spill, 73.7 KB, so three programs per SM where the entry fits two: 272 tasks would then run in
-# one round instead of 264 + 8), checked against float64 first, FlashInfer's fp8 decode on the
+# one round instead of 264 + 8; with it in ONE_WAVE_TWIN the rule would switch exactly four
+# matrix launches, computed on the CPU: skew80 B=8 balanced-2x of llama3-8b fp8 and skew80 B=64
+# balanced-2x of llama3-70b-tp8 fp8, both at 262,144 and 196,608 tokens, in-order finish
+# 1.65-1.69 longest tasks), checked against float64 first, FlashInfer's fp8 decode on the
 # same plan before and after (profile_decode.py --configs --flashinfer: the matrix's paced
 # timer, then 30 paced pairs).
 #   bash benchmarks/gpu_calls/fp8_gap_configs.sh
@@ -33,5 +36,6 @@ llama3-8b skew80 8 balanced
 llama3-8b skew80 64 balanced
 llama3-8b skew80 256 2048
 llama3-70b-tp8 uniform 8 balanced
+llama3-70b-tp8 skew80 64 balanced
 CASES
 date -u

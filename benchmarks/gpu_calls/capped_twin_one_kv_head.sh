@@ -16,14 +16,7 @@ ONE=bn128-w8-s2-pa,bn128-w8-s2-pa-r80,bn128-w8-s3-pa
 while read -r dist batch chunk; do
   timeout 80 python3 benchmarks/profile_decode.py --shape llama3-70b-tp8 --dist $dist \
     --batch $batch --chunk $chunk --configs $ONE 2>&1 \
-    | grep '^{\|rror' | tee -a $OUT/capped.jsonl | python3 -c "
-import json, sys
-for l in sys.stdin:
-    try: r = json.loads(l)
-    except ValueError: print(l.strip()[:200]); continue
-    print(r['dist'], r['batch'], r['chunk'], r.get('config'), r.get('num_tasks'),
-          r.get('matrix_us'), r.get('loop_us'), r.get('fraction_of_copy'),
-          r.get('same_bits'), r.get('status'))"
+    | grep '^{\|rror' | tee -a $OUT/capped.jsonl | python3 benchmarks/profile_rows.py
 done <<'CASES'
 skew80 64 balanced
 skew80 256 balanced

@@ -23,14 +23,7 @@ FP8=$FP8,bn128-w8-s4-pa-vp,bn256-w8-s3-pa-vp,bn128-w4-s3-pa-vp-fl2,bn128-w4-s3-p
 while read -r shape dist batch chunk; do
   timeout 150 python3 benchmarks/profile_decode.py --shape $shape --kv-dtype fp8_e4m3 \
     --dist $dist --batch $batch --chunk $chunk --flashinfer --configs $FP8 2>&1 \
-    | grep '^{\|rror' | tee -a $OUT/fp8_gap.jsonl | python3 -c "
-import json, sys
-for l in sys.stdin:
-    try: r = json.loads(l)
-    except ValueError: print(l.strip()[:200]); continue
-    print(r['dist'], r['batch'], r['chunk'], r.get('config', 'FI-' + r.get('when', '')),
-          r.get('num_tasks'), r.get('matrix_us'), r.get('loop_us'), r.get('fraction_of_copy'),
-          r.get('same_bits'), r.get('status'))"
+    | grep '^{\|rror' | tee -a $OUT/fp8_gap.jsonl | python3 benchmarks/profile_rows.py
 done <<'CASES'
 llama3-8b skew80 8 balanced
 llama3-8b skew80 64 balanced

@@ -59,8 +59,7 @@ def test_legend_names_stay_short():
     assert short.endswith("max_waves=2") and "…" in short
 
 
-def test_page_draws_the_hybrid_runs(monkeypatch, hybrid_results):
-    root, _ = hybrid_results
+def _open_hybrid_page(monkeypatch, root):
     monkeypatch.setenv(ENV_RESULTS, str(root))
     monkeypatch.delenv(ENV_STORAGE, raising=False)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
@@ -69,6 +68,12 @@ def test_page_draws_the_hybrid_runs(monkeypatch, hybrid_results):
     at.sidebar.multiselect(key=RUNS_KEY).set_value(runs).run()
     at.switch_page("views/hybrid.py").run()
     assert not at.exception
+    return at
+
+
+def test_page_draws_the_hybrid_runs(monkeypatch, hybrid_results):
+    root, _ = hybrid_results
+    at = _open_hybrid_page(monkeypatch, root)
     assert at.title[0].value == "Hybrid batches"
     assert at.get("plotly_chart"), "no chart drawn"
     assert any(h.value.startswith("Every hybrid case, by kind") for h in at.subheader)
@@ -126,18 +131,6 @@ def test_timeline_page_draws_a_hybrid_run_by_cta_kind(monkeypatch, hybrid_result
     names = {t["name"].split(" (")[0] for c in charts
              for t in json.loads(c.proto.spec)["data"] if t.get("type") == "bar"}
     assert names == {"prefill CTAs", "decode CTAs"}
-
-
-def _open_hybrid_page(monkeypatch, root):
-    monkeypatch.setenv(ENV_RESULTS, str(root))
-    monkeypatch.delenv(ENV_STORAGE, raising=False)
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.run()
-    runs = [p.name for p in root.iterdir() if p.is_dir()]
-    at.sidebar.multiselect(key=RUNS_KEY).set_value(runs).run()
-    at.switch_page("views/hybrid.py").run()
-    assert not at.exception
-    return at
 
 
 def test_a_measured_one_round_run_that_reads_slower_than_serial_warns(monkeypatch, tmp_path,

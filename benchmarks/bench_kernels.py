@@ -219,7 +219,8 @@ def min_bytes(kv_lens, shape: AttentionShape) -> int:
 def checked_run(launch, q, cache, ref, dtype) -> tuple[float, bool]:
     out = torch.full_like(q, float("nan"))
     run_decode(launch, q, cache, out=out)
-    torch.cuda.synchronize()
+    if out.is_cuda:
+        torch.cuda.synchronize()
     err = relative_error(out, ref)
     return err, bool(math.isfinite(err) and err <= BOUND[dtype] and not out.isnan().any())
 
@@ -648,14 +649,53 @@ def matrix_batch(dist: str, batch: int, shape, total_tokens: int, seed: int = 0)
     return DecodeBatch(kv, shape, seed=seed, distribution=dist, label=f"{dist} B={batch}")
 
 
+def matrix_case(variant: tuple, dist: str, batch: int, plan_name: str, device,
+                total_tokens: int = TOTAL_TOKENS) -> tuple:
+    """(shape, kv_lens, plan, chunk tokens) of one shape-matrix case (matrix_batch at
+    total_tokens, seed 0; matrix_plan on `device`)."""
+    shape = variant_shape(variant)
+    b = matrix_batch(dist, int(batch), shape, total_tokens)
+    plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, device)
+    return shape, b.kv_lens, plan, chunk
+
+
+def checked_decode(plan, kv_lens, shape, seed: int = 0, device: str = "cuda") -> tuple:
+    """decode.py's launch of `plan` on a fresh cache and queries of kv_lens (seed), run once and
+    checked against the float64 reference (checked_run): (cache, q, launch, out, rel_error, ok);
+    `out` is the buffer to time the launch into."""
+    cache = PagedKVCache.from_lengths(kv_lens, shape, device=device, seed=seed)
+    q = make_queries(len(kv_lens), shape, device=device, seed=seed)
+    launch = prepare_decode(plan, cache)
+    err, ok = checked_run(launch, q, cache, decode_reference(q, cache), q.dtype)
+    return cache, q, launch, torch.full_like(q, float("nan")), err, ok
+
+
+def probe_start(reps: int) -> tuple:
+    """A probe's (Timer of `reps` pairs, copy row of copy_bandwidth, live DeviceSpec at that
+    ceiling), the ceiling printed first."""
+    from kvtune.harness.device import live_device
+
+    timer = Timer(reps)
+    cp = copy_bandwidth(timer)
+    print(f"copy ceiling {cp['bytes_per_s'] / 1e12:.3f} TB/s ({torch.cuda.get_device_name(0)})",
+          flush=True)
+    return timer, cp, live_device(cp["bytes_per_s"])
+
+
+def write_probe_rows(path, cp: dict, rows: list) -> None:
+    """A probe's JSON: the device, the copy row and the rows so far (rewritten after each
+    case, so a call cut short keeps what it measured)."""
+    with open(path, "w") as fh:
+        json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,
+                  indent=1, default=str)
+
+
 def rebuild_matrix_case(variant: tuple, dist: str, batch: int, plan_name: str, device,
                         chunk=None, tasks=None):
     """(shape, plan) of a shape-matrix row rebuilt as the matrix built it (TOTAL_TOKENS, seed 0)
     on `device`; ValueError where the row's chunk or task count (when given) differ, i.e. the
     row was measured with other tokens or another device's SM count."""
-    shape = variant_shape(variant)
-    b = matrix_batch(dist, int(batch), shape, TOTAL_TOKENS)
-    plan, plan_chunk = matrix_plan(plan_name, b.kv_lens, shape, device)
+    shape, _, plan, plan_chunk = matrix_case(variant, dist, batch, plan_name, device)
     if (chunk is not None and plan_chunk != int(chunk)) or (tasks is not None
                                                            and plan.num_tasks != int(tasks)):
         raise ValueError(f"does not rebuild (chunk {plan_chunk} vs {chunk}, tasks "

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sys
 from pathlib import Path
@@ -46,10 +45,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import (TOTAL_TOKENS, Timer, copy_bandwidth, matrix_batch,  # noqa: E402
-                           matrix_plan, variant_shape)
+from bench_kernels import (checked_decode, matrix_case, probe_start,  # noqa: E402
+                           write_probe_rows)
 
-from kvtune.harness.device import live_device  # noqa: E402
 from kvtune.kernels import triton_mode  # noqa: E402,F401 - before triton
 from kvtune.kernels.paged import PagedKVCache  # noqa: E402
 from paged_read import (READ_CONFIGS, STREAM_CONFIGS, plan_tasks, read_ceiling,  # noqa: E402
@@ -162,17 +160,15 @@ def tma_launchers(cache, tasks, out, configs):
 def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceiling, spec,
              log, direct: bool = False, layouts=("shuffled", "in-order"),
              stream_configs=()) -> list[dict]:
-    shape = variant_shape(variant)
-    b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
-    plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
+    shape, kv_lens, plan, chunk = matrix_case(variant, dist, batch, plan_name, spec)
     tasks_np = plan_tasks(plan, shape.page_size)
     tasks = torch.as_tensor(tasks_np, device="cuda")
-    nbytes = int(np.sum(b.kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
+    nbytes = int(np.sum(kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
     case = (f"{variant[0]} {variant[2]} p{variant[3]} {dist} B={batch} {plan_name} "
             f"({tasks_np.shape[0]} tasks)")
     rows = []
     for layout in layouts:
-        cache = PagedKVCache.from_lengths(b.kv_lens, shape, device="cuda", seed=0,
+        cache = PagedKVCache.from_lengths(kv_lens, shape, device="cuda", seed=0,
                                           shuffle_pages=layout == "shuffled")
         ref = reference_sums(cache, tasks_np)
         out = torch.full((tasks_np.shape[0], shape.head_dim), float("nan"), device="cuda")
@@ -223,35 +219,25 @@ def run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec, log) 
     """decode.py's whole launch (the product's config for the plan, checked against the float64
     reference) beside the read ceiling (best of the three Triton configurations, shuffled
     pages) for one shape-matrix case with at least two programs per SM; None below that."""
-    from bench_kernels import BOUND, min_bytes
+    from bench_kernels import min_bytes
 
-    from kvtune.kernels.decode import prepare_decode, run_decode
-    from kvtune.kernels.paged import make_queries
-    from kvtune.kernels.reference import decode_reference, relative_error
+    from kvtune.kernels.decode import run_decode
 
-    shape = variant_shape(variant)
-    b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
-    plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
+    shape, kv_lens, plan, chunk = matrix_case(variant, dist, batch, plan_name, spec)
     per_sm = plan.num_tasks / spec.sm_count
     if per_sm < 2:
         return None
     case = f"{variant[0]} {variant[2]} p{variant[3]} {dist} B={batch} {plan_name}"
-    cache = PagedKVCache.from_lengths(b.kv_lens, shape, device="cuda", seed=0)
-    q = make_queries(len(b.kv_lens), shape, device="cuda", seed=0)
-    launch = prepare_decode(plan, cache)
-    out = torch.full_like(q, float("nan"))
-    run_decode(launch, q, cache, out=out)
-    err = relative_error(out, decode_reference(q, cache))
+    cache, q, launch, out, err, ok = checked_decode(plan, kv_lens, shape)
     row = {"case": case, "tasks": plan.num_tasks, "programs_per_sm": per_sm, "chunk": chunk,
-           "config": str(launch.config), "rel_error": err,
-           "ok": bool(np.isfinite(err) and err <= BOUND[q.dtype])}
+           "config": str(launch.config), "rel_error": err, "ok": ok}
     if not row["ok"]:
         log(f"{case}: decode.py not ok (error {err:.2e})")
         return row
     dec = timer(lambda: run_decode(launch, q, cache, out=out))
     row["decode_us"] = dec["median_us"]
-    row["decode_of_copy"] = min_bytes(b.kv_lens, shape) / (dec["median_us"] * 1e-6) / ceiling
-    kv_bytes = int(np.sum(b.kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
+    row["decode_of_copy"] = min_bytes(kv_lens, shape) / (dec["median_us"] * 1e-6) / ceiling
+    kv_bytes = int(np.sum(kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
     read = read_ceiling(cache, plan, timer)
     if read["read_not_ok"]:
         log(f"{case}: {read['read_not_ok']} read configurations not ok")
@@ -303,11 +289,8 @@ def main(argv=None) -> int:
                          "programs per SM, decode.py's launch beside the read ceiling")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    timer = Timer(args.reps)
-    cp = copy_bandwidth(timer)
+    timer, cp, spec = probe_start(args.reps)
     ceiling = cp["bytes_per_s"]
-    print(f"copy ceiling {ceiling / 1e12:.3f} TB/s ({torch.cuda.get_device_name(0)})", flush=True)
-    spec = live_device(ceiling)
     rows = []
     if args.matrix_variants:
         from bench_kernels import default_variants
@@ -320,9 +303,7 @@ def main(argv=None) -> int:
                 if row is not None:
                     rows.append(row)
                     torch.cuda.empty_cache()
-            with open(os.path.join(args.out, "gather_matrix.json"), "w") as fh:
-                json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows},
-                          fh, indent=1, default=str)
+            write_probe_rows(os.path.join(args.out, "gather_matrix.json"), cp, rows)
         return 0
     cases = [CASES[int(i)] for i in args.cases.split(",")] if args.cases else CASES
     for variant, dist, batch, plan_name in cases[: args.max_cases]:
@@ -332,9 +313,7 @@ def main(argv=None) -> int:
                          lambda s: print(s, flush=True), direct=args.direct,
                          layouts=args.layouts.split(","),
                          stream_configs=STREAM_CONFIGS if args.stream else ())
-        with open(os.path.join(args.out, "gather_ceiling.json"), "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,
-                      indent=1, default=str)
+        write_probe_rows(os.path.join(args.out, "gather_ceiling.json"), cp, rows)
     return 0
 
 

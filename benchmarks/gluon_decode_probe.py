@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -34,10 +33,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import (BOUND, TOTAL_TOKENS, Timer, copy_bandwidth, matrix_batch,  # noqa: E402
-                           matrix_plan, min_bytes, variant_shape)
+from bench_kernels import (BOUND, matrix_case, min_bytes, probe_start,  # noqa: E402
+                           write_probe_rows)
 
-from kvtune.harness.device import live_device  # noqa: E402
 from kvtune.kernels.decode import prepare_decode, run_decode  # noqa: E402
 from kvtune.kernels.paged import PagedKVCache, make_queries  # noqa: E402
 from kvtune.kernels.reference import decode_reference, relative_error  # noqa: E402
@@ -113,13 +111,11 @@ class GluonStage1:
 
 
 def run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec, log) -> list[dict]:
-    shape = variant_shape(variant)
-    b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
-    plan, chunk = matrix_plan(plan_name, b.kv_lens, shape, spec)
-    cache = PagedKVCache.from_lengths(b.kv_lens, shape, device="cuda", seed=0)
-    q = make_queries(len(b.kv_lens), shape, device="cuda", seed=0)
+    shape, kv_lens, plan, chunk = matrix_case(variant, dist, batch, plan_name, spec)
+    cache = PagedKVCache.from_lengths(kv_lens, shape, device="cuda", seed=0)
+    q = make_queries(len(kv_lens), shape, device="cuda", seed=0)
     ref = decode_reference(q, cache)
-    nbytes = min_bytes(b.kv_lens, shape)
+    nbytes = min_bytes(kv_lens, shape)
     case = f"{variant[0]} {dist} B={batch} {plan_name} ({plan.num_tasks} tasks)"
     rows = []
 
@@ -203,18 +199,13 @@ def main(argv=None) -> int:
     cases = tuple(((sh, "bf16", "bf16", 16), d, int(b), pl) for sh, d, b, pl in
                   (c.split(":") for c in args.cases.split(",") if c.strip())) or CASES
     os.makedirs(args.out, exist_ok=True)
-    timer = Timer(args.reps)
-    cp = copy_bandwidth(timer)
+    timer, cp, spec = probe_start(args.reps)
     ceiling = cp["bytes_per_s"]
-    print(f"copy ceiling {ceiling / 1e12:.3f} TB/s ({torch.cuda.get_device_name(0)})", flush=True)
-    spec = live_device(ceiling)
     rows = []
     for variant, dist, batch, plan_name in cases[: args.max_cases]:
         rows += run_case(variant, dist, batch, plan_name, configs, timer, ceiling, spec,
                          lambda s: print(s, flush=True))
-        with open(os.path.join(args.out, "gluon_decode_probe.json"), "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,
-                      indent=1, default=str)
+        write_probe_rows(os.path.join(args.out, "gluon_decode_probe.json"), cp, rows)
     return 0
 
 

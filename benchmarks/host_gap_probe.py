@@ -23,8 +23,6 @@ over the reps.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 import time
@@ -34,13 +32,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import (BOUND, TOTAL_TOKENS, Timer, copy_bandwidth,  # noqa: E402
-                           event_stats, matrix_batch, matrix_plan, variant_shape)
+from bench_kernels import (Timer, checked_decode, event_stats, matrix_case,  # noqa: E402
+                           probe_start, write_probe_rows)
 
-from kvtune.harness.device import live_device  # noqa: E402
-from kvtune.kernels.decode import prepare_decode, run_decode  # noqa: E402
-from kvtune.kernels.paged import PagedKVCache, make_queries  # noqa: E402
-from kvtune.kernels.reference import decode_reference, relative_error  # noqa: E402
+from kvtune.kernels.decode import run_decode  # noqa: E402
 
 # About 10 ms at 2 GHz: longer than the host needs to enqueue 30 iterations of any case here.
 LEAD_IN_CYCLES = 20_000_000
@@ -109,24 +104,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    timer = Timer(args.reps)
-    cp = copy_bandwidth(timer)
-    print(f"copy ceiling {cp['bytes_per_s'] / 1e12:.3f} TB/s ({torch.cuda.get_device_name(0)})",
-          flush=True)
-    spec = live_device(cp["bytes_per_s"])
+    timer, cp, spec = probe_start(args.reps)
     rows = []
     for variant, dist, batch, plan_name in CASES:
-        shape = variant_shape(variant)
-        b = matrix_batch(dist, batch, shape, TOTAL_TOKENS)
-        plan, _ = matrix_plan(plan_name, b.kv_lens, shape, spec)
-        cache = PagedKVCache.from_lengths(b.kv_lens, shape, device="cuda", seed=0)
-        q = make_queries(len(b.kv_lens), shape, device="cuda", seed=0)
-        launch = prepare_decode(plan, cache)
-        out = torch.full_like(q, float("nan"))
-        run_decode(launch, q, cache, out=out)
-        err = relative_error(out, decode_reference(q, cache))
+        shape, kv_lens, plan, _ = matrix_case(variant, dist, batch, plan_name, spec)
+        cache, q, launch, out, err, ok = checked_decode(plan, kv_lens, shape)
         case = f"{variant[0]} {variant[2]} {dist} B={batch} {plan_name} ({plan.num_tasks} tasks)"
-        if not (math.isfinite(err) and err <= BOUND[q.dtype]):
+        if not ok:
             print(f"{case}: not ok ({err:.2e})", flush=True)
             continue
 
@@ -143,9 +127,7 @@ def main(argv=None) -> int:
                   f"lead-in {r['lead_in']['median_us']:6.1f} (p90 {r['lead_in']['p90_us']:6.1f}) "
                   f"host {r['lead_in']['host_us']:5.1f}  graph {r['graph']['median_us']:6.1f}",
                   flush=True)
-        with open(os.path.join(args.out, "host_gap_probe.json"), "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(0), "copy": cp, "rows": rows}, fh,
-                      indent=1, default=str)
+        write_probe_rows(os.path.join(args.out, "host_gap_probe.json"), cp, rows)
     return 0
 
 

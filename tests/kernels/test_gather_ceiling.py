@@ -128,3 +128,25 @@ def test_read_ceiling_times_only_configurations_that_pass_the_check(monkeypatch)
     best = probe.read_ceiling(cache, plan, timer, configs=((16, 4, 2), (8, 4, 2), (4, 4, 2)))
     assert timed == ["bn16-w4-s2", "bn4-w4-s2"]
     assert best == {"read_us": 5.0, "read_config": "bn4-w4-s2", "read_not_ok": 1}
+
+
+def test_the_probes_matrix_case_and_checked_decode():
+    """bench_kernels' helpers the probes share: matrix_case is the matrix's batch and plan (as
+    rebuild_matrix_case rebuilds it), checked_decode runs decode.py once and checks it against the
+    float64 reference (here under the interpreter, on the CPU)."""
+    from kvtune.harness.device import device_model
+
+    bench = load_benchmark("bench_kernels")
+    h100 = device_model("h100")
+    variant = bench.default_variants()[0]
+    shape, kv_lens, plan, chunk = bench.matrix_case(variant, "skew80", 64, "balanced-2x", h100)
+    assert int(np.sum(kv_lens)) == bench.TOTAL_TOKENS and len(kv_lens) == 64
+    same_shape, same_plan = bench.rebuild_matrix_case(variant, "skew80", 64, "balanced-2x", h100,
+                                                      chunk=chunk, tasks=plan.num_tasks)
+    assert same_shape == shape and (same_plan.splits == plan.splits).all()
+    small = _shape()
+    small_plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
+    cache, q, launch, out, err, ok = bench.checked_decode(small_plan, KV_LENS, small,
+                                                          device="cpu")
+    assert ok and err < 2e-2 and out.shape == q.shape and torch.isnan(out).all()
+    assert cache.shape == small

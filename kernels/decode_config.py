@@ -30,11 +30,15 @@ Then, on a GPU and for one program per task, an entry with a SHALLOW_TWIN (one p
 fewer, so more programs per SM and the same output bits) gives way to it unless the plan's
 tasks are of one length and fill the entry's waves better, or one program per SM would finish
 them in about one long task's time (`occupancy_twin`, `fits_one_task`; docs/KERNEL_NOTES.md
-"Stages by wave fill: shallow twins" and "The twin rule on skew80 fixed-2048"). An entry with a
-register-capped twin (ONE_WAVE_TWIN: the same kernel under a ptxas register cap, one program more
-per SM, same bits; head_dim 256) gives way to it only where the twin holds the whole launch in one
-wave and the entry would finish its late tasks more than CAPPED_TWIN_SLACK longest tasks after
-the start (`in_order_finish`; docs/KERNEL_NOTES.md "A register-capped twin for head_dim 256").
+"Stages by wave fill: shallow twins" and "The twin rule on skew80 fixed-2048"). The entry then
+in use may give way to its register-capped twin (CAPPED_TWIN: the same kernel under a ptxas
+register cap, one program more per SM, same bits; head_dim 256, fp8 head_dim 128 and the
+one-KV-head 16-bit twin): where the twin holds the whole launch in one wave and the entry would
+finish its late tasks more than CAPPED_TWIN_SLACK longest tasks after the start
+(`in_order_finish`), and, for a twin whose programs run about as fast as the entry's
+(CAPPED_TWIN_COST at most CAPPED_BACKFILL_MAX_COST), on launches beyond its first wave by the
+shallow twins' rule (`capped_twin`; docs/KERNEL_NOTES.md "A register-capped twin for head_dim
+256" and "Register-capped twins for fp8 and one KV head").
 """
 
 from __future__ import annotations
@@ -332,7 +336,7 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
     (64, 2): (_c(256, 8, 2), _pa(128, 4, 4), _pa(128, 4, 3), _c(128, 4, 2), _pa(256, 8, 3),
               _ws(128, 4, 3, 4), _ws(128, 4, 4, 4), _ws(256, 8, 2, 8), _ws(128, 2, 4, 2)),
     (128, 2): (_c(128, 4, 2), _c(128, 4, 3), _pa(64, 4, 4), _pa(128, 8, 3), _pa(64, 8, 4),
-               _pa(128, 8, 4), _pa(64, 4, 3), _pa(128, 8, 2),
+               _pa(128, 8, 4), _pa(64, 4, 3), _pa(128, 8, 2), _cap(_pa(128, 8, 2), 80),
                _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
                _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3),
@@ -341,7 +345,7 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
               _vp(256, 8, 3), _ws(128, 4, 3, 4)),
     (128, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(64, 4, 4), _vp(64, 4, 3),
                _vp(128, 8, 3), _vp(128, 8, 4), _vp(256, 8, 3), _vp(64, 2, 4), _vp(64, 8, 4),
-               _ws(64, 2, 4, 2)),
+               _ws(64, 2, 4, 2), _cap(_vp(128, 4, 3), 168)),
     (256, 1): (_pa(64, 4, 3), _vp(64, 4, 3), _vp(64, 4, 4), _vp(32, 4, 4), _vp(64, 8, 3),
                _vp(128, 8, 3)),
 }
@@ -386,10 +390,17 @@ def config_key(head_dim: int, kv_element_bytes: int, num_kv_heads: int,
 #   bn64-w4-s2-r168  the same kernel with ptxas capped at 168 registers -> 3 (Nsight Compute on
 #                    the H100, seventeenth session: block limit 3 by registers and by shared
 #                    memory)
+# Twenty-fourth session, local sm_90 compile with Triton 3.6 (the device's compiler):
+#   bn128-w8-s2-pa-r80     80 registers x 256 threads (126 uncapped), 20 bytes of spill, 73.7 KB
+#                          -> 3 (shared memory)
+#   bn128-w4-s3-pa-vp      fp8: 200 registers x 128 threads, 73.7 KB -> 2 (registers)
+#   bn128-w4-s3-pa-vp-r168 168 registers, no spill (G = 4, 7, 8, 16) -> 3 (registers and shared)
 RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (128, 2, _pa(64, 4, 4)): 2, (128, 2, _pa(64, 4, 3)): 3,
     (128, 2, _pa(128, 8, 3)): 1, (128, 2, _pa(128, 8, 2)): 2,
     (256, 2, _c(64, 4, 2)): 2, (256, 2, _cap(_c(64, 4, 2), 168)): 3,
+    (128, 2, _cap(_pa(128, 8, 2), 80)): 3,
+    (128, 1, _vp(128, 4, 3)): 2, (128, 1, _cap(_vp(128, 4, 3), 168)): 3,
     # SMALL_PAGE_TABLE's (pages below SMALL_PAGE; the local compile at page size 1).
     (128, 2, _c(128, 4, 3)): 2, (128, 2, _c(128, 4, 2)): 3,
 }
@@ -402,24 +413,53 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
     (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE
 }
-# A table entry -> the same kernel compiled under a register cap (-rN: same arithmetic, same
-# bits; one program more per SM, each slower: spills and less overlap). It runs only where it
-# holds a launch in one wave where the entry would finish its late tasks well after the others
-# (`occupancy_twin`, CAPPED_TWIN_SLACK). Timed on an H100 (seventeenth session,
-# docs/PERFORMANCE.md), head_dim 256 over the 24 matrix cases at 262,144 and 196,608 tokens:
-# the twin was 4.7% and 7.2% faster on the two launches it now runs (skew80 B=8 balanced-2x, 272
-# programs: 801 against 859 us, 614 against 644) and 0.3-17% slower on all the 22 others,
-# equal tasks that spill into a second wave included (uniform B=8 balanced-2x, 320 programs:
-# 771 against 760).
+# A table entry (or a shallow twin) -> the same kernel compiled under a register cap (-rN: same
+# arithmetic, same bits; one program more per SM, each perhaps slower: spills, less overlap).
+# It runs where it holds a launch in one wave where the entry would finish its late tasks well
+# after the others (`capped_twin`, CAPPED_TWIN_SLACK), and beyond one wave only where its
+# programs cost about what the entry's do (CAPPED_TWIN_COST). head_dim 256, timed on an H100
+# (seventeenth session, docs/PERFORMANCE.md) over the 24 matrix cases at 262,144 and 196,608
+# tokens: the twin was 4.7% and 7.2% faster on the two launches it now runs (skew80 B=8
+# balanced-2x, 272 programs: 801 against 859 us, 614 against 644) and 0.3-17% slower on all the
+# 22 others, equal tasks that spill into a second wave included (uniform B=8 balanced-2x, 320
+# programs: 771 against 760).
+# fp8 head_dim 128 and the one-KV-head 16-bit twin: H100, twenty-fourth session (docs/
+# PERFORMANCE.md, calls 1-2; local sm_90 compile, Triton 3.6: bn128-w4-s3-pa-vp 200 registers ->
+# 168 under the cap, no spill, at G = 4, 7, 8 and 16; bn128-w8-s2-pa 126 -> 80, 20 bytes of
+# spill; both 73.7 KB of shared memory, so three programs per SM where the entry fits two).
+# Where the capped twin's program runs beside the entry's one-for-one (launches that both hold
+# in one wave), it took 0.99-1.00x the fp8 entry's time and 1.00-1.03x the 16-bit twin's; where
+# the entry left a late second wave, 4-22% less (fp8 llama3-8b skew80 B=8 balanced-2x 204.7
+# against 250.3 us, llama3-70b-tp8 skew80 B=64 balanced-2x 38.1 against 46.2; 16-bit 64.1
+# against 69.8); beyond its first wave on tasks of many lengths 1-14% less (fp8 llama3-70b-tp8
+# uniform B=256 balanced-2x, 256 chunks of 1,008 tokens and 256 of 16: 40.3 against 47.0;
+# llama3-8b skew80 B=256 balanced-2x 244.7 against 264.3), and on equal long tasks whose last
+# wave it leaves part-empty 16% more (llama3-8b uniform B=64 balanced-2x, 512 tasks of 4,096
+# tokens: 1.94 waves of two per SM, 1.29 of three: 231.1 against 199.5).
 # Where the entry's in-order finish exceeds this many longest tasks, the capped twin runs: the
 # twin pays its slower programs over the whole launch (0.3-17%, mostly 5-6%, on the 22 cases
 # above), the entry pays for a second wave only what its late tasks add (measured: finish 1.24
 # tasks, uniform B=8 balanced-2x, entry 1.4% faster; finish 1.65-1.69, skew80 B=8 balanced-2x,
 # twin 4.7-7.2% faster; both totals).
 CAPPED_TWIN_SLACK = 1.5
-ONE_WAVE_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
+CAPPED_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (256, 2, _c(64, 4, 2)): _cap(_c(64, 4, 2), 168),
+    (128, 1, _vp(128, 4, 3)): _cap(_vp(128, 4, 3), 168),
+    (128, 2, _pa(128, 8, 2)): _cap(_pa(128, 8, 2), 80),
 }
+# Per CAPPED_TWIN key: the capped twin's time per program over the entry's where every program
+# has a slot under both (medians of the measurements above): head_dim 256 5-6% more (up to 17%),
+# fp8 0.99-1.00, the 16-bit one-KV-head twin 1.00-1.03 (median 1.01).
+CAPPED_TWIN_COST: dict[tuple[int, int, KernelConfig], float] = {
+    (256, 2, _c(64, 4, 2)): 1.05,
+    (128, 1, _vp(128, 4, 3)): 1.00,
+    (128, 2, _pa(128, 8, 2)): 1.01,
+}
+# Beyond its first wave a capped twin runs (by the shallow twins' rule) only where its programs
+# cost at most this much more than the entry's: there its extra program per SM backfills the
+# waves of tasks of many lengths and hides the starts of short ones (1-14% above), which a 5%
+# slower program throughout would eat.
+CAPPED_BACKFILL_MAX_COST = 1.03
 # The deeper entry keeps its place only when its tasks are of one length, its own last wave is
 # at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
 # the twin does.
@@ -507,60 +547,80 @@ def fits_one_task(item_keys, num_kv_heads: int, sm_count: int) -> bool:
     return in_order_finish(keys, num_kv_heads, sm_count, ONE_TASK_SLACK) <= ONE_TASK_SLACK
 
 
-def one_wave_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
-                  sm_count: int, item_keys=None, num_kv_heads: int = 1) -> KernelConfig:
-    """`config`, or its register-capped twin (ONE_WAVE_TWIN; same bits, more programs per SM)
-    where the twin holds all `programs` in one wave while the entry, handed the tasks in launch
-    order (in_order_finish of item_keys, keys per work item, for each of num_kv_heads), would
-    finish them later than CAPPED_TWIN_SLACK x the longest task. Without item_keys, or for an
-    entry with no capped twin: `config`."""
+def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
+                sm_count: int, item_keys=None, num_kv_heads: int = 1,
+                equal_tasks: bool = True) -> KernelConfig:
+    """`config`, or its register-capped twin (CAPPED_TWIN; same bits, more programs per SM).
+
+    programs: the launch's programs (one per task, >= 1) on sm_count SMs. The twin runs where
+    (a) it holds all `programs` in one wave while the entry, handed the tasks in launch order
+    (in_order_finish of item_keys, keys per work item, for each of num_kv_heads), would finish
+    them later than CAPPED_TWIN_SLACK x the longest task; or (b) the launch needs more than the
+    twin's first wave, the twin's programs cost at most CAPPED_BACKFILL_MAX_COST x the entry's
+    (CAPPED_TWIN_COST), and the tasks are of many lengths (equal_tasks False), or are of one
+    length and do not fill the entry's waves better than the twin's (DEEP_FILL_MIN,
+    WAVE_FILL_MARGIN: the shallow twins' rule). Without item_keys, for an entry with no capped
+    twin, or where the entry holds every program at once: `config`."""
     key = (head_dim, kv_element_bytes, config)
-    capped = ONE_WAVE_TWIN.get(key)
+    capped = CAPPED_TWIN.get(key)
     if capped is None or item_keys is None:
         return config
-    deep_slots = RESIDENT_PER_SM[key] * sm_count
-    capped_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)] * sm_count
-    if not deep_slots < programs <= capped_slots:
+    entry_per_sm = RESIDENT_PER_SM[key]
+    capped_per_sm = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)]
+    if programs <= entry_per_sm * sm_count:
         return config
-    late = in_order_finish(item_keys, num_kv_heads, deep_slots, CAPPED_TWIN_SLACK)
-    return capped if late > CAPPED_TWIN_SLACK else config
+    if programs <= capped_per_sm * sm_count:
+        late = in_order_finish(item_keys, num_kv_heads, entry_per_sm * sm_count,
+                               CAPPED_TWIN_SLACK)
+        return capped if late > CAPPED_TWIN_SLACK else config
+    if CAPPED_TWIN_COST[key] > CAPPED_BACKFILL_MAX_COST:
+        return config
+    if not equal_tasks:
+        return capped
+    entry_fill = wave_fill(programs, sm_count, entry_per_sm)
+    capped_fill = wave_fill(programs, sm_count, capped_per_sm)
+    keep = entry_fill >= DEEP_FILL_MIN and entry_fill > capped_fill + WAVE_FILL_MARGIN
+    return config if keep else capped
 
 
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                    sm_count: int, equal_tasks: bool, one_task: bool = False,
                    item_keys=None, num_kv_heads: int = 1) -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
-    and computes the same bits (an entry with a register-capped twin, ONE_WAVE_TWIN, follows
-    `one_wave_twin` instead). The deep entry stays where no SM gets a second program
-    (programs <= sm_count), and for tasks of one length (equal_tasks: tasks_of_one_length of
-    the plan's items) that fill its waves (last wave at least DEEP_FILL_MIN full) better than
-    the twin's by more than WAVE_FILL_MARGIN (`programs` programs, one per task, on `sm_count`
-    SMs): equal tasks finish together, and where their waves are full the deeper pipeline
-    streams faster per program; a part-empty last wave costs the deep entry a whole task's time
-    more than the twin's. Tasks of many lengths backfill each other's waves, and the twin's
-    extra program per SM hides the start of the short ones (measured on the H200, seventh and
-    eighth sessions: docs/PERFORMANCE.md), except where one program per SM would still finish
-    them in about one long task's time (one_task: fits_one_task of the plan): then each long
-    task has an SM of its own under the deep entry, while the twin's second slot puts short
-    tasks beside long ones (H100, sixteenth session). The choice never changes a request's
-    arithmetic, so a result stays independent of the rest of the batch."""
+    and computes the same bits; then, for the entry or twin so chosen, its register-capped twin
+    where `capped_twin` says so (CAPPED_TWIN; same bits again). The deep entry stays where no SM
+    gets a second program (programs <= sm_count), and for tasks of one length (equal_tasks:
+    tasks_of_one_length of the plan's items) that fill its waves (last wave at least
+    DEEP_FILL_MIN full) better than the twin's by more than WAVE_FILL_MARGIN (`programs`
+    programs, one per task, on `sm_count` SMs): equal tasks finish together, and where their
+    waves are full the deeper pipeline streams faster per program; a part-empty last wave costs
+    the deep entry a whole task's time more than the twin's. Tasks of many lengths backfill each
+    other's waves, and the twin's extra program per SM hides the start of the short ones
+    (measured on the H200, seventh and eighth sessions: docs/PERFORMANCE.md), except where one
+    program per SM would still finish them in about one long task's time (one_task:
+    fits_one_task of the plan): then each long task has an SM of its own under the deep entry,
+    while the twin's second slot puts short tasks beside long ones (H100, sixteenth session).
+    The choice never changes a request's arithmetic, so a result stays independent of the rest
+    of the batch."""
     key = (head_dim, kv_element_bytes, config)
-    if key in ONE_WAVE_TWIN:
-        return one_wave_twin(config, head_dim, kv_element_bytes, programs, sm_count, item_keys,
-                             num_kv_heads)
     twin = SHALLOW_TWIN.get(key)
-    if twin is None:
-        return config
-    if programs <= sm_count:
-        # Every program has an SM of its own under either entry, so the twin's extra resident
-        # program buys nothing and the deeper pipeline streams faster (llama3-70b-tp8 at 96-128
-        # programs, H200, eighth session: docs/PERFORMANCE.md).
-        return config
-    if not equal_tasks:
-        return config if one_task else twin
-    deep = wave_fill(programs, sm_count, RESIDENT_PER_SM[key])
-    shallow = wave_fill(programs, sm_count, RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)])
-    return config if deep >= DEEP_FILL_MIN and deep > shallow + WAVE_FILL_MARGIN else twin
+    if twin is not None:
+        if programs <= sm_count:
+            # Every program has an SM of its own under either entry, so the twin's extra
+            # resident program buys nothing and the deeper pipeline streams faster
+            # (llama3-70b-tp8 at 96-128 programs, H200, eighth session: docs/PERFORMANCE.md).
+            return config
+        if not equal_tasks and one_task:
+            return config
+        if equal_tasks:
+            deep = wave_fill(programs, sm_count, RESIDENT_PER_SM[key])
+            shallow = wave_fill(programs, sm_count,
+                                RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)])
+            if deep >= DEEP_FILL_MIN and deep > shallow + WAVE_FILL_MARGIN:
+                return config
+        config = twin
+    return capped_twin(config, head_dim, kv_element_bytes, programs, sm_count, item_keys,
+                       num_kv_heads, equal_tasks)
 
 
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
@@ -583,7 +643,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     with: the page-16 entries at large pages, the small-page entry's shallow twin at small ones.
     programs, sm_count, equal_tasks: the launch's programs (one per task), the device's SMs and
     whether the tasks are of one length (tasks_of_one_length), one_task (fits_one_task) and
-    item_keys (keys per work item, for the register-capped twins of ONE_WAVE_TWIN);
+    item_keys (keys per work item, for the register-capped twins of CAPPED_TWIN);
     with programs and sm_count, the entry may give way to its shallower twin (occupancy_twin),
     which computes the same bits.
     """
@@ -602,10 +662,11 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     return config
 
 
-__all__ = ["CANDIDATES", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
-           "EQUAL_SHARE", "LARGE_GROUP", "ONE_TASK_SLACK", "ONE_WAVE_TWIN", "REGIMES",
+__all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_COST", "CAPPED_TWIN",
+           "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
+           "EQUAL_SHARE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
-           "in_order_finish", "occupancy_twin", "one_wave_twin", "regime",
+           "capped_twin", "in_order_finish", "occupancy_twin", "regime",
            "tasks_of_one_length", "wave_fill"]

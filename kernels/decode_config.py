@@ -36,7 +36,7 @@ register cap, one program more per SM, same bits; head_dim 256, fp8 head_dim 128
 one-KV-head 16-bit twin): where the twin holds the whole launch in one wave and the entry would
 finish its late tasks more than CAPPED_TWIN_SLACK longest tasks after the start
 (`in_order_finish`), and, for a twin whose programs run about as fast as the entry's
-(CAPPED_TWIN_COST at most CAPPED_BACKFILL_MAX_COST), on launches beyond its first wave by the
+(CAPPED_TWIN_COST at most CAPPED_TWIN_MAX_COST), on launches beyond its first wave by the
 shallow twins' rule (`capped_twin`; docs/KERNEL_NOTES.md "A register-capped twin for head_dim
 256" and "Register-capped twins for fp8 and one KV head").
 """
@@ -459,7 +459,7 @@ CAPPED_TWIN_COST: dict[tuple[int, int, KernelConfig], float] = {
 # cost at most this much more than the entry's: there its extra program per SM backfills the
 # waves of tasks of many lengths and hides the starts of short ones (1-14% above), which a 5%
 # slower program throughout would eat.
-CAPPED_BACKFILL_MAX_COST = 1.03
+CAPPED_TWIN_MAX_COST = 1.03
 # The deeper entry keeps its place only when its tasks are of one length, its own last wave is
 # at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
 # the twin does.
@@ -556,7 +556,7 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     (a) it holds all `programs` in one wave while the entry, handed the tasks in launch order
     (in_order_finish of item_keys, keys per work item, for each of num_kv_heads), would finish
     them later than CAPPED_TWIN_SLACK x the longest task; or (b) the launch needs more than the
-    twin's first wave, the twin's programs cost at most CAPPED_BACKFILL_MAX_COST x the entry's
+    twin's first wave, the twin's programs cost at most CAPPED_TWIN_MAX_COST x the entry's
     (CAPPED_TWIN_COST), and the tasks are of many lengths (equal_tasks False), or are of one
     length and do not fill the entry's waves better than the twin's (DEEP_FILL_MIN,
     WAVE_FILL_MARGIN: the shallow twins' rule). Without item_keys, for an entry with no capped
@@ -567,13 +567,16 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
         return config
     entry_per_sm = RESIDENT_PER_SM[key]
     capped_per_sm = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)]
-    if programs <= entry_per_sm * sm_count:
+    if programs < entry_per_sm * sm_count:
         return config
+    cheap = CAPPED_TWIN_COST[key] <= CAPPED_TWIN_MAX_COST
     if programs <= capped_per_sm * sm_count:
+        if cheap:
+            return capped
         late = in_order_finish(item_keys, num_kv_heads, entry_per_sm * sm_count,
                                CAPPED_TWIN_SLACK)
         return capped if late > CAPPED_TWIN_SLACK else config
-    if CAPPED_TWIN_COST[key] > CAPPED_BACKFILL_MAX_COST:
+    if not cheap:
         return config
     if not equal_tasks:
         return capped
@@ -662,7 +665,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     return config
 
 
-__all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_COST", "CAPPED_TWIN",
+__all__ = ["CANDIDATES", "CAPPED_TWIN_MAX_COST", "CAPPED_TWIN",
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",

@@ -428,7 +428,8 @@ def test_shallow_twin_unless_equal_tasks_fill_the_deep_waves_better():
     # ... unless one program per SM would still finish them in about one long task's time.
     assert occupancy_twin(one, 128, 2, 358, 132, False, one_task=True) == one
     assert occupancy_twin(many, 128, 2, 358, 132, False, one_task=True) == many
-    # Entries without a twin, and the CPU (no SM count), keep the table's choice.
+    # Entries without a shallow twin (without item keys: no capped twin either), and the CPU
+    # (no SM count), keep the table's choice.
     fp8 = CONFIG_TABLE[(128, 1, "many")]
     assert occupancy_twin(fp8, 128, 1, 320, 132, False) == fp8
     assert default_config(128, torch.bfloat16, 16, None, num_kv_heads=8, group_size=4,
@@ -448,20 +449,29 @@ def test_config_table_never_depends_on_the_batch():
         KernelConfig(48, 4, 2)
 
 
-def test_register_capped_twin_only_where_it_saves_the_entry_a_late_second_wave():
-    from kvtune.kernels.decode_config import (CANDIDATES, CAPPED_TWIN_SLACK, CONFIG_TABLE,
-                                              ONE_WAVE_TWIN, RESIDENT_PER_SM, in_order_finish,
-                                              occupancy_twin)
+def test_capped_twins_compute_the_same_bits_with_a_program_more_per_sm():
+    from kvtune.kernels.decode_config import (CANDIDATES, CAPPED_TWIN, CAPPED_TWIN_COST,
+                                              CONFIG_TABLE, RESIDENT_PER_SM, SHALLOW_TWIN)
 
-    for (d, elem, entry), capped in ONE_WAVE_TWIN.items():
+    assert set(CAPPED_TWIN_COST) == set(CAPPED_TWIN)
+    for (d, elem, entry), capped in CAPPED_TWIN.items():
         # Only the register cap differs, so the bits are the same (checked bitwise on the GPU
         # by benchmarks/profile_decode.py --configs); the cap buys a program per SM.
         assert capped == dataclasses.replace(entry, max_registers=capped.max_registers)
         assert capped.max_registers is not None and entry.max_registers is None
         assert RESIDENT_PER_SM[(d, elem, capped)] > RESIDENT_PER_SM[(d, elem, entry)]
-        assert entry in CONFIG_TABLE.values() and capped in CANDIDATES[(d, elem)]
+        assert entry in CONFIG_TABLE.values() or entry in SHALLOW_TWIN.values()
+        assert capped in CANDIDATES[(d, elem)]
+
+
+def test_costly_capped_twin_only_where_it_saves_the_entry_a_late_second_wave():
+    from kvtune.kernels.decode_config import (CAPPED_TWIN, CAPPED_TWIN_COST,
+                                              CAPPED_TWIN_MAX_COST, CAPPED_TWIN_SLACK,
+                                              CONFIG_TABLE, in_order_finish, occupancy_twin)
+
     entry = CONFIG_TABLE[(256, 2, "many")]
-    capped = ONE_WAVE_TWIN[(256, 2, entry)]
+    capped = CAPPED_TWIN[(256, 2, entry)]
+    assert CAPPED_TWIN_COST[(256, 2, entry)] > CAPPED_TWIN_MAX_COST  # 5-6% slower programs
 
     def pick(keys, heads):
         return occupancy_twin(entry, 256, 2, len(keys) * heads, 132, True, False, keys, heads)
@@ -475,9 +485,55 @@ def test_register_capped_twin_only_where_it_saves_the_entry_a_late_second_wave()
     tails = ([100] * 4 + [12]) * 8
     assert 1.0 < in_order_finish(tails, 8, 264) < CAPPED_TWIN_SLACK
     assert pick(tails, 8) == entry
-    # One wave for the entry already, or more than the twin holds at once, or no item keys.
+    # One wave for the entry already, more than the twin holds at once (of any lengths), or
+    # no item keys: the entry.
     assert pick([100] * 33, 8) == entry and pick([100] * 50, 8) == entry
+    assert pick(([100] + [10] * 3) * 20, 8) == entry
     assert occupancy_twin(entry, 256, 2, 272, 132, True) == entry
+
+
+def test_cheap_capped_twin_wherever_the_entry_slots_are_all_taken():
+    from kvtune.kernels.decode_config import (CAPPED_TWIN, CAPPED_TWIN_COST,
+                                              CAPPED_TWIN_MAX_COST, CONFIG_TABLE, SHALLOW_TWIN,
+                                              capped_twin, occupancy_twin)
+
+    fp8 = CONFIG_TABLE[(128, 1, "many")]
+    fp8_capped = CAPPED_TWIN[(128, 1, fp8)]
+    assert CAPPED_TWIN_COST[(128, 1, fp8)] <= CAPPED_TWIN_MAX_COST
+
+    def pick(keys, heads, equal=True):
+        return occupancy_twin(fp8, 128, 1, len(keys) * heads, 132, equal, False, keys, heads)
+
+    # Fewer programs than the entry's 264 slots: the entry (llama3-70b-tp8 fixed-2048, 128).
+    assert pick([2048] * 128, 1) == fp8
+    # Exactly its slots, or up to the twin's 396, whatever the lengths: the twin (H100:
+    # llama3-8b fp8 uniform B=8 balanced-2x, 320 programs, 208.8 against 218.2 us, where the
+    # entry's in-order finish is only 1.2 tasks).
+    assert pick([992] * 264, 1) == fp8_capped
+    assert pick(([7952] * 4 + [1344]) * 8, 8) == fp8_capped
+    # Beyond the twin's first wave: tasks of many lengths backfill its waves (llama3-8b skew80
+    # B=256 balanced-2x, 2256 programs, 244.7 against 264.3) ...
+    skew = [7952] * 30 + [300] * 252
+    assert pick(skew, 8, equal=False) == fp8_capped
+    # ... equal tasks that fill two waves of two per SM and 1.29 of three keep the entry
+    # (llama3-8b uniform B=64 balanced-2x, 512 programs: 199.5 against 231.1) ...
+    assert pick([4096] * 64, 8) == fp8
+    # ... and equal tasks that fill the twin's waves as well take it (768 programs: 2.91 waves
+    # of two, 1.94 of three).
+    assert pick([2048] * 96, 8) == fp8_capped
+    # The one-KV-head 16-bit entry: the deep entry first gives way to its shallow twin, which
+    # in turn gives way to its capped twin (llama3-70b-tp8 uniform B=8 balanced-2x: 264
+    # programs, 59.7 against 62.1 us at 262,144 tokens, 48.4 against 50.4 at 196,608).
+    one = CONFIG_TABLE[(128, 2, "one-per-sm")]
+    twin = SHALLOW_TWIN[(128, 2, one)]
+    keys = [1008] * 264
+    assert occupancy_twin(one, 128, 2, 264, 132, True, False, keys, 1) == \
+        CAPPED_TWIN[(128, 2, twin)]
+    # Where the deep entry stays (one program per SM), no cap either.
+    assert occupancy_twin(one, 128, 2, 128, 132, True, False, [2048] * 128, 1) == one
+    # An entry without a capped twin, or no item keys: unchanged.
+    assert capped_twin(one, 128, 2, 400, 132, [1] * 400) == one
+    assert capped_twin(fp8, 128, 1, 400, 132, None) == fp8
 
 
 def test_in_order_finish_counts_in_longest_tasks():

@@ -435,7 +435,10 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
 # uniform B=256 balanced-2x, 256 chunks of 1,008 tokens and 256 of 16: 40.3 against 47.0;
 # llama3-8b skew80 B=256 balanced-2x 244.7 against 264.3), and on equal long tasks whose last
 # wave it leaves part-empty 16% more (llama3-8b uniform B=64 balanced-2x, 512 tasks of 4,096
-# tokens: 1.94 waves of two per SM, 1.29 of three: 231.1 against 199.5).
+# tokens: 1.94 waves of two per SM, 1.29 of three: 231.1 against 199.5). Held out (call 6: g16
+# and qwen2.5-7b with fp8 pages, G = 16 and 7, set on neither): the rule picked the faster of
+# the two on 12 of 14 cases (4-19% on the twin's balanced-2x cases) and was 3.8-3.9% slower on
+# skew80 B=256 fixed-2048 (tasks of many lengths beyond the twin's first wave).
 # Where the entry's in-order finish exceeds this many longest tasks, the capped twin runs: the
 # twin pays its slower programs over the whole launch (0.3-17%, mostly 5-6%, on the 22 cases
 # above), the entry pays for a second wave only what its late tasks add (measured: finish 1.24

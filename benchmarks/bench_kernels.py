@@ -691,11 +691,12 @@ def write_probe_rows(path, cp: dict, rows: list) -> None:
 
 
 def rebuild_matrix_case(variant: tuple, dist: str, batch: int, plan_name: str, device,
-                        chunk=None, tasks=None):
-    """(shape, plan) of a shape-matrix row rebuilt as the matrix built it (TOTAL_TOKENS, seed 0)
+                        chunk=None, tasks=None, total_tokens: int = TOTAL_TOKENS):
+    """(shape, plan) of a shape-matrix row rebuilt as the matrix built it (total_tokens, seed 0)
     on `device`; ValueError where the row's chunk or task count (when given) differ, i.e. the
     row was measured with other tokens or another device's SM count."""
-    shape, _, plan, plan_chunk = matrix_case(variant, dist, batch, plan_name, device)
+    shape, _, plan, plan_chunk = matrix_case(variant, dist, batch, plan_name, device,
+                                             total_tokens)
     if (chunk is not None and plan_chunk != int(chunk)) or (tasks is not None
                                                            and plan.num_tasks != int(tasks)):
         raise ValueError(f"does not rebuild (chunk {plan_chunk} vs {chunk}, tasks "

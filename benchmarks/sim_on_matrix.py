@@ -6,7 +6,7 @@ for both kernels, and whether it picks the faster plan of each case.
 
 SHAPES.csv: bench_kernels.py's `shapes` section (one row per case: Triton's and FlashInfer's
 time with the same plan). Every row with both kernels ok is rebuilt as bench_kernels built it
-(`matrix_batch`, `matrix_plan`: 262,144 tokens, seed 0, on the model's device; a row whose chunk
+(`matrix_batch`, `matrix_plan`: --total-tokens, default 262,144, seed 0, on the model's device; a row whose chunk
 or task count does not rebuild stops the script) and simulated with the model of each kernel
 (`sim_model(device_model, "triton")` and `sim_model(device_model, "flashinfer-tensor-core")`,
 the shipped calibrations where there are some). Reported:
@@ -35,13 +35,14 @@ from kvtune.harness.device import sim_model
 from kvtune.harness.sim_model import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import rebuild_matrix_case  # noqa: E402
+from bench_kernels import TOTAL_TOKENS, rebuild_matrix_case  # noqa: E402
 
 KERNELS = (("triton", "triton_us"), ("flashinfer-tensor-core", "flashinfer_us"))
 
 
-def load_rows(paths: list[str], device) -> list[dict]:
-    """Rows with both kernels ok, each with its rebuilt shape and plan."""
+def load_rows(paths: list[str], device, total_tokens: int = TOTAL_TOKENS) -> list[dict]:
+    """Rows with both kernels ok, each with its rebuilt shape and plan (matrix batches of
+    total_tokens)."""
     rows = []
     for path in paths:
         with open(path, newline="") as f:
@@ -51,7 +52,8 @@ def load_rows(paths: list[str], device) -> list[dict]:
                 variant = (r["shape"], r["dtype"], r["kv_dtype"], int(r["page_size"]))
                 try:
                     shape, plan = rebuild_matrix_case(variant, r["dist"], r["batch"], r["plan"],
-                                                      device, r["chunk_tokens"], r["num_tasks"])
+                                                      device, r["chunk_tokens"], r["num_tasks"],
+                                                      total_tokens)
                 except ValueError as exc:
                     raise SystemExit(f"{path}: {r['variant']} {r['dist']} B={r['batch']} "
                                      f"{r['plan']} {exc}") from None
@@ -106,10 +108,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tie", type=float, default=0.02,
                     help="plan choice: a pick within this relative margin of the best is right")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--total-tokens", type=int, default=TOTAL_TOKENS,
+                    help="the tokens the rows' batches were built with (bench_kernels.py "
+                         "--total-tokens; default %(default)s)")
     args = ap.parse_args(argv)
     models = {k: sim_model(args.device_model, k) for k, _ in KERNELS}
     device = models["triton"].device
-    rows = load_rows(args.shapes, device)
+    rows = load_rows(args.shapes, device, args.total_tokens)
     if not rows:
         print("sim_on_matrix: error: no row with both kernels ok", file=sys.stderr)
         return 2

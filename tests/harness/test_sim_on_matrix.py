@@ -27,9 +27,10 @@ def _script(name):
         sys.path.pop(0)
 
 
-def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False):
+def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False, total_tokens=None):
     """A shapes.csv whose times are the H100 models' own predictions (times scale[kernel][plan]
-    where given); FlashInfer's with fp8_stream_efficiency = fi_fp8 for fp8 rows."""
+    where given); FlashInfer's with fp8_stream_efficiency = fi_fp8 for fp8 rows; batches of
+    total_tokens (default: the matrix's)."""
     bench = _script("bench_kernels")
     models = {k: sim_model("h100", k) for k in KERNELS}
     with open(path, "w", newline="") as f:
@@ -37,7 +38,7 @@ def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False):
         w.writeheader()
         for variant, dist, batch, plan_name in cases:
             shape = bench.variant_shape(variant)
-            b = bench.matrix_batch(dist, batch, shape, bench.TOTAL_TOKENS)
+            b = bench.matrix_batch(dist, batch, shape, total_tokens or bench.TOTAL_TOKENS)
             plan, chunk = bench.matrix_plan(plan_name, b.kv_lens, shape, models["triton"].device)
             us = {}
             for k, m in models.items():
@@ -98,6 +99,22 @@ def test_a_row_that_does_not_rebuild_stops_the_script(tmp_path):
     _write(path, [(BF16, "uniform", 64, "fixed-2048")], break_tasks=True)
     with pytest.raises(SystemExit, match="does not rebuild"):
         _script("sim_on_matrix").main([str(path)])
+
+
+def test_rows_of_other_totals_rebuild_with_their_total_tokens(tmp_path):
+    # The matrix's second total (bench_kernels --total-tokens 196608): the default rebuild has
+    # other task counts and stops; with the rows' total the models' own times read no error.
+    path = tmp_path / "shapes.csv"
+    _write(path, [(BF16, "uniform", 8, "fixed-2048"), (BF16, "uniform", 8, "balanced-2x")],
+           total_tokens=196608)
+    with pytest.raises(SystemExit, match="does not rebuild"):
+        _script("sim_on_matrix").main([str(path)])
+    out = tmp_path / "out.json"
+    assert _script("sim_on_matrix").main([str(path), "--total-tokens", "196608",
+                                          "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["rows"] == 2
+    assert res["kernels"]["triton"]["all"]["median_abs_error"] < 1e-9
 
 
 def test_fit_recovers_flashinfers_fp8_share(tmp_path):

@@ -8,8 +8,9 @@ SHAPES.csv: bench_kernels.py's `shapes` section (one row per case: Triton's and 
 time with the same plan). Every row with both kernels ok is rebuilt as bench_kernels built it
 (`matrix_batch`, `matrix_plan`: --total-tokens, default 262,144, seed 0, on the model's
 device; a row whose chunk or task count does not rebuild stops the script) and simulated with
-the model of each kernel (`sim_model(device_model, "triton")` and `sim_model(device_model, "flashinfer-tensor-core")`,
-the shipped calibrations where there are some). Reported:
+the model of each kernel (`sim_model(device_model, "triton")` and
+`sim_model(device_model, "flashinfer-tensor-core")`, the shipped calibrations where there are
+some). Reported:
 - latency error, simulated / GPU - 1, per (shape, KV type) and overall, per kernel;
 - the FlashInfer / Triton ratio: simulated against measured (the kernel choice);
 - plan choice: for every (variant, distribution, batch) measured under both plans, whether the

@@ -52,6 +52,29 @@ def disturbed_count(rows: list[dict]) -> int:
     return sum(1 for rec in summary_records(rows) if rec["quiet_ratio"] < QUIET_RATIO_MIN)
 
 
+def other_card_notes(rows: list[dict]) -> list[str]:
+    """One line per heuristic series whose file was tuned on another device than the one the
+    rows planned for (plan notes `tuned_on` "<card> (planning for <device>)", kernels/tuned
+    heuristics): its splits were chosen for that card and for the kernel of then, and a kernel
+    change alone can move the best split (docs/KERNEL_NOTES.md, "Register-capped twins for fp8
+    and one KV head"). Empty when every file was tuned on the device it plans for."""
+    seen = {}
+    for r in rows:
+        notes = r.get("plan_notes")
+        if isinstance(notes, str):
+            try:
+                notes = json.loads(notes)
+            except ValueError:
+                continue
+        tuned_on = str((notes or {}).get("tuned_on", ""))
+        if "(planning for " in tuned_on:
+            seen.setdefault(series_of(r), tuned_on)
+    return [f"{series} was tuned on {where.replace(' (planning for ', ', planned here for ')[:-1]}"
+            ": its splits were chosen for that card and the kernel of then; tune it again on "
+            "this card (kvtune tune) before trusting its verdicts here"
+            for series, where in seen.items()]
+
+
 def _number(value) -> float:
     try:
         return float(value)
@@ -119,5 +142,6 @@ def _markdown(frame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FORMATS", "QUIET_RATIO_MIN", "disturbed_count", "format_rows", "series_of",
+__all__ = ["FORMATS", "QUIET_RATIO_MIN", "disturbed_count", "format_rows",
+           "other_card_notes", "series_of",
            "summary_records"]

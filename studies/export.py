@@ -616,11 +616,23 @@ class TunedHeuristic:
         tuned_on = self.document["device"]["name"]
         plan.notes.update(
             heuristic=self.source,
-            tuned_on=tuned_on if device.name == tuned_on else f"{tuned_on} (planning for {device.name})",
+            tuned_on=tuned_on if same_card(device.name, tuned_on)
+            else f"{tuned_on} (planning for {device.name})",
         )
         if plan.batch_size > self.policy.buckets[-1].max_batch:
             plan.notes["above_tuned_batches"] = True  # the last bucket, extrapolated
         return plan
+
+
+def same_card(a: str, b: str) -> bool:
+    """Whether two device names name one card: equal ignoring case, or the same simulator preset
+    ("NVIDIA H200" and the preset "h200"; harness.device.model_for_gpu_name)."""
+    from kvtune.harness.device import model_for_gpu_name
+
+    if a.strip().lower() == b.strip().lower():
+        return True
+    preset = model_for_gpu_name(a)
+    return preset is not None and preset is model_for_gpu_name(b)
 
 
 def _regular_file(path, field: str):
@@ -695,6 +707,7 @@ __all__ = [
     "load_heuristic",
     "plan_splits",
     "redact_url",
+    "same_card",
     "tuned_planner",
     "tuning_result_from_run",
     "tuning_result_from_study",

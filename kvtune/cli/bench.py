@@ -48,7 +48,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from kvtune.harness.bench import BenchSettings, run_bench
-    from kvtune.harness.summary import QUIET_RATIO_MIN, disturbed_count, format_rows
+    from kvtune.harness.summary import (QUIET_RATIO_MIN, disturbed_count, format_rows,
+                                        other_card_notes)
 
     settings = BenchSettings(cases=case_settings(args), policies=args.policies,
                              measure=backend_settings(args), out=args.out,
@@ -61,6 +62,8 @@ def run(args) -> int:
         print(f"kvtune: note: {disturbed} of {len(outcome.rows)} measurements ran while the GPU's "
               f"memory latency read disturbed (quiet ratio below {QUIET_RATIO_MIN:.2f} after the "
               "retries; column quiet_ratio; marked ~disturbed)", file=sys.stderr)
+    for note in other_card_notes(outcome.rows):
+        print(f"kvtune: note: {note}", file=sys.stderr)
     if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
         from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame,
                                                    one_round_note, suite_speedups, targets)

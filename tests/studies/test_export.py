@@ -772,3 +772,24 @@ def test_written_file_is_atomic_and_refuses_a_missing_folder(tmp_path):
     path = export.write_heuristic(sample_doc(), tmp_path / "t.json")
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
     assert json.loads(path.read_text())["schema_version"] == "1.4"
+
+
+def test_same_card_by_name_or_preset():
+    assert export.same_card("NVIDIA H200", "h200") and export.same_card("h100", "H100")
+    assert export.same_card("NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL")
+    assert not export.same_card("NVIDIA H200", "h100")
+    assert not export.same_card("NVIDIA H20", "h200")  # h20 is not h200
+    assert not export.same_card("Some GPU", "Other GPU")
+
+
+def test_the_plan_notes_a_file_tuned_on_another_card():
+    from kvtune.studies.export import load_heuristic
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks/gpu_calls/s12_fp8_heuristic.json"
+    shape = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    policy = load_heuristic(path, shape=shape)
+    assert policy.document["device"]["name"] == "NVIDIA H200"
+    kv = [4096, 2048, 300] * 16
+    assert policy.plan(kv, shape, device_model("h200")).notes["tuned_on"] == "NVIDIA H200"
+    assert policy.plan(kv, shape, device_model("h100")).notes["tuned_on"] == \
+        "NVIDIA H200 (planning for h100)"

@@ -33,12 +33,12 @@ them in about one long task's time (`occupancy_twin`, `fits_one_task`; docs/KERN
 "Stages by wave fill: shallow twins" and "The twin rule on skew80 fixed-2048"). The entry then
 in use may give way to its register-capped twin (CAPPED_TWIN: the same kernel under a ptxas
 register cap, one program more per SM, same bits; head_dim 256, fp8 head_dim 128 and the
-one-KV-head 16-bit twin): where the twin holds the whole launch in one wave and the entry would
-finish its late tasks more than CAPPED_TWIN_SLACK longest tasks after the start
-(`in_order_finish`), and, for a twin whose programs run about as fast as the entry's
-(CAPPED_TWIN_COST at most CAPPED_TWIN_MAX_COST), on launches beyond its first wave by the
-shallow twins' rule (`capped_twin`; docs/KERNEL_NOTES.md "A register-capped twin for head_dim
-256" and "Register-capped twins for fp8 and one KV head").
+one-KV-head 16-bit twin): a costly twin where it holds the whole launch in one wave and the
+entry would finish its late tasks more than CAPPED_TWIN_SLACK longest tasks after the start
+(`in_order_finish`); a twin whose programs run about as fast as the entry's (CAPPED_TWIN_COST
+at most CAPPED_TWIN_MAX_COST) wherever the entry's slots are all taken, except equal tasks
+beyond its first wave that fill the entry's waves better (`capped_twin`; docs/KERNEL_NOTES.md
+"A register-capped twin for head_dim 256" and "Register-capped twins for fp8 and one KV head").
 """
 
 from __future__ import annotations
@@ -415,9 +415,10 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
 }
 # A table entry (or a shallow twin) -> the same kernel compiled under a register cap (-rN: same
 # arithmetic, same bits; one program more per SM, each perhaps slower: spills, less overlap).
-# It runs where it holds a launch in one wave where the entry would finish its late tasks well
-# after the others (`capped_twin`, CAPPED_TWIN_SLACK), and beyond one wave only where its
-# programs cost about what the entry's do (CAPPED_TWIN_COST). head_dim 256, timed on an H100
+# A twin whose programs cost what the entry's do (CAPPED_TWIN_COST) runs wherever the entry's
+# slots are all taken, but for equal tasks whose waves the entry fills better; a costlier one
+# only where it holds a launch in one wave and the entry would finish its late tasks well after
+# the others (`capped_twin`, CAPPED_TWIN_SLACK). head_dim 256, timed on an H100
 # (seventeenth session, docs/PERFORMANCE.md) over the 24 matrix cases at 262,144 and 196,608
 # tokens: the twin was 4.7% and 7.2% faster on the two launches it now runs (skew80 B=8
 # balanced-2x, 272 programs: 801 against 859 us, 614 against 644) and 0.3-17% slower on all the
@@ -555,15 +556,15 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
                 equal_tasks: bool = True) -> KernelConfig:
     """`config`, or its register-capped twin (CAPPED_TWIN; same bits, more programs per SM).
 
-    programs: the launch's programs (one per task, >= 1) on sm_count SMs. The twin runs where
-    (a) it holds all `programs` in one wave while the entry, handed the tasks in launch order
-    (in_order_finish of item_keys, keys per work item, for each of num_kv_heads), would finish
-    them later than CAPPED_TWIN_SLACK x the longest task; or (b) the launch needs more than the
-    twin's first wave, the twin's programs cost at most CAPPED_TWIN_MAX_COST x the entry's
-    (CAPPED_TWIN_COST), and the tasks are of many lengths (equal_tasks False), or are of one
-    length and do not fill the entry's waves better than the twin's (DEEP_FILL_MIN,
-    WAVE_FILL_MARGIN: the shallow twins' rule). Without item_keys, for an entry with no capped
-    twin, or where the entry holds every program at once: `config`."""
+    programs: the launch's programs (one per task, >= 1) on sm_count SMs; item_keys: keys per
+    work item, for each of num_kv_heads (launch order); equal_tasks: tasks_of_one_length. Never
+    where the entry has slots to spare (programs below its slots). A cheap twin (CAPPED_TWIN_COST at most CAPPED_TWIN_MAX_COST: its programs run about as fast
+    as the entry's) runs wherever the entry's slots are all taken, except equal tasks beyond its
+    own first wave that fill the entry's waves better than its own (DEEP_FILL_MIN,
+    WAVE_FILL_MARGIN: the shallow twins' rule). A costlier twin runs only where it holds all
+    `programs` in one wave while the entry, handed the tasks in launch order, would finish them
+    later than CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for
+    an entry with no capped twin: `config`."""
     key = (head_dim, kv_element_bytes, config)
     capped = CAPPED_TWIN.get(key)
     if capped is None or item_keys is None:

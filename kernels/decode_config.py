@@ -464,6 +464,15 @@ CAPPED_TWIN_COST: dict[tuple[int, int, KernelConfig], float] = {
 # waves of tasks of many lengths and hides the starts of short ones (1-14% above), which a 5%
 # slower program throughout would eat.
 CAPPED_TWIN_MAX_COST = 1.03
+# ... and, for tasks of many lengths, only while the plan's work is at most this many rounds of
+# the entry's slots at the longest task (keys x KV heads / (entry slots x longest keys)): about
+# one round is a launch that the third program fills where slots idle (balanced-2x plans and
+# unsplit batches: 1.00-1.06 rounds, the twin 1.4-14% faster on 16 H100 cases); more rounds keep
+# every SM streaming, and a third program only contends (1.44-1.94 rounds: fixed-2048 skews of
+# g16 / qwen2.5-7b and the fp8 file's chunk-2048 splits of arxiv batches, 2.7-6.8% slower;
+# 2.0-3.9 rounds: within 1.4%). Set on all of the twenty-fourth session's rows (calls 1, 2, 6,
+# 8), the held-out ones included: not yet checked on new ones.
+CAPPED_BACKFILL_MAX_ROUNDS = 1.1
 # The deeper entry keeps its place only when its tasks are of one length, its own last wave is
 # at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
 # the twin does.
@@ -583,7 +592,9 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     if not cheap:
         return config
     if not equal_tasks:
-        return capped
+        keys = _task_keys(item_keys, num_kv_heads, sm_count, "sm_count")
+        rounds = keys.sum() * num_kv_heads / (entry_per_sm * sm_count * max(keys.max(), 1.0))
+        return capped if rounds <= CAPPED_BACKFILL_MAX_ROUNDS else config
     entry_fill = wave_fill(programs, sm_count, entry_per_sm)
     capped_fill = wave_fill(programs, sm_count, capped_per_sm)
     keep = entry_fill >= DEEP_FILL_MIN and entry_fill > capped_fill + WAVE_FILL_MARGIN
@@ -669,7 +680,8 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     return config
 
 
-__all__ = ["CANDIDATES", "CAPPED_TWIN_MAX_COST", "CAPPED_TWIN",
+__all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS",
+           "CAPPED_TWIN_MAX_COST", "CAPPED_TWIN",
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",

@@ -511,10 +511,15 @@ def test_cheap_capped_twin_wherever_the_entry_slots_are_all_taken():
     # entry's in-order finish is only 1.2 tasks).
     assert pick([992] * 264, 1) == fp8_capped
     assert pick(([7952] * 4 + [1344]) * 8, 8) == fp8_capped
-    # Beyond the twin's first wave: tasks of many lengths backfill its waves (llama3-8b skew80
-    # B=256 balanced-2x, 2256 programs, 244.7 against 264.3) ...
-    skew = [7952] * 30 + [300] * 252
+    # Beyond the twin's first wave: tasks of many lengths whose work is about one round of the
+    # entry's slots at the longest task backfill its waves (llama3-8b skew80 B=256 balanced-2x,
+    # 2256 programs, 1.00 rounds: 244.7 against 264.3) ...
+    skew = [7952] * 26 + [300] * 256
     assert pick(skew, 8, equal=False) == fp8_capped
+    # ... but more work than that keeps every SM streaming, and the twin only contends (arxiv
+    # B=40 split in chunks of 2,048, 528 programs, 1.44 rounds: 98.1 against 91.9)
+    chunks = [2048] * 26 + [1000] * 40
+    assert pick(chunks, 8, equal=False) == fp8
     # ... equal tasks that fill two waves of two per SM and 1.29 of three keep the entry
     # (llama3-8b uniform B=64 balanced-2x, 512 programs: 199.5 against 231.1) ...
     assert pick([4096] * 64, 8) == fp8

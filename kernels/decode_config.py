@@ -36,9 +36,10 @@ register cap, one program more per SM, same bits; head_dim 256, fp8 head_dim 128
 one-KV-head 16-bit twin): a costly twin where it holds the whole launch in one wave and the
 entry would finish its late tasks more than CAPPED_TWIN_SLACK longest tasks after the start
 (`in_order_finish`); a twin whose programs run about as fast as the entry's (CAPPED_TWIN_COST
-at most CAPPED_TWIN_MAX_COST) wherever the entry's slots are all taken, except equal tasks
-beyond its first wave that fill the entry's waves better (`capped_twin`; docs/KERNEL_NOTES.md
-"A register-capped twin for head_dim 256" and "Register-capped twins for fp8 and one KV head").
+at most CAPPED_TWIN_MAX_COST) wherever the entry's slots are all taken, except, beyond its
+first wave, equal tasks that fill the entry's waves better and tasks of many lengths holding
+more than CAPPED_BACKFILL_MAX_ROUNDS rounds of work (`capped_twin`; docs/KERNEL_NOTES.md "A
+register-capped twin for head_dim 256" and "Register-capped twins for fp8 and one KV head").
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   kernel's own occupancy when the constants give one (`kernel_ctas_per_sm`: FlashInfer sizes its
   registers itself; kvtune's Triton kernel runs its 4-warp variant at a fixed occupancy whatever
   the plan counted, and its one-CTA-per-SM variant, `single_cta_variant`, alone on an SM), else
-  the plan's ctas_per_sm; capped by the device's `max_ctas_per_sm`. Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
+  the plan's ctas_per_sm; capped by the device's `max_ctas_per_sm`. With `config_residency`
+  (kvtune's Triton kernel) a static launch takes the count of the stage-1 configuration it runs
+  (kernels.decode.launch_config, decode_config.RESIDENT_PER_SM: a twin's three) where known.
+  Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
   scheduler spreads the first CTAs over the SMs before it doubles up on any of them.
 - Dispatch. Static grids: CTA `i` runs task `i`; CTAs start in grid order, each on the first free
   slot (lowest slot id among slots freed at the same instant). Persistent grids launch
@@ -65,7 +68,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
+from kvtune.kernels.plan import DTYPE_BYTES, KV_DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
 
 FLOAT32_BYTES = 4
 
@@ -129,6 +132,16 @@ class SimConstants:
         plan's persistent grid), so the extra programs an upstream kernel would launch
         (plan.notes launched_ctas, kv_reads_per_task) are not modelled. Default False (the
         kernel the plan imitates launches them).
+    config_residency: take each launch's CTAs per SM from the stage-1 configuration kvtune's
+        Triton kernel runs it with (kernels.decode.launch_config on the device's SMs,
+        kernels.decode_config.RESIDENT_PER_SM: a shallow or register-capped twin runs three
+        where its entry runs two, llama3-70b-tp8's deep entry one) where the table knows it and
+        it differs from what the constants give (kernel_ctas_per_sm, single_cta_variant, the
+        plan's). A launch with more CTAs per SM than that gets their slots, and each CTA the cap
+        of the constants' count times (that count / its own): the SM's rate shared by more
+        programs, so a third program adds slots (latency hiding, backfill), not bandwidth; a
+        launch with fewer gets the cap law's value at its own count. Default False (the count
+        the constants give, as every calibration before the twenty-fourth session was fitted).
     fp8_stream_efficiency: share of the streaming bandwidth (hbm_bytes_per_s x hbm_efficiency)
         the first launch reaches when the shape's KV cache is fp8 (kv_dtype fp8_e4m3), 0 < x <= 1.
         Default 1.0: fp8 streams like 16-bit KV at 1 byte per element (the bytes-only model);
@@ -159,6 +172,7 @@ class SimConstants:
     single_cta_block_tokens: int = 0
     one_program_per_task: bool = False
     fp8_stream_efficiency: float = 1.0
+    config_residency: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1.25):
@@ -197,7 +211,7 @@ class SimConstants:
             raise ValueError(
                 f"saturation_sharpness: {k!r} out of range; allowed: >= 0.5 (inf: a hard roofline)"
             )
-        for name in ("single_cta_variant", "one_program_per_task"):
+        for name in ("single_cta_variant", "one_program_per_task", "config_residency"):
             if type(getattr(self, name)) is not bool:  # 1 or "yes" is not a flag
                 raise ValueError(f"{name}: {getattr(self, name)!r} must be true or false")
         for name in ("block_tokens", "single_cta_block_tokens"):
@@ -323,8 +337,11 @@ def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSp
     scale = (shape.kv_bytes_per_token_per_head / REFERENCE_KV_BYTES_PER_TOKEN) ** c.inflight_exponent
     # The occupancy the launch runs at (the kernel's variant), not how many CTAs happen to share
     # an SM at one instant.
-    resident = resident_ctas_per_sm(plan, device, c)
-    return c.cta_rate_cap_bytes_per_s * scale * resident ** -c.residency_exponent
+    counted = resident_ctas_per_sm(plan, device, c)
+    resident = resident_ctas_per_sm(plan, device, c, shape)
+    cap = c.cta_rate_cap_bytes_per_s * scale * min(counted, resident) ** -c.residency_exponent
+    # More CTAs per SM than the constants count (a twin's): the SM's rate shared by more.
+    return cap * counted / resident if resident > counted else cap
 
 
 def stream_bandwidth_bytes_per_us(shape: AttentionShape, bw_bytes_per_us: float,
@@ -387,20 +404,42 @@ def merge_bytes(plan: Plan, shape: AttentionShape) -> int:
 
 
 def resident_ctas_per_sm(plan: Plan, device: DeviceSpec,
-                         constants: SimConstants = DEFAULT_CONSTANTS) -> int:
+                         constants: SimConstants = DEFAULT_CONSTANTS,
+                         shape: AttentionShape | None = None) -> int:
     """CTAs one SM runs at once for this launch: the kernel's own occupancy when the constants
     fix one (kernel_ctas_per_sm > 0: FlashInfer sizes registers and shared memory itself, whatever
-    the plan counted), else the plan's ctas_per_sm; capped by the device's occupancy."""
+    the plan counted), else the plan's ctas_per_sm; with constants.config_residency and a
+    shape, the launch's stage-1 configuration's where known (configured_ctas_per_sm); capped by
+    the device's occupancy."""
     c = constants
     wanted = c.kernel_ctas_per_sm or plan.ctas_per_sm
     if c.single_cta_variant and plan.ctas_per_sm == 1:
         wanted = 1  # the variant built for one CTA per SM fills the SM
+    if c.config_residency and shape is not None:
+        wanted = configured_ctas_per_sm(plan, shape, device) or wanted
     return max(1, min(wanted, device.max_ctas_per_sm))
 
 
-def num_slots(plan: Plan, device: DeviceSpec, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
+def configured_ctas_per_sm(plan: Plan, shape: AttentionShape, device: DeviceSpec) -> int | None:
+    """Programs per SM of the stage-1 configuration kvtune's Triton kernel runs `plan` with on
+    `device` (kernels.decode.launch_config with its SM count; decode_config.RESIDENT_PER_SM), or
+    None where the table does not know that configuration or the KV type, and for persistent
+    grids (plan.grid_size programs, whatever fits an SM)."""
+    from kvtune.kernels.decode import launch_config
+    from kvtune.kernels.decode_config import RESIDENT_PER_SM
+    from kvtune.kernels.paged import KV_TORCH_DTYPES
+
+    kv = KV_TORCH_DTYPES.get(shape.kv_dtype)
+    if kv is None or plan.is_persistent:
+        return None
+    config = launch_config(plan, shape, kv, device.sm_count)
+    return RESIDENT_PER_SM.get((shape.head_dim, KV_DTYPE_BYTES[shape.kv_dtype], config))
+
+
+def num_slots(plan: Plan, device: DeviceSpec, constants: SimConstants = DEFAULT_CONSTANTS,
+              shape: AttentionShape | None = None) -> int:
     """CTA slots: SMs times the CTAs per SM the launch runs at (resident_ctas_per_sm)."""
-    return device.sm_count * resident_ctas_per_sm(plan, device, constants)
+    return device.sm_count * resident_ctas_per_sm(plan, device, constants, shape)
 
 
 def simulate(
@@ -426,7 +465,7 @@ def simulate(
     nbytes = task_bytes(plan, shape)
     if reads > 1:  # each task's programs run one after the other in grid order
         nbytes = np.repeat(nbytes, reads)
-    slots = num_slots(plan, device, c)
+    slots = num_slots(plan, device, c, shape)
     grid = plan.grid_size * reads
     extra_us = partial_block_us(plan, shape, cap_bytes_per_us, c)
     if extra_us is not None and reads > 1:
@@ -600,6 +639,7 @@ __all__ = [
     "TIMELINE_COLUMNS",
     "SimConstants",
     "SimResult",
+    "configured_ctas_per_sm",
     "cta_rate_cap_bytes_per_s",
     "element_bytes",
     "empty_programs",

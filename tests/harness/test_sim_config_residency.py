@@ -1,0 +1,79 @@
+"""harness/sim_model config_residency: a launch's slots and per-CTA cap follow the stage-1
+configuration kvtune's Triton kernel runs it with (a capped twin: three programs per SM; the
+one-KV-head deep entry: one), and nothing else moves."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from kvtune.harness.device import sim_model
+from kvtune.harness.sim_model import (SimConstants, configured_ctas_per_sm,
+                                      cta_rate_cap_bytes_per_s, num_slots, simulate)
+from kvtune.kernels import policies
+from kvtune.workloads.shapes import get_shape
+
+MODEL = sim_model("h100", "triton")
+DEVICE = MODEL.device
+OFF = dataclasses.replace(MODEL.constants, config_residency=False)
+ON = dataclasses.replace(MODEL.constants, config_residency=True)
+
+
+def _plan(shape, kv_lens, chunk):
+    return policies.get("fixed-split", chunk_tokens=chunk).plan(np.asarray(kv_lens), shape, DEVICE)
+
+
+def test_the_shipped_h100_triton_model_follows_the_configuration():
+    assert MODEL.constants.config_residency is True
+    assert sim_model("h200", "triton").constants.config_residency is False
+
+
+def test_a_capped_twin_launch_gets_three_slots_per_sm_and_shares_the_sm_rate():
+    # llama3-8b fp8, a request of 33 chunks of 7,952 tokens beside one of a single chunk: 34
+    # items x 8 heads = 272 programs, more than the entry's 264 slots, fewer than the twin's 396.
+    shape = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    plan = _plan(shape, [7952 * 33] + [7952] * 1, 7952)
+    assert plan.num_tasks == 272
+    assert configured_ctas_per_sm(plan, shape, DEVICE) == 3
+    assert num_slots(plan, DEVICE, OFF, shape) == 264 == num_slots(plan, DEVICE, ON)
+    assert num_slots(plan, DEVICE, ON, shape) == 396
+    cap_off = cta_rate_cap_bytes_per_s(plan, shape, DEVICE, OFF)
+    assert cta_rate_cap_bytes_per_s(plan, shape, DEVICE, ON) == pytest.approx(cap_off * 2 / 3)
+    assert simulate(plan, shape, DEVICE, ON).num_slots == 396
+
+
+def test_the_one_kv_head_deep_entry_runs_one_per_sm():
+    # llama3-70b-tp8 bf16, 128 chunks of 2,048 tokens: the deep entry (one program per SM).
+    shape = get_shape("llama3-70b-tp8")
+    plan = _plan(shape, [32768] * 8, 2048)
+    assert plan.num_tasks == 128
+    assert configured_ctas_per_sm(plan, shape, DEVICE) == 1
+    # The calibration counts two per SM (kernel_ctas_per_sm); the launch runs one: 132 slots,
+    # and the cap law's value at one (higher than at two).
+    assert OFF.kernel_ctas_per_sm == 2 and num_slots(plan, DEVICE, OFF, shape) == 264
+    assert num_slots(plan, DEVICE, ON, shape) == 132
+    cap_on = cta_rate_cap_bytes_per_s(plan, shape, DEVICE, ON)
+    assert cap_on == pytest.approx(ON.cta_rate_cap_bytes_per_s)
+    assert cap_on > cta_rate_cap_bytes_per_s(plan, shape, DEVICE, OFF)
+
+
+@pytest.mark.parametrize("name, kv, lens, chunk", [
+    ("llama3-8b", "bf16", [4096] * 64, 2048),   # the entry at its calibrated two per SM
+    ("hd64", "bf16", [4096] * 64, 2048),        # a configuration the table does not count
+])
+def test_launches_the_calibration_already_counts_do_not_move(name, kv, lens, chunk):
+    shape = get_shape(name, kv_dtype=kv)
+    plan = _plan(shape, lens, chunk)
+    assert simulate(plan, shape, DEVICE, ON).time_us == simulate(plan, shape, DEVICE, OFF).time_us
+
+
+def test_persistent_grids_keep_the_calibrations_count():
+    shape = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    plan = policies.get("fa3").plan(np.asarray([7952 * 33, 7952]), shape, DEVICE)
+    assert plan.is_persistent
+    assert configured_ctas_per_sm(plan, shape, DEVICE) is None
+    assert simulate(plan, shape, DEVICE, ON).time_us == simulate(plan, shape, DEVICE, OFF).time_us
+
+
+def test_config_residency_must_be_a_flag():
+    with pytest.raises(ValueError, match="config_residency"):
+        SimConstants(config_residency=1)

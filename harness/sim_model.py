@@ -9,7 +9,8 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   the plan counted, and its one-CTA-per-SM variant, `single_cta_variant`, alone on an SM), else
   the plan's ctas_per_sm; capped by the device's `max_ctas_per_sm`. With `config_residency`
   (kvtune's Triton kernel) a static launch takes the count of the stage-1 configuration it runs
-  (kernels.decode.launch_config, decode_config.RESIDENT_PER_SM: a twin's three) where known.
+  (kernels.decode.launch_config, decode_config.RESIDENT_PER_SM) where that is a register-capped
+  twin (three) or a one-per-SM entry (configured_ctas_per_sm).
   Slot `s` is slot `s // sm_count` of SM `s % sm_count`, because the block
   scheduler spreads the first CTAs over the SMs before it doubles up on any of them.
 - Dispatch. Static grids: CTA `i` runs task `i`; CTAs start in grid order, each on the first free
@@ -134,9 +135,9 @@ class SimConstants:
         kernel the plan imitates launches them).
     config_residency: take each launch's CTAs per SM from the stage-1 configuration kvtune's
         Triton kernel runs it with (kernels.decode.launch_config on the device's SMs,
-        kernels.decode_config.RESIDENT_PER_SM: a shallow or register-capped twin runs three
-        where its entry runs two, llama3-70b-tp8's deep entry one) where the table knows it and
-        it differs from what the constants give (kernel_ctas_per_sm, single_cta_variant, the
+        kernels.decode_config.RESIDENT_PER_SM: a register-capped twin runs three where its
+        entry runs two, llama3-70b-tp8's deep entry one; configured_ctas_per_sm) where it
+        differs from what the constants give (kernel_ctas_per_sm, single_cta_variant, the
         plan's). A launch with more CTAs per SM than that gets their slots, and each CTA the cap
         of the constants' count times (that count / its own): the SM's rate shared by more
         programs, so a third program adds slots (latency hiding, backfill), not bandwidth; a
@@ -415,16 +416,21 @@ def resident_ctas_per_sm(plan: Plan, device: DeviceSpec,
     wanted = c.kernel_ctas_per_sm or plan.ctas_per_sm
     if c.single_cta_variant and plan.ctas_per_sm == 1:
         wanted = 1  # the variant built for one CTA per SM fills the SM
-    if c.config_residency and shape is not None:
+    elif c.config_residency and shape is not None:
+        # Plans built for one CTA per SM keep the calibrated single-CTA variant: what the
+        # kernel runs them with today (a twin) was never measured on the rows that fixed it.
         wanted = configured_ctas_per_sm(plan, shape, device) or wanted
     return max(1, min(wanted, device.max_ctas_per_sm))
 
 
 def configured_ctas_per_sm(plan: Plan, shape: AttentionShape, device: DeviceSpec) -> int | None:
     """Programs per SM of the stage-1 configuration kvtune's Triton kernel runs `plan` with on
-    `device` (kernels.decode.launch_config with its SM count; decode_config.RESIDENT_PER_SM), or
-    None where the table does not know that configuration or the KV type, and for persistent
-    grids (plan.grid_size programs, whatever fits an SM)."""
+    `device` (kernels.decode.launch_config with its SM count; decode_config.RESIDENT_PER_SM) where
+    that configuration is a register-capped twin (the entry's own pipeline under a register cap,
+    so "more programs sharing the SM's rate" describes it) or runs one program per SM (the
+    one-KV-head deep entry); None otherwise: for the shallow twins, whose one stage less also
+    changes each program's rate, which this model does not describe; for configurations or KV
+    types the table does not know; and for persistent grids (plan.grid_size programs)."""
     from kvtune.kernels.decode import launch_config
     from kvtune.kernels.decode_config import RESIDENT_PER_SM
     from kvtune.kernels.paged import KV_TORCH_DTYPES
@@ -433,7 +439,8 @@ def configured_ctas_per_sm(plan: Plan, shape: AttentionShape, device: DeviceSpec
     if kv is None or plan.is_persistent:
         return None
     config = launch_config(plan, shape, kv, device.sm_count)
-    return RESIDENT_PER_SM.get((shape.head_dim, KV_DTYPE_BYTES[shape.kv_dtype], config))
+    count = RESIDENT_PER_SM.get((shape.head_dim, KV_DTYPE_BYTES[shape.kv_dtype], config))
+    return count if count == 1 or config.max_registers is not None else None
 
 
 def num_slots(plan: Plan, device: DeviceSpec, constants: SimConstants = DEFAULT_CONSTANTS,

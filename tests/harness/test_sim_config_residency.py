@@ -58,11 +58,22 @@ def test_the_one_kv_head_deep_entry_runs_one_per_sm():
 
 @pytest.mark.parametrize("name, kv, lens, chunk", [
     ("llama3-8b", "bf16", [4096] * 64, 2048),   # the entry at its calibrated two per SM
+    ("llama3-8b", "bf16", [7952 * 33, 7952], 7952),  # its shallow twin: another pipeline
     ("hd64", "bf16", [4096] * 64, 2048),        # a configuration the table does not count
 ])
-def test_launches_the_calibration_already_counts_do_not_move(name, kv, lens, chunk):
+def test_launches_the_model_does_not_describe_do_not_move(name, kv, lens, chunk):
     shape = get_shape(name, kv_dtype=kv)
     plan = _plan(shape, lens, chunk)
+    assert configured_ctas_per_sm(plan, shape, DEVICE) is None
+    assert simulate(plan, shape, DEVICE, ON).time_us == simulate(plan, shape, DEVICE, OFF).time_us
+
+
+def test_plans_built_for_one_cta_per_sm_keep_the_single_cta_variant():
+    # TensorRT-LLM's plan counts one CTA per SM; the calibration's single-CTA variant stands.
+    shape = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    plan = policies.get("trtllm").plan(np.asarray([7952 * 33, 7952] * 4), shape, DEVICE)
+    assert plan.ctas_per_sm == 1 and not plan.is_persistent
+    assert num_slots(plan, DEVICE, ON, shape) == 132
     assert simulate(plan, shape, DEVICE, ON).time_us == simulate(plan, shape, DEVICE, OFF).time_us
 
 

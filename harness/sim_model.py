@@ -137,8 +137,8 @@ class SimConstants:
         Triton kernel runs it with (kernels.decode.launch_config on the device's SMs,
         kernels.decode_config.RESIDENT_PER_SM: a register-capped twin runs three where its
         entry runs two, llama3-70b-tp8's deep entry one; configured_ctas_per_sm) where it
-        differs from what the constants give (kernel_ctas_per_sm, single_cta_variant, the
-        plan's). A launch with more CTAs per SM than that gets their slots, and each CTA the cap
+        differs from what the constants give (kernel_ctas_per_sm, the plan's; plans built for
+        one CTA per SM keep single_cta_variant). A launch with more CTAs per SM than that gets their slots, and each CTA the cap
         of the constants' count times (that count / its own): the SM's rate shared by more
         programs, so a third program adds slots (latency hiding, backfill), not bandwidth; a
         launch with fewer gets the cap law's value at its own count. Default False (the count

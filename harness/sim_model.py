@@ -331,15 +331,17 @@ def empty_programs(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS) -> i
 
 
 def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSpec,
-                             constants: SimConstants) -> float:
+                             constants: SimConstants, resident: int | None = None) -> float:
     """The per-CTA streaming cap for this plan: the reference cap scaled by the shape's bytes in
-    flight and by the CTAs per SM the launch is built for."""
+    flight and by the CTAs per SM the launch is built for. resident: the launch's CTAs per SM
+    when the caller has it (resident_ctas_per_sm with the shape), else computed here."""
     c = constants
     scale = (shape.kv_bytes_per_token_per_head / REFERENCE_KV_BYTES_PER_TOKEN) ** c.inflight_exponent
     # The occupancy the launch runs at (the kernel's variant), not how many CTAs happen to share
     # an SM at one instant.
     counted = resident_ctas_per_sm(plan, device, c)
-    resident = resident_ctas_per_sm(plan, device, c, shape)
+    if resident is None:  # simulate passes the one it computed for the slots
+        resident = resident_ctas_per_sm(plan, device, c, shape)
     cap = c.cta_rate_cap_bytes_per_s * scale * min(counted, resident) ** -c.residency_exponent
     # More CTAs per SM than the constants count (a twin's): the SM's rate shared by more.
     return cap * counted / resident if resident > counted else cap
@@ -467,12 +469,13 @@ def simulate(
     c = constants
     bw_bytes_per_us = device.hbm_bytes_per_s * c.hbm_efficiency * 1e-6
     stream_bw_bytes_per_us = stream_bandwidth_bytes_per_us(shape, bw_bytes_per_us, c)
-    cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c) * 1e-6
+    resident = resident_ctas_per_sm(plan, device, c, shape)  # one launch_config per plan
+    cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c, resident) * 1e-6
     reads = programs_per_task(plan, c)
     nbytes = task_bytes(plan, shape)
     if reads > 1:  # each task's programs run one after the other in grid order
         nbytes = np.repeat(nbytes, reads)
-    slots = num_slots(plan, device, c, shape)
+    slots = device.sm_count * resident  # num_slots
     grid = plan.grid_size * reads
     extra_us = partial_block_us(plan, shape, cap_bytes_per_us, c)
     if extra_us is not None and reads > 1:

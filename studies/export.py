@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from kvtune.harness.device import model_for_gpu_name
 from kvtune.harness.redact import redact_url
 from kvtune.kernels import tuned_planner
 from kvtune.kernels.parametric import FIXED_CHUNK_RULE, PARAMETRIC_RULE, BucketedPolicy
@@ -627,8 +628,6 @@ class TunedHeuristic:
 def same_card(a: str, b: str) -> bool:
     """Whether two device names name one card: equal ignoring case, or the same simulator preset
     ("NVIDIA H200" and the preset "h200"; harness.device.model_for_gpu_name)."""
-    from kvtune.harness.device import model_for_gpu_name
-
     if a.strip().lower() == b.strip().lower():
         return True
     preset = model_for_gpu_name(a)

@@ -163,7 +163,9 @@ for side, col, label in zip("ab", cols, (left, right)):
     idle = idle_slot_share(result.timeline, result.num_slots, result.stage1_us)
     m = col.columns(5)
     m[0].metric("CTAs (tasks)", f"{plan['num_tasks']:,}")
-    m[1].metric("waves", f"{plan['waves']:.2f}")
+    # On the model's slots, as the wave marks: the kernel may run other than the plan counted.
+    m[1].metric("waves", f"{plan['num_tasks'] / result.num_slots:.2f}",
+                help="CTAs over the slots the model runs them on (SMs x CTAs per SM)")
     m[2].metric(
         "idle slots",
         f"{idle:.0%}",
@@ -176,6 +178,6 @@ for side, col, label in zip("ab", cols, (left, right)):
     col.caption(
         f"stored {code(row.get('timer', '?'))} latency: "
         f"{latency if latency is None else format(float(latency), ',.1f')} us; "
-        f"schedule {code(plan['schedule'])}, {plan['ctas_per_sm']} CTA(s)/SM, "
-        f"{result.num_slots} slots"
+        f"schedule {code(plan['schedule'])}, {plan['ctas_per_sm']} CTA(s)/SM counted by the plan, "
+        f"{result.num_slots // result.sm_count} run by the model: {result.num_slots} slots"
     )

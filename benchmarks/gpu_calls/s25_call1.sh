@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Session 25, call 1 (NVIDIA H200): the shape matrix at 262,144 tokens with today's kernel
+# (register-capped twins and the narrowed backfill clause, both set on H100 rows only) against
+# FlashInfer with the same plan and each plan's paged-read ceiling: llama3-8b, llama3-70b-tp8, qwen2.5-7b, yi-6b, MHA 32/32, g16 (variants 0-5).
+# The last H200 matrix was the twelfth session's; nothing here is compared with an H100 row.
+#   bash benchmarks/gpu_calls/s25_call1.sh
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+mkdir -p /tmp/m
+for v in 0 1 2 3 4 5; do
+  timeout 80 python3 benchmarks/bench_kernels.py --sections shapes --variants $v \
+    --total-tokens 262144 --read-ceiling --settle-s 0 --time-limit-s 70 --out /tmp/m/v$v 2>&1 \
+    | grep -v Warning | grep '^| [a-z]\|cases ok\|rror\|^copy' | cut -c1-230
+  rm -f /tmp/m/v$v/bench_log.txt
+  date -u
+done
+tar -C /tmp/m -czf $OUT/matrix.tgz .

@@ -14,5 +14,5 @@ for v in 0 1 2 3 4 5; do
     | grep -v Warning | grep '^| [a-z]\|cases ok\|rror\|^copy' | cut -c1-230
   rm -f /tmp/m/v$v/bench_log.txt
   date -u
+  tar -C /tmp/m -czf $OUT/matrix.tgz .  # after each variant: a killed call still returns
 done
-tar -C /tmp/m -czf $OUT/matrix.tgz .

@@ -174,7 +174,7 @@ def survey_row(head_dim, group, q_type, kv_type, cfg, **kw) -> dict:
     regs, spills, sass = ptxas_usage(k.asm["ptx"])
     return {
         "head_dim": head_dim, "group": group, "q": q_type, "kv": kv_type, "config": cfg.label(),
-        "tail_merge": bool(kw.get("tail_merge")),
+        "tail_merge": bool(kw.get("tail_merge")), "page_size": kw.get("page_size", 16),
         "regs": regs, "spill_bytes": spills, "smem_bytes": md.shared,
         **{f"ptx_{n}": v for n, v in counts["ops"].items()},
         "cvt_data_per_kv_element": round(counts["ops"].get("cvt_data", 0) * threads / elements, 3),
@@ -214,6 +214,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="folder for survey.json")
     ap.add_argument("--tail-merge", action="store_true",
                     help="the stage-1 variant that merges split requests in its tail")
+    ap.add_argument("--page", type=int, default=16, help="tokens per page (a constexpr of the "
+                    "kernel: registers and shared memory may differ by page size)")
     a = ap.parse_args(argv)
     if a.head_dim:
         cases = [(a.head_dim, a.group, a.q, a.kv, c) for c in a.configs.split(",") if c]
@@ -222,7 +224,8 @@ def main(argv=None) -> int:
     rows = []
     for hd, g, qt, kvt, label in cases:
         try:
-            row = survey_row(hd, g, qt, kvt, parse_label(label), tail_merge=a.tail_merge)
+            row = survey_row(hd, g, qt, kvt, parse_label(label), tail_merge=a.tail_merge,
+                             page_size=a.page)
         except Exception as exc:  # a config that does not build is a result, not a crash
             row = {"head_dim": hd, "group": g, "q": qt, "kv": kvt, "config": label,
                    "error": f"{type(exc).__name__}: {str(exc)[:200]}"}

@@ -239,7 +239,16 @@ def _ws(block_n, warps, stages, split) -> KernelConfig:
 #   bn32-w4-s3-pa at 760-778 us on uniform batches where bn64-w4-s2 runs 714-719 (0.92-0.96x
 #   FlashInfer, was 1.00x): head_dim 256 keeps bn64-w4-s2 and its one miss (skew80 B=8
 #   balanced-2x, 0.91x). The "many-large-group" entries at head_dim 64 / 256 were not swept.
-_MANY_16 = {64: _pa(128, 4, 3), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
+# H200, twenty-fifth session (docs/PERFORMANCE.md, calls 2-3): head_dim 64's bn128-w4-s3-pa (three
+#   programs per SM: 151 registers, 70 KB in the local compile) ran uniform B=64 balanced-2x (512
+#   equal tasks: 1.29 waves of three per SM) at 0.876x FlashInfer, its deeper twin
+#   bn128-w4-s4-pa (102 KB: two per SM, 1.94 waves) at 0.995x; every other matrix case was
+#   1.04-1.26x with s3. The same pair as at head_dim 128: the deeper one is the entry and
+#   s3-pa its SHALLOW_TWIN, so the wave-fill rule keeps s3 for tasks of many lengths (H100,
+#   sixteenth session: skew80 B=8 / B=256 balanced-2x 196.6 / 220.4 us against s4's 222.4 /
+#   234.7) and gives equal tasks the one that fills its waves (uniform B=64 fixed-2048, 1,024
+#   programs: s4, 203.9 against 201.8 on that H100).
+_MANY_16 = {64: _pa(128, 4, 4), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 # H200 sweep of 12:19 UTC (docs/PERFORMANCE.md, `--config-kv fp8`, 4.262 TB/s copy): fp8 head_dim 64
@@ -276,19 +285,28 @@ SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (128, 2, "many"): _c(128, 4, 3),
     (128, 2, "many-large-group"): _c(128, 4, 2),
 }
-# Pages of at least LARGE_PAGE tokens use LARGE_PAGE_TABLE where it has an entry, and keep it
-# (no twin): at page 64 a 128-token tile is two contiguous runs of 16 KB per KV head, so the
-# gathers that favour 64-token tiles at page 16 are gone. H100 sweep (seventeenth session,
-# llama3-8b page 64; docs/PERFORMANCE.md), us, bn128-w8-s3-pa / the page-16 entry bn64-w4-s4-pa
-# / its twin bn64-w4-s3-pa / FlashInfer (the session's matrix): skew80 B=8 balanced-2x 383.2 /
-# 384.3 / 404.3 / 374.7; skew80 B=64 balanced-2x 392.3 / 406.1 / 406.5 / 382.9; uniform B=64
-# balanced-2x 362.2 / 365.5 / 396.7 / 362.5; uniform B=64 fixed-2048 371.8 / 374.5 / 374.2 /
-# 370.7. The twin bn128-w8-s2-pa: 400.2, 396.5, 360.7, 368.3 (slower on the two skewed ones).
-# Decode launches only (default_config(decode_launch=True)); the hybrid kernels size their decode
-# tiles from the page-16 entry.
+# Pages of at least LARGE_PAGE tokens use LARGE_PAGE_TABLE where it has an entry: at page 64 a
+# 128-token tile is two contiguous runs of 16 KB per KV head, so the page-ahead gathers that
+# favour 64-token tiles at page 16 buy nothing. H100 sweep (seventeenth session, llama3-8b page
+# 64; docs/PERFORMANCE.md), us, bn128-w8-s3-pa / the page-16 entry bn64-w4-s4-pa / its twin
+# bn64-w4-s3-pa / FlashInfer: skew80 B=8 balanced-2x 383.2 / 384.3 / 404.3 / 374.7; skew80 B=64
+# balanced-2x 392.3 / 406.1 / 406.5 / 382.9; uniform B=64 balanced-2x 362.2 / 365.5 / 396.7 /
+# 362.5. That entry (one program per SM: 136 KB) then ran the H200's page-64 matrix at
+# 0.87-0.97x FlashInfer (twenty-fifth session, call 2: 3 of 12 cases >= 0.95), where the
+# page-1 pair bn128-w4-s3 (two per SM: 212 registers at page 64) / bn128-w4-s2 (three: 168)
+# ran each case at 0.91-1.01x (call 3): the same pair, with the same wave-fill rule, as pages
+# below SMALL_PAGE. Not timed on an H100 at page 64 yet (benchmarks/gpu_calls/
+# large_page_h100_check.sh). Decode launches only (default_config(decode_launch=True)); the
+# hybrid kernels size their decode tiles from the page-16 entry.
 LARGE_PAGE = 64
 LARGE_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
-    (128, 2, "many"): _pa(128, 8, 3),
+    (128, 2, "many"): _c(128, 4, 3),
+}
+# The hybrid kernels' decode tiles (default_config(decode_launch=False)) where they differ from
+# the decode launch's entry: they keep the tile they were checked and timed with when the entry
+# moved (head_dim 64, twenty-fifth session).
+HYBRID_DECODE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
+    (64, 2, "many"): _pa(128, 4, 3),
 }
 CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     **{(d, 2, "many"): c for d, c in _MANY_16.items()},
@@ -404,6 +422,9 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (128, 1, _vp(128, 4, 3)): 2, (128, 1, _cap(_vp(128, 4, 3), 168)): 3,
     # SMALL_PAGE_TABLE's (pages below SMALL_PAGE; the local compile at page size 1).
     (128, 2, _c(128, 4, 3)): 2, (128, 2, _c(128, 4, 2)): 3,
+    # head_dim 64 (G = 2): bn128-w4-s4-pa 151 registers, 102 KB -> 2 (shared memory);
+    # bn128-w4-s3-pa 151, 70 KB -> 3 (registers and shared memory).
+    (64, 2, _pa(128, 4, 4)): 2, (64, 2, _pa(128, 4, 3)): 3,
 }
 # A table entry -> its twin with one pipeline stage less: the same block, warps and loop, so the
 # same arithmetic in the same order and the same output bits (checked on the GPU: docs/
@@ -412,7 +433,8 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
 SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
-    (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE
+    (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE and from LARGE_PAGE
+    (64, 2, _pa(128, 4, 4)): _pa(128, 4, 3),
 }
 # A table entry (or a shallow twin) -> the same kernel compiled under a register cap (-rN: same
 # arithmetic, same bits; one program more per SM, each perhaps slower: spills, less overlap).
@@ -657,9 +679,10 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     compiled variants stays bounded and a request's arithmetic under a given policy does not
     change with what else is in the batch. page_size: tokens per page; pages smaller than
     SMALL_PAGE take SMALL_PAGE_TABLE's entry where it has one (measured at page size 1); pages
-    of LARGE_PAGE or more LARGE_PAGE_TABLE's, with no twin (measured at page size 64).
+    of LARGE_PAGE or more LARGE_PAGE_TABLE's (measured at page size 64).
     decode_launch False: the hybrid kernels' decode tiles, which keep what they were measured
-    with: the page-16 entries at large pages, the small-page entry's shallow twin at small ones.
+    with: the page-16 entries (or HYBRID_DECODE_TABLE's) at large pages, the small-page entry's
+    shallow twin at small ones; never a twin by occupancy.
     programs, sm_count, equal_tasks: the launch's programs (one per task), the device's SMs and
     whether the tasks are of one length (tasks_of_one_length), one_task (fits_one_task) and
     item_keys (keys per work item, for the register-capped twins of CAPPED_TWIN);
@@ -671,8 +694,10 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
         config = SMALL_PAGE_TABLE[key]
         if not decode_launch:
             return SHALLOW_TWIN.get((head_dim, key[1], config), config)
-    elif decode_launch and page_size >= LARGE_PAGE and key in LARGE_PAGE_TABLE:
-        return LARGE_PAGE_TABLE[key]
+    elif not decode_launch:
+        return HYBRID_DECODE_TABLE.get(key, CONFIG_TABLE[key])
+    elif page_size >= LARGE_PAGE and key in LARGE_PAGE_TABLE:
+        config = LARGE_PAGE_TABLE[key]
     else:
         config = CONFIG_TABLE[key]
     if programs is not None and sm_count is not None:
@@ -684,7 +709,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
 __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS",
            "CAPPED_TWIN_MAX_COST", "CAPPED_TWIN",
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
-           "EQUAL_SHARE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
+           "EQUAL_SHARE", "HYBRID_DECODE_TABLE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",

@@ -555,29 +555,58 @@ def test_in_order_finish_counts_in_longest_tasks():
             in_order_finish(**args)
 
 
-def test_large_pages_take_their_own_entry_without_a_twin():
+def test_large_pages_take_their_own_entry_and_its_twin_by_wave_fill():
+    # Page 64 (H200, twenty-fifth session): bn128-w4-s3 / bn128-w4-s2, the page-1 pair, by the
+    # same wave-fill rule; the hybrid kernels keep the page-16 entry.
     from kvtune.kernels.decode_config import (CONFIG_TABLE, LARGE_PAGE, LARGE_PAGE_TABLE,
-                                              occupancy_twin)
+                                              SHALLOW_TWIN)
 
     big = LARGE_PAGE_TABLE[(128, 2, "many")]
-    assert big.block_n == 128 and big != CONFIG_TABLE[(128, 2, "many")]
+    assert big != CONFIG_TABLE[(128, 2, "many")]
+    assert (big.block_n, big.num_warps, big.num_stages, big.page_ahead) == (128, 4, 3, False)
+    shallow = SHALLOW_TWIN[(128, 2, big)]
+    assert dataclasses.replace(big, num_stages=2) == shallow
     for page in (LARGE_PAGE, 2 * LARGE_PAGE):
+        def pick(programs, equal, page=page):
+            return default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4,
+                                  programs=programs, sm_count=132, equal_tasks=equal)
+
         assert default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4) == big
-        # The launch's programs would give the page-16 entry its twin; not at large pages.
-        assert default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4,
-                              programs=272, sm_count=132, equal_tasks=False) == big
-        # The hybrid kernels keep the page-16 entry.
+        assert pick(512, True) == big  # 1.94 waves of two per SM against 1.29 of three
+        assert pick(1024, True) == big
+        assert pick(320, True) == shallow  # 1.21 waves against 0.81
+        assert pick(272, False) == shallow and pick(2256, False) == shallow
         assert default_config(128, torch.bfloat16, page, 2, num_kv_heads=8, group_size=4,
                               decode_launch=False) == CONFIG_TABLE[(128, 2, "many")]
-    page16 = default_config(128, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=4,
-                            programs=272, sm_count=132, equal_tasks=False)
-    assert page16 == occupancy_twin(CONFIG_TABLE[(128, 2, "many")], 128, 2, 272, 132, False)
-    assert page16 != CONFIG_TABLE[(128, 2, "many")]
     # Page 32 and keys without a large-page entry keep the page-16 table.
     assert default_config(128, torch.bfloat16, 32, 2, num_kv_heads=8) == \
         CONFIG_TABLE[(128, 2, "many")]
     assert default_config(128, torch.bfloat16, 64, 2, num_kv_heads=1) == \
         CONFIG_TABLE[(128, 2, "one-per-sm")]
+
+
+def test_head_dim_64_takes_the_deeper_entry_only_where_equal_tasks_fill_its_waves():
+    # H200, twenty-fifth session: uniform B=64 balanced-2x (512 equal tasks) ran s3-pa at 0.876x
+    # FlashInfer and s4-pa at 0.995x; tasks of many lengths were faster with s3-pa (H100).
+    from kvtune.kernels.decode_config import (CONFIG_TABLE, HYBRID_DECODE_TABLE,
+                                              RESIDENT_PER_SM, SHALLOW_TWIN)
+
+    deep = CONFIG_TABLE[(64, 2, "many")]
+    shallow = SHALLOW_TWIN[(64, 2, deep)]
+    assert dataclasses.replace(deep, num_stages=3) == shallow
+    assert RESIDENT_PER_SM[(64, 2, deep)] == 2 and RESIDENT_PER_SM[(64, 2, shallow)] == 3
+
+    def pick(programs, equal):
+        return default_config(64, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=2,
+                              programs=programs, sm_count=132, equal_tasks=equal)
+
+    assert pick(512, True) == deep and pick(1024, True) == deep
+    assert pick(320, True) == shallow and pick(272, False) == shallow
+    assert pick(2256, False) == shallow and pick(100, False) == deep  # one wave: deep
+    # The hybrid kernels keep the tile they were checked with.
+    hybrid = default_config(64, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=2,
+                            decode_launch=False)
+    assert hybrid == HYBRID_DECODE_TABLE[(64, 2, "many")] == shallow
 
 
 def test_token_pages_take_the_deeper_entry_only_where_equal_tasks_fill_its_waves():

@@ -56,7 +56,14 @@ ADAPTIVE_MAX_CHUNKS_TOKENS = (1 << 20, 8192)
 # slower than FlashInfer's planner; 128 planned 15 cases more than 2% slower, 256 two (one H100
 # threshold batch, 2.8%) for 0.2% of geomean, so the grid starts at 384.
 MAKESPAN_PIECE_COSTS_TOKENS = (384, 512, 768)
-MAKESPAN_CTAS_PER_SM = 2
+# Slots per SM the model counts: 2, the kernels' usual residency, and 3, what the Triton kernel's
+# register-capped twins run where every slot of the entry is taken (kernels/decode_config.py
+# CAPPED_TWIN: fp8 head_dim 128, the one-KV-head 16-bit twin). Counting 2, the model splits
+# batches whose unsplit tasks fit one wave of 3: on an H200 (twenty-fifth session, call 5) the fp8
+# study's 33-128 bucket deferred to the engine because its 2-slot rule cut arxiv B=48 (384 tasks
+# whole: one wave of 396 slots under the twin) and ran 1.039x the engine's plan there, while
+# 1.2-3.9x faster on the bucket's other traces. Both are measured; the validation decides.
+MAKESPAN_CTAS_PER_SM = (2, 3)
 MAKESPAN_MIN_CHUNK_TOKENS = 512
 MAKESPAN_MAX_CHUNK_TOKENS = 16384
 MAKESPAN_MAX_SPLITS = 1024
@@ -98,13 +105,17 @@ def _distinct(candidates, device, cases) -> list:
 
 def makespan_candidates(space, device=None, cases=()) -> list[FamilyCandidate]:
     """The makespan finalists of a study's `space` (its page size): one per
-    MAKESPAN_PIECE_COSTS_TOKENS, with min chunk max(512, page), max chunk 16384, 2 slots per SM.
-    Given `device` and the bucket's `cases` (harness.runner.CaseRun), a candidate that plans the
-    same chunk on every case as an earlier one is dropped."""
+    MAKESPAN_CTAS_PER_SM (slots per SM the model counts; those above device.max_ctas_per_sm left
+    out) x MAKESPAN_PIECE_COSTS_TOKENS, with min chunk max(512, page), max chunk 16384. Given
+    `device` and the bucket's `cases` (harness.runner.CaseRun), a candidate that plans the same
+    chunk on every case as an earlier one is dropped."""
     low = max(MAKESPAN_MIN_CHUNK_TOKENS, space.page_size)
-    params = SplitParams(min_tokens_per_cta=low, max_waves=1, max_splits=MAKESPAN_MAX_SPLITS,
-                         ctas_per_sm=MAKESPAN_CTAS_PER_SM, schedule="static")
-    return _distinct((FamilyCandidate(params, "makespan", max(MAKESPAN_MAX_CHUNK_TOKENS, low), cost)
+    limit = device.max_ctas_per_sm if device is not None else max(MAKESPAN_CTAS_PER_SM)
+    return _distinct((FamilyCandidate(SplitParams(min_tokens_per_cta=low, max_waves=1,
+                                                  max_splits=MAKESPAN_MAX_SPLITS,
+                                                  ctas_per_sm=ctas, schedule="static"),
+                                      "makespan", max(MAKESPAN_MAX_CHUNK_TOKENS, low), cost)
+                      for ctas in (c for c in MAKESPAN_CTAS_PER_SM if c <= limit)
                       for cost in MAKESPAN_PIECE_COSTS_TOKENS), device, cases)
 
 

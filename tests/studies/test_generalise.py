@@ -3,6 +3,7 @@ the regression gate of export, and `bench --heuristic` on a trace file (simulato
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -211,15 +212,17 @@ def test_tune_validate_export_then_bench_the_heuristic_on_a_trace_file(tmp_path,
 
 
 def test_makespan_finalists_run_and_per_batch_buckets_export_their_family_and_knobs(tmp_path):
-    from kvtune.studies.finalists import MAKESPAN_PIECE_COSTS_TOKENS, adaptive_candidates
+    from kvtune.studies.finalists import (MAKESPAN_CTAS_PER_SM, MAKESPAN_PIECE_COSTS_TOKENS,
+                                          adaptive_candidates)
     from kvtune.studies.space import space_for
 
     root = run_tune(_config(tmp_path, study="ad", validate=("none",)))
     result = load_tuning_result(root)
     # The grid's candidates, less those that plan the same chunks as an earlier one on the
     # bucket's cases: at least one, never more than the grid; no adaptive one is measured.
-    assert all(1 <= sum(f.family == "makespan" for f in b.finalists)
-               <= len(MAKESPAN_PIECE_COSTS_TOKENS) for b in result.buckets)
+    grid = len(MAKESPAN_PIECE_COSTS_TOKENS) * len(MAKESPAN_CTAS_PER_SM)
+    assert all(1 <= sum(f.family == "makespan" for f in b.finalists) <= grid
+               for b in result.buckets)
     assert not any(f.family == "adaptive" for b in result.buckets for f in b.finalists)
     b = result.buckets[-1]
     makespan = next(f for f in b.finalists if f.family == "makespan")
@@ -435,21 +438,44 @@ def test_launch_key_ignores_the_chunk_of_a_batch_nothing_is_cut_in():
 
 
 def test_makespan_candidates_drop_those_that_plan_the_same_chunks():
-    from kvtune.studies.finalists import MAKESPAN_PIECE_COSTS_TOKENS, makespan_candidates
+    from kvtune.studies.finalists import (MAKESPAN_CTAS_PER_SM, MAKESPAN_PIECE_COSTS_TOKENS,
+                                          makespan_candidates)
     from kvtune.studies.space import space_for
 
     space = space_for(H200, SHAPE)
     even = [SimpleNamespace(batch=SimpleNamespace(kv_lens=np.full(256, 1024), shape=SHAPE))]
-    # Short equal requests: every piece cost keeps them whole, so one candidate is measured.
+    # Short equal requests: every piece cost and slot count keeps them whole: one candidate.
     assert len(makespan_candidates(space, H200, even)) == 1
-    assert len(makespan_candidates(space)) == len(MAKESPAN_PIECE_COSTS_TOKENS)
+    every = makespan_candidates(space)
+    assert len(every) == len(MAKESPAN_PIECE_COSTS_TOKENS) * len(MAKESPAN_CTAS_PER_SM)
+    assert {c.params.ctas_per_sm for c in every} == set(MAKESPAN_CTAS_PER_SM) == {2, 3}
+    # A device that runs two programs per SM at most is not modelled with three.
+    two = dataclasses.replace(H200, max_ctas_per_sm=2)
+    assert {c.params.ctas_per_sm for c in makespan_candidates(space, two, even)} == {2}
     skewed = [SimpleNamespace(batch=SimpleNamespace(
         kv_lens=np.array([190_000, 60_000] + [3000] * 14), shape=SHAPE))]
     kept = makespan_candidates(space, H200, skewed)
     chunks = [c.policy().plan(skewed[0].batch.kv_lens, SHAPE, H200).notes["chunk_tokens"]
               for c in kept]
     assert len(set(chunks)) == len(chunks) >= 1
-    assert all(c.family == "makespan" and c.params.ctas_per_sm == 2 for c in kept)
+    assert all(c.family == "makespan" and c.params.ctas_per_sm in (2, 3) for c in kept)
+
+
+def test_makespan_counting_three_slots_keeps_whole_a_batch_that_fits_one_wave_of_three():
+    # 48 requests of 3,900 tokens x 8 KV heads = 384 tasks whole: the twin's three programs per
+    # SM give 396 slots on 132 SMs (one wave), two give 264 (two waves: the rule cuts them).
+    from kvtune.studies.finalists import makespan_candidates
+    from kvtune.studies.space import space_for
+
+    kv = np.full(48, 3900)
+    case = [SimpleNamespace(batch=SimpleNamespace(kv_lens=kv, shape=SHAPE))]
+    by_slots = {}
+    for c in makespan_candidates(space_for(H200, SHAPE)):
+        if c.piece_cost_tokens == 384:
+            chunk = c.policy().plan(kv, SHAPE, H200).notes["chunk_tokens"]
+            by_slots[c.params.ctas_per_sm] = chunk
+    assert by_slots[3] >= int(kv.max()) > by_slots[2]
+    assert len(makespan_candidates(space_for(H200, SHAPE), H200, case)) >= 2
 
 
 def test_every_per_batch_family_the_config_allows_has_candidates():

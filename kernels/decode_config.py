@@ -246,8 +246,8 @@ def _ws(block_n, warps, stages, split) -> KernelConfig:
 #   1.04-1.26x with s3. The same pair as at head_dim 128: the deeper one is the entry and
 #   s3-pa its SHALLOW_TWIN, so the wave-fill rule keeps s3 for tasks of many lengths (H100,
 #   sixteenth session: skew80 B=8 / B=256 balanced-2x 196.6 / 220.4 us against s4's 222.4 /
-#   234.7) and gives equal tasks the one that fills its waves (uniform B=64 fixed-2048, 1,024
-#   programs: s4, 203.9 against 201.8 on that H100).
+#   234.7) and, with a wider margin (WAVE_FILL_MARGIN_BY_TWIN), for equal tasks that fill the
+#   twin's waves well enough (1,024 and 2,048 programs: s3 6-10% faster on the H200).
 _MANY_16 = {64: _pa(128, 4, 4), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
@@ -500,6 +500,14 @@ CAPPED_BACKFILL_MAX_ROUNDS = 1.1
 # at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
 # the twin does.
 WAVE_FILL_MARGIN = 0.1
+# Per SHALLOW_TWIN key, a larger margin where the twin streams faster per SM than its deep entry
+# when both fill their waves: head_dim 64 (H200, twenty-fifth session, call 4): on 1,024 and
+# 2,048 equal tasks (deep fill 0.97, twin 0.86) bn128-w4-s3-pa ran 144.2-145.6 us and s4-pa
+# 154.5-158.0 (0.81 of copy against 0.86); only on 512 (0.97 against 0.65) did s4-pa win, 144.4
+# against 162.5 (H100, sixteenth session: 1,024 tasks 201.8 against 203.9, the twin again).
+WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
+    (64, 2, _pa(128, 4, 4)): 0.2,
+}
 DEEP_FILL_MIN = 0.9
 # "Tasks of one length": at least EQUAL_SHARE of the work items have at least EQUAL_RATIO of the
 # longest item's keys (a fixed-split plan of long requests: every chunk but the ragged tails).
@@ -632,7 +640,8 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     where `capped_twin` says so (CAPPED_TWIN; same bits again). The deep entry stays where no SM
     gets a second program (programs <= sm_count), and for tasks of one length (equal_tasks:
     tasks_of_one_length of the plan's items) that fill its waves (last wave at least
-    DEEP_FILL_MIN full) better than the twin's by more than WAVE_FILL_MARGIN (`programs`
+    DEEP_FILL_MIN full) better than the twin's by more than WAVE_FILL_MARGIN (or the entry's
+    WAVE_FILL_MARGIN_BY_TWIN) (`programs`
     programs, one per task, on `sm_count` SMs): equal tasks finish together, and where their
     waves are full the deeper pipeline streams faster per program; a part-empty last wave costs
     the deep entry a whole task's time more than the twin's. Tasks of many lengths backfill each
@@ -657,7 +666,8 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
             deep = wave_fill(programs, sm_count, RESIDENT_PER_SM[key])
             shallow = wave_fill(programs, sm_count,
                                 RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)])
-            if deep >= DEEP_FILL_MIN and deep > shallow + WAVE_FILL_MARGIN:
+            margin = WAVE_FILL_MARGIN_BY_TWIN.get(key, WAVE_FILL_MARGIN)
+            if deep >= DEEP_FILL_MIN and deep > shallow + margin:
                 return config
         config = twin
     return capped_twin(config, head_dim, kv_element_bytes, programs, sm_count, item_keys,
@@ -711,7 +721,7 @@ __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS",
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "HYBRID_DECODE_TABLE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
-           "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN",
+           "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN", "WAVE_FILL_MARGIN_BY_TWIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
            "capped_twin", "in_order_finish", "occupancy_twin", "regime",
            "tasks_of_one_length", "wave_fill"]

@@ -20,6 +20,8 @@ import sys
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
+from kvtune.kernels.fingerprint import decode_kernel_sha256
+
 PACKAGES = {
     "torch": "torch",
     "triton": "triton",
@@ -186,6 +188,7 @@ def environment_record(
         "git_commit": commit,
         "git_dirty": dirty,
         "source_sha256": source_hash(),
+        "decode_kernel_sha256": decode_kernel_sha256(),
         "python_version": platform.python_version(),
         "python_implementation": sys.implementation.name,
         "platform": platform.platform(),

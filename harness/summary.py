@@ -75,6 +75,39 @@ def other_card_notes(rows: list[dict]) -> list[str]:
             for series, where in seen.items()]
 
 
+def other_kernel_notes(rows: list[dict], kernel_sha256: str | None) -> list[str]:
+    """One line per heuristic series measured on the Triton backend whose file was tuned with
+    another Triton decode kernel than `kernel_sha256` (this checkout's
+    kernels.fingerprint.decode_kernel_sha256), with another backend, or before the kernel was
+    recorded (plan notes `tuned_kernel` "<backend>:<hash>", studies.export.tuned_kernel): a
+    kernel change alone can move the best split. Empty when every file matches."""
+    seen = {}
+    for r in rows:
+        if r.get("backend") != "triton":
+            continue
+        notes = r.get("plan_notes")
+        if isinstance(notes, str):
+            try:
+                notes = json.loads(notes)
+            except ValueError:
+                continue
+        tuned = (notes or {}).get("tuned_kernel")
+        if tuned and tuned != f"triton:{kernel_sha256}":
+            seen.setdefault(series_of(r), tuned)
+    out = []
+    for series, tuned in seen.items():
+        backend, _, sha = tuned.partition(":")
+        if backend != "triton":
+            why = f"was tuned on the {backend} backend, not this Triton kernel"
+        elif sha == "unrecorded":
+            why = "was tuned before kvtune recorded the decode kernel it measured"
+        else:
+            why = f"was tuned with another Triton decode kernel ({sha}; this one {kernel_sha256})"
+        out.append(f"{series} {why}: a kernel change alone can move the best split; tune it "
+                   "again (kvtune tune) before trusting its verdicts on this kernel")
+    return out
+
+
 def _number(value) -> float:
     try:
         return float(value)
@@ -143,5 +176,5 @@ def _markdown(frame) -> str:
 
 
 __all__ = ["FORMATS", "QUIET_RATIO_MIN", "disturbed_count", "format_rows",
-           "other_card_notes", "series_of",
+           "other_card_notes", "other_kernel_notes", "series_of",
            "summary_records"]

@@ -619,10 +619,20 @@ class TunedHeuristic:
             heuristic=self.source,
             tuned_on=tuned_on if same_card(device.name, tuned_on)
             else f"{tuned_on} (planning for {device.name})",
+            tuned_kernel=tuned_kernel(self.document),
         )
         if plan.batch_size > self.policy.buckets[-1].max_batch:
             plan.notes["above_tuned_batches"] = True  # the last bucket, extrapolated
         return plan
+
+
+def tuned_kernel(doc: dict) -> str:
+    """"<backend>:<decode kernel hash>" of the run a heuristic document was tuned in
+    (provenance.backend, provenance.run.decode_kernel_sha256: kernels/fingerprint.py), with
+    "unrecorded" for a file from before the hash was recorded."""
+    prov = doc.get("provenance") or {}
+    run = prov.get("run") or {}
+    return f"{prov.get('backend') or 'unknown'}:{run.get('decode_kernel_sha256') or 'unrecorded'}"
 
 
 def same_card(a: str, b: str) -> bool:
@@ -707,6 +717,7 @@ __all__ = [
     "plan_splits",
     "redact_url",
     "same_card",
+    "tuned_kernel",
     "tuned_planner",
     "tuning_result_from_run",
     "tuning_result_from_study",

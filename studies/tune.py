@@ -529,6 +529,8 @@ def _provenance(ctx, writer, shown_storage: str) -> dict:
         "git_commit": env.get("git_commit"),
         "git_dirty": env.get("git_dirty"),
         "source_sha256": env.get("source_sha256"),
+        # The Triton decode kernel the splits were measured with (kernels/fingerprint.py).
+        "decode_kernel_sha256": env.get("decode_kernel_sha256"),
         "preset": config.preset,
     }
 

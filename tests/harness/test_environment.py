@@ -103,3 +103,10 @@ def test_a_git_commit_is_recorded_only_at_the_projects_own_git_root(tmp_path):
     (project / "harness" / "x.py").write_text("A = 2\n")
     assert first and environment.source_hash(project) != first
     assert environment.environment_record(None)["source_sha256"] == environment.source_hash()
+
+
+def test_the_record_names_the_decode_kernel_it_ran():
+    from kvtune.kernels.fingerprint import decode_kernel_sha256
+
+    record = environment.environment_record(None)
+    assert record["decode_kernel_sha256"] == decode_kernel_sha256() is not None

@@ -34,3 +34,41 @@ def test_bench_prints_the_note_only_for_another_card(tmp_path, capsys):
     assert "note: tuned:s12_fp8_heuristic was tuned on NVIDIA H200, planned here for h100" in err
     assert main(args + ["--device-model", "h200"]) == 0
     assert "was tuned on" not in capsys.readouterr().err
+
+
+def test_other_kernel_notes_name_files_tuned_with_another_kernel_or_backend():
+    from kvtune.harness.summary import other_kernel_notes
+
+    def row(series, tuned, backend="triton"):
+        return {"series": series, "backend": backend,
+                "plan_notes": json.dumps({"tuned_kernel": tuned})}
+
+    rows = [row("tuned:same", "triton:abc"), row("tuned:old", "triton:def"),
+            row("tuned:old", "triton:def"), row("tuned:early", "triton:unrecorded"),
+            row("tuned:fi", "flashinfer:unrecorded"),
+            row("tuned:sim", "triton:def", backend="simulator"),
+            {"series": "flashinfer-tensor-core", "backend": "triton", "plan_notes": "{}"}]
+    notes = other_kernel_notes(rows, "abc")
+    assert len(notes) == 3
+    assert notes[0].startswith("tuned:old was tuned with another Triton decode kernel (def; "
+                               "this one abc)")
+    assert notes[1].startswith("tuned:early was tuned before kvtune recorded")
+    assert notes[2].startswith("tuned:fi was tuned on the flashinfer backend")
+    assert other_kernel_notes(rows[:1], "abc") == []
+
+
+def test_a_tuned_file_names_its_run_s_kernel_in_its_plan_notes():
+    from kvtune.harness.device import device_model
+    from kvtune.studies.export import load_heuristic, tuned_kernel
+    from kvtune.workloads.shapes import get_shape
+
+    path = ROOT / "benchmarks/gpu_calls/s12_fp8_heuristic.json"
+    policy = load_heuristic(str(path))
+    shape = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    doc = json.loads(path.read_text())
+    assert tuned_kernel(doc) == "triton:unrecorded"  # tuned before the hash was recorded
+    doc["provenance"]["run"]["decode_kernel_sha256"] = "0123456789abcdef"
+    assert tuned_kernel(doc) == "triton:0123456789abcdef"
+    assert tuned_kernel({}) == "unknown:unrecorded"
+    plan = policy.plan([4096, 100, 2000], shape, device_model("h200"))
+    assert plan.notes["tuned_kernel"] == "triton:unrecorded"

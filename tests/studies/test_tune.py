@@ -63,6 +63,10 @@ def test_tuning_json_round_trips_and_matches_the_study_attributes(tiny_run):
         assert b.regret_geomean is not None and b.regret_geomean >= 1 - 1e-9
     assert result.provenance["storage"] == f"sqlite:///{config.out}/optuna.db"
     assert result.provenance["run_id"] == run_dir.name
+    from kvtune.kernels.fingerprint import decode_kernel_sha256
+
+    # The kernel the splits were measured with, for `kvtune bench` to compare (simulated here).
+    assert result.provenance["decode_kernel_sha256"] == decode_kernel_sha256()
 
 
 def plan_shape():

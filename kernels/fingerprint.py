@@ -19,8 +19,10 @@ import hashlib
 from pathlib import Path
 
 # The modules of the decode launch whose code or values decide its speed: stage 1 and its
-# launch, the configuration rules, the persistent stage 1, the merge that runs after it.
-DECODE_KERNEL_MODULES = ("decode.py", "decode_config.py", "decode_flat.py", "merge_chunked.py")
+# launch, the device functions of its loops, the configuration rules, the persistent stage 1,
+# the merge that runs after it by default, and the paged cache it reads.
+DECODE_KERNEL_MODULES = ("decode.py", "decode_steps.py", "decode_config.py", "decode_flat.py",
+                         "merge_chunked.py", "paged.py")
 KERNELS_DIR = Path(__file__).resolve().parent
 HASH_CHARS = 16
 

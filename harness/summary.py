@@ -52,6 +52,18 @@ def disturbed_count(rows: list[dict]) -> int:
     return sum(1 for rec in summary_records(rows) if rec["quiet_ratio"] < QUIET_RATIO_MIN)
 
 
+def _plan_notes(row: dict) -> dict:
+    """A row's plan notes as a dict (the rows store them as JSON text); {} when absent or not
+    JSON."""
+    notes = row.get("plan_notes")
+    if isinstance(notes, str):
+        try:
+            notes = json.loads(notes)
+        except ValueError:
+            return {}
+    return notes if isinstance(notes, dict) else {}
+
+
 def other_card_notes(rows: list[dict]) -> list[str]:
     """One line per heuristic series whose file was tuned on another device than the one the
     rows planned for (plan notes `tuned_on` "<card> (planning for <device>)", kernels/tuned
@@ -60,13 +72,7 @@ def other_card_notes(rows: list[dict]) -> list[str]:
     and one KV head"). Empty when every file was tuned on the device it plans for."""
     seen = {}
     for r in rows:
-        notes = r.get("plan_notes")
-        if isinstance(notes, str):
-            try:
-                notes = json.loads(notes)
-            except ValueError:
-                continue
-        tuned_on = str((notes or {}).get("tuned_on", ""))
+        tuned_on = str(_plan_notes(r).get("tuned_on", ""))
         if "(planning for " in tuned_on:
             seen.setdefault(series_of(r), tuned_on)
     return [f"{series} was tuned on {where.replace(' (planning for ', ', planned here for ')[:-1]}"
@@ -85,13 +91,7 @@ def other_kernel_notes(rows: list[dict], kernel_sha256: str | None) -> list[str]
     for r in rows:
         if r.get("backend") != "triton":
             continue
-        notes = r.get("plan_notes")
-        if isinstance(notes, str):
-            try:
-                notes = json.loads(notes)
-            except ValueError:
-                continue
-        tuned = (notes or {}).get("tuned_kernel")
+        tuned = _plan_notes(r).get("tuned_kernel")
         if tuned and tuned != f"triton:{kernel_sha256}":
             seen.setdefault(series_of(r), tuned)
     out = []

@@ -137,7 +137,8 @@ def test_old_calibrations_without_the_field_load_as_bytes_only(tmp_path):
                 set(source["fp8_fit"]), other.name
         else:
             assert value == 1.0, other.name
-    assert {"h200-triton.json", "h100-triton.json", "h100-flashinfer-tensor-core.json"} <= fitted
+    assert {"h200-triton.json", "h100-triton.json", "h100-flashinfer-tensor-core.json",
+            "h200-flashinfer-tensor-core.json"} <= fitted
     # And the field round-trips.
     assert SimConstants.from_dict(SHIPPED.constants.to_dict()) == SHIPPED.constants
 

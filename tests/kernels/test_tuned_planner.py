@@ -168,10 +168,11 @@ def test_engine_chunk_is_flashinfers_own_decode_plan_on_1000_random_cases():
             assert pages == plan.notes["chunk_pages"], case
 
 
-def _makespan_doc(shape, piece_cost=384, min_chunk=512, max_chunk=16384, max_splits=1024):
+def _makespan_doc(shape, piece_cost=384, min_chunk=512, max_chunk=16384, max_splits=1024,
+                  ctas_per_sm=2, max_ctas_per_sm=2):
     doc = document([(1, 65536, SplitParams(min_tokens_per_cta=min_chunk, max_splits=max_splits,
-                                            ctas_per_sm=2, schedule="static"))],
-                   shape, max_ctas_per_sm=2, rule="parametric")
+                                            ctas_per_sm=ctas_per_sm, schedule="static"))],
+                   shape, max_ctas_per_sm=max_ctas_per_sm, rule="parametric")
     doc["schema_version"] = "1.4"
     doc["buckets"][0].update(family="makespan", max_chunk_tokens=max_chunk,
                              piece_cost_tokens=piece_cost)
@@ -206,6 +207,32 @@ def test_makespan_picks_the_cheapest_candidate_and_keeps_the_engines_chunk_on_ne
         plan = policy.plan(kv, shape, device)
         assert np.array_equal(plan.splits, pieces.splits) and pieces.family == "makespan"
         assert tuned_planner.fixed_split_size(doc, kv, sms) == c
+
+
+def test_makespan_counting_three_slots_plans_alike_in_the_vendored_planner_and_the_policy():
+    # The studies' makespan candidates count 2 or 3 slots per SM (studies/finalists.py); a file
+    # that ships 3 plans the same splits in the vendored planner as the policy measured.
+    from kvtune.kernels.parametric import MakespanChunkPolicy
+
+    shape, sms = AttentionShape(), 132
+    device = DeviceSpec("h", sm_count=sms, l2_bytes=0, hbm_bytes_per_s=1e12, max_ctas_per_sm=8)
+    doc = _makespan_doc(shape, 384, ctas_per_sm=3, max_ctas_per_sm=8)
+    policy = MakespanChunkPolicy(SplitParams(min_tokens_per_cta=512, max_splits=1024,
+                                             ctas_per_sm=3, schedule="static"), 16384, 384)
+    rng = np.random.default_rng(7)
+    differs = 0
+    for case in range(200):
+        batch = int(rng.choice([8, 32, 48, 64, 256]))
+        kv = rng.integers(1, int(rng.choice([4000, 60_000, 200_000])) + 1, batch)
+        pieces = tuned_planner.plan_pieces(doc, kv, sms)
+        assert np.array_equal(policy.plan(kv, shape, device).splits, pieces.splits), case
+        two = tuned_planner.plan_pieces(_makespan_doc(shape, 384), kv, sms)
+        differs += not np.array_equal(two.splits, pieces.splits)
+    assert differs > 0  # three slots per SM is another rule, not a relabelling
+    # 48 requests of 3,900 tokens: whole under three slots per SM (384 tasks, 396 slots).
+    kv = np.full(48, 3900)
+    assert int(tuned_planner.plan_pieces(doc, kv, sms).splits.max()) == 1
+    assert int(tuned_planner.plan_pieces(_makespan_doc(shape, 384), kv, sms).splits.max()) > 1
 
 
 def test_the_modelled_makespan_simulates_few_pieces_and_bounds_many():

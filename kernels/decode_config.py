@@ -434,6 +434,7 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
     (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE and from LARGE_PAGE
+    # head_dim 64's "many" entry; also its "one-per-sm" entry (the same kernel; unmeasured there).
     (64, 2, _pa(128, 4, 4)): _pa(128, 4, 3),
 }
 # A table entry (or a shallow twin) -> the same kernel compiled under a register cap (-rN: same

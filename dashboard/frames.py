@@ -395,6 +395,22 @@ def status_counts(frame: pd.DataFrame) -> dict[str, int]:
     return {str(k): int(v) for k, v in frame["status"].value_counts().items()}
 
 
+def heuristic_notes(frame: pd.DataFrame, kernel_sha256: str | None) -> list[str]:
+    """The notes `kvtune bench` prints for its heuristic series (harness.summary): a file tuned
+    on another card than the rows planned for, or measured here on the Triton kernel after
+    being tuned with another decode kernel (`kernel_sha256`: this checkout's
+    kernels.fingerprint.decode_kernel_sha256), another backend or an unrecorded one. Only rows
+    whose plan notes name a heuristic file are read."""
+    from kvtune.harness.summary import other_card_notes, other_kernel_notes
+
+    if frame.empty or "plan_notes" not in frame:
+        return []
+    named = frame["plan_notes"].astype(str).str.contains('"tuned_', regex=False)
+    cols = [c for c in ("series", "policy", "backend", "plan_notes") if c in frame]
+    records = frame.loc[named, cols].drop_duplicates().to_dict("records")
+    return other_card_notes(records) + other_kernel_notes(records, kernel_sha256)
+
+
 def bucket_table(result) -> pd.DataFrame:
     """The tuned heuristic of a TuningResult: one row per bucket with its five params, its score
     (geometric mean of tuned / best baseline; lower is better), worst case and trials."""
@@ -526,6 +542,7 @@ __all__ = [
     "case_table",
     "device_text",
     "finalists_table",
+    "heuristic_notes",
     "latency_points",
     "line_policies",
     "mark_tuned",

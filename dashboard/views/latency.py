@@ -10,6 +10,7 @@ from kvtune.dashboard import charts, compare, data, frames, selection
 from kvtune.dashboard.replay import SHAPE_FIELDS
 from kvtune.dashboard.text import code
 from kvtune.dashboard.thresholds import DEFAULT_LONG_TOKENS, Threshold, bucket_thresholds
+from kvtune.kernels.fingerprint import decode_kernel_sha256
 
 MAX_DEFAULT_LINES = 10
 TABLE_MAX_BATCH = 1024
@@ -37,6 +38,8 @@ if set(counts) - {"ok"}:
     st.caption(
         "Rows not drawn: " + ", ".join(f"{v} {code(k)}" for k, v in counts.items() if k != "ok")
     )
+for note in frames.heuristic_notes(frame, decode_kernel_sha256()):
+    st.caption(f"Note: {note}.")
 
 points = frames.latency_points(frame, by_run, names)
 lines = sorted(points["line"].unique())

@@ -323,3 +323,30 @@ def test_mark_tuned_follows_each_buckets_family():
     marked = frames.mark_tuned(pd.DataFrame(rows), result)
     assert list(marked["policy"]) == ["tuned", "fixed-split", "tuned", "adaptive-chunk",
                                       "fixed-split"]
+
+
+def test_heuristic_notes_name_files_of_another_card_or_kernel():
+    import json
+
+    import pandas as pd
+
+    from kvtune.dashboard.frames import heuristic_notes
+
+    def row(series, backend, tuned_on, kernel):
+        return {"series": series, "policy": "tuned", "backend": backend, "status": "ok",
+                "plan_notes": json.dumps({"tuned_on": tuned_on, "tuned_kernel": kernel})}
+
+    frame = pd.DataFrame([
+        row("tuned:a", "triton", "NVIDIA H200", "triton:abc"),
+        row("tuned:a", "triton", "NVIDIA H200", "triton:abc"),
+        row("tuned:b", "triton", "NVIDIA H200 (planning for NVIDIA H100 80GB HBM3)",
+            "triton:old"),
+        {"series": "fa3", "policy": "fa3", "backend": "triton", "status": "ok",
+         "plan_notes": "{}"}])
+    notes = heuristic_notes(frame, "abc")
+    assert len(notes) == 2
+    assert notes[0].startswith("tuned:b was tuned on NVIDIA H200, planned here for NVIDIA H100")
+    assert notes[1].startswith("tuned:b was tuned with another Triton decode kernel (old;")
+    assert heuristic_notes(frame.iloc[:2], "abc") == []
+    assert heuristic_notes(frame.drop(columns="plan_notes"), "abc") == []
+    assert heuristic_notes(frame.iloc[:0], "abc") == []

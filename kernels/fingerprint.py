@@ -2,9 +2,10 @@
 
 A tuned heuristic's splits are chosen for the kernel it was measured with: a change to the
 kernel's loops or to the rules that pick its configuration (kernels/decode_config.py: entries,
-twins, residency) can move the best split. On an H100 and an H200 the register-capped twins made
-FlashInfer's unsplit plans of 320-448 programs 5-14% faster and turned a tuned file's win into a
-loss on one batch (docs/KERNEL_NOTES.md, "The H200 matrix with today's kernel"). The tune records
+twins, residency) can move the best split. On an H100 the register-capped twins made FlashInfer's unsplit
+plans of 320-448 programs 5-14% faster, and on an H100 and an H200 a file tuned before them lost
+to FlashInfer's planner on one batch it had won (docs/KERNEL_NOTES.md, "The H200 matrix with
+today's kernel"). The tune records
 `decode_kernel_sha256()` with its run; `kvtune bench` names a file tuned with another one.
 
 The hash is over the syntax trees of DECODE_KERNEL_MODULES with docstrings removed (ast.dump

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Ready for a GPU call on an H100 (written in session 24, not run: its device time ran out):
+# Ready for a GPU call on an H100 (written in session 24, not run on an H100; on an H200 the
+# twenty-fifth session ran its equivalent: the matrix in s25_call2.sh, the rest in s25_call4.sh):
 # new rows for the capped-twin rule as narrowed after the session's calls
 # (decode_config.CAPPED_BACKFILL_MAX_ROUNDS, set on every row it had). (1) The shape matrix's
 # llama3-8b fp8 (9) and llama3-70b-tp8 fp8 (12) variants at 262,144 and 196,608 tokens, and the

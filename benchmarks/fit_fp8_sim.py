@@ -5,6 +5,7 @@ kvtune's Triton kernel, and judge it on fp8 rows it was not fitted on.
         --held-out SHAPES.csv [--held-out ...] [--device-model h200] [--json OUT.json]
     python benchmarks/fit_fp8_sim.py --kernel flashinfer-tensor-core --device-model h100
         --train-shapes S.csv --held-out SHAPES.csv      # FlashInfer's fp8 decode, same plans
+        [--fit-cta-factor]      # also SimConstants.fp8_cta_rate_factor, on a joint grid
 
 Order of work (nothing is written into the project; --json writes the numbers printed):
 1. Rows. --train-sweep: bench_kernels.py's `shape-configs` section (results.json); --train-shapes
@@ -125,6 +126,24 @@ def fit(rows: list[dict], device, start: SimConstants) -> float:
     return float(-min(scores)[1])
 
 
+def fit_with_cta_factor(rows: list[dict], device, start: SimConstants) -> tuple[float, float]:
+    """(fp8_stream_efficiency, fp8_cta_rate_factor) minimising loss over `rows`: both on a
+    0.05 grid from 0.20 to 1.00, then each refined around the best (efficiency on GRID's 0.005
+    step, the factor on 0.01, within 0.05 of it); ties go to the larger values (the smaller
+    change to the bytes-only model)."""
+    def score(eff, fac):
+        c = replace(start, fp8_stream_efficiency=float(eff), fp8_cta_rate_factor=float(fac))
+        return (loss(errors(rows, device, c)), -eff, -fac)
+
+    coarse = np.round(np.arange(0.20, 1.0001, 0.05), 3)
+    best = min(score(e, f) for e in coarse for f in coarse)
+    eff0, fac0 = -best[1], -best[2]
+    effs = [e for e in GRID if abs(e - eff0) <= 0.05 + 1e-9]
+    facs = np.round(np.arange(max(0.2, fac0 - 0.05), min(1.0, fac0 + 0.05) + 1e-9, 0.01), 3)
+    best = min(score(e, f) for e in effs for f in facs)
+    return float(-best[1]), float(-best[2])
+
+
 def summary(err: np.ndarray) -> dict:
     if not len(err):
         return {"rows": 0}
@@ -183,6 +202,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel", choices=("triton", "flashinfer-tensor-core"), default="triton",
                     help="whose times to fit: kvtune's Triton kernel (default) or FlashInfer's "
                          "tensor-core decode on the same plans (shapes.csv rows only)")
+    ap.add_argument("--fit-cta-factor", action="store_true",
+                    help="also fit fp8_cta_rate_factor (the per-CTA cap's share for fp8), with "
+                         "fp8_stream_efficiency on a joint grid")
     ap.add_argument("--json", help="write the fitted value and every summary here")
     args = ap.parse_args(argv)
     if not args.train_sweep and not args.train_shapes:
@@ -201,13 +223,20 @@ def main(argv=None) -> int:
     if not train:
         raise SystemExit("training: no fp8 row with the table's configuration")
 
-    base = replace(loaded, fp8_stream_efficiency=1.0)  # "before" = the bytes-only model
-    value = fit(train, device, base)
-    fitted = replace(base, fp8_stream_efficiency=value)
+    # "before" = the bytes-only model
+    base = replace(loaded, fp8_stream_efficiency=1.0, fp8_cta_rate_factor=1.0)
+    if args.fit_cta_factor:
+        value, factor = fit_with_cta_factor(train, device, base)
+    else:
+        value, factor = fit(train, device, base), 1.0
+    fitted = replace(base, fp8_stream_efficiency=value, fp8_cta_rate_factor=factor)
     print(f"fitted fp8_stream_efficiency = {value:.3f} (grid {GRID[0]:.3f}..{GRID[-1]:.3f}, "
-          f"step 0.005; {len(train)} training rows)")
+          f"step 0.005; {len(train)} training rows)"
+          + (f", fp8_cta_rate_factor = {factor:.2f}" if args.fit_cta_factor else ""))
     result = {"fp8_stream_efficiency": value, "kernel": args.kernel, "device_model": model.label,
               "train_files": args.train_sweep + args.train_shapes, "held_out_files": args.held_out}
+    if args.fit_cta_factor:
+        result["fp8_cta_rate_factor"] = factor
     result["train"] = report("training", train, errors(train, device, base),
                              errors(train, device, fitted))
     train_cases = {r["case"] for r in train}

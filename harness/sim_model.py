@@ -43,7 +43,9 @@ This is a MODEL, never a measurement. It predicts how long a Plan takes from how
   rate split r ways).
 - An fp8 KV cache (kv_dtype fp8_e4m3) counts 1 byte per element, and its streaming tasks share
   `fp8_stream_efficiency` x the bandwidth: the kernel's e4m3 -> fp16 conversion competes for
-  the SMs' issue slots, so a full GPU streams fp8 bytes below the 16-bit kernel's rate.
+  the SMs' issue slots, so a full GPU streams fp8 bytes below the 16-bit kernel's rate; and
+  each CTA's cap is `fp8_cta_rate_factor` x the 16-bit one (1.0 for kvtune's kernel; about 0.4
+  for FlashInfer's fp8 decode, which converts at about its 16-bit element rate per CTA).
 - Programs the kernel launches beyond the plan's tasks (plan.notes: `launched_ctas`, the whole
   grid; `kv_reads_per_task`, programs per task that each re-read its KV, SGLang with G > 16)
   cost `empty_cta_us` of slot time each when they have no work, spread over the slots. Only for
@@ -151,6 +153,12 @@ class SimConstants:
         slots the SM's CTAs share, so it lowers what a full GPU streams, while a lone program
         per SM (one KV head) is held by its memory latency as at 16 bits. Fitted by
         benchmarks/fit_fp8_sim.py on fp8 rows, the other constants held.
+    fp8_cta_rate_factor: the per-CTA cap (cta_rate_cap_bytes_per_s, in bytes) times this for an
+        fp8 KV cache, 0 < x <= 1. Default 1.0 (the cap in bytes as at 16 bits: Triton's lone
+        program is held by its memory latency, above). FlashInfer's fp8 decode converts inside
+        each CTA at about its 16-bit element rate, so one of its CTAs streams about half the
+        bytes per second (llama3-70b-tp8, one KV head: bf16 60 us, fp8 59 us on an H100).
+        Fitted with fp8_stream_efficiency by benchmarks/fit_fp8_sim.py --fit-cta-factor.
     """
 
     hbm_efficiency: float = 0.87
@@ -173,6 +181,7 @@ class SimConstants:
     single_cta_block_tokens: int = 0
     one_program_per_task: bool = False
     fp8_stream_efficiency: float = 1.0
+    fp8_cta_rate_factor: float = 1.0
     config_residency: bool = False
 
     def __post_init__(self) -> None:
@@ -191,6 +200,11 @@ class SimConstants:
                 and not isinstance(self.fp8_stream_efficiency, bool)
                 and 0 < self.fp8_stream_efficiency <= 1):
             raise ValueError(f"fp8_stream_efficiency: {self.fp8_stream_efficiency!r} out of "
+                             "range; allowed: (0, 1]")
+        if not (isinstance(self.fp8_cta_rate_factor, (int, float))
+                and not isinstance(self.fp8_cta_rate_factor, bool)
+                and 0 < self.fp8_cta_rate_factor <= 1):
+            raise ValueError(f"fp8_cta_rate_factor: {self.fp8_cta_rate_factor!r} out of "
                              "range; allowed: (0, 1]")
         if not (isinstance(self.residency_exponent, (int, float)) and 0 <= self.residency_exponent <= 2):
             raise ValueError(
@@ -343,6 +357,8 @@ def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSp
     if resident is None:  # simulate passes the one it computed for the slots
         resident = resident_ctas_per_sm(plan, device, c, shape)
     cap = c.cta_rate_cap_bytes_per_s * scale * min(counted, resident) ** -c.residency_exponent
+    if shape.kv_is_fp8:
+        cap *= c.fp8_cta_rate_factor  # 1.0 unless fitted: 16-bit and old files bit for bit
     # More CTAs per SM than the constants count (a twin's): the SM's rate shared by more.
     return cap * counted / resident if resident > counted else cap
 

@@ -131,12 +131,15 @@ def test_old_calibrations_without_the_field_load_as_bytes_only(tmp_path):
     for other in sorted((ROOT / "harness/calibrations").glob("*.json")):
         source = json.loads(other.read_text())["source"]
         value = load_calibration(other).constants.fp8_stream_efficiency
+        factor = load_calibration(other).constants.fp8_cta_rate_factor
         if "fp8_fit" in source:
             fitted.add(other.name)
             assert value < 1.0 and {"train_rows", "held_out_rows", "held_out"} <= \
                 set(source["fp8_fit"]), other.name
+            # A per-CTA factor only where the fit says it fitted one.
+            assert (factor < 1.0) == ("fp8_cta_rate_factor" in source["fp8_fit"]["fitted"])
         else:
-            assert value == 1.0, other.name
+            assert value == 1.0 and factor == 1.0, other.name
     assert {"h200-triton.json", "h100-triton.json", "h100-flashinfer-tensor-core.json",
             "h200-flashinfer-tensor-core.json"} <= fitted
     # And the field round-trips.
@@ -180,9 +183,11 @@ def _fit_script():
     return fit_fp8_sim
 
 
-def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp"):
-    """A shapes.csv whose Triton times are the shipped model's at fp8_stream_efficiency=value."""
-    constants = replace(SHIPPED.constants, fp8_stream_efficiency=value)
+def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp", factor=1.0):
+    """A shapes.csv whose Triton times are the shipped model's at fp8_stream_efficiency=value
+    (and fp8_cta_rate_factor=factor)."""
+    constants = replace(SHIPPED.constants, fp8_stream_efficiency=value,
+                        fp8_cta_rate_factor=factor)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, CSV_COLUMNS)
         w.writeheader()
@@ -220,6 +225,24 @@ def test_fit_script_recovers_a_known_share(tmp_path, capsys):
     assert "1 other configurations dropped" in capsys.readouterr().out
 
 
+def test_fit_script_recovers_a_known_share_and_cta_factor(tmp_path):
+    script = _fit_script()
+    train, held = tmp_path / "train.csv", tmp_path / "held.csv"
+    # Bandwidth-bound cases (many programs) pin the share; few programs per SM pin the factor.
+    _write_rows(train, script, [("uniform", 64, "fixed-2048"), ("uniform", 256, "fixed-2048"),
+                                ("uniform", 8, "balanced-2x"), ("skew80", 8, "balanced-2x"),
+                                ("skew80", 64, "balanced-2x")], 0.7, factor=0.5)
+    _write_rows(held, script, [("skew80", 256, "fixed-2048"), ("uniform", 64, "balanced-2x")],
+                0.7, factor=0.5)
+    out = tmp_path / "fit.json"
+    assert script.main(["--train-shapes", str(train), "--held-out", str(held),
+                        "--fit-cta-factor", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["fp8_stream_efficiency"] == pytest.approx(0.7)
+    assert result["fp8_cta_rate_factor"] == pytest.approx(0.5)
+    assert result["held_out"]["all"]["after"]["median_abs_error"] < 1e-9
+
+
 def test_a_gpu_row_replays_with_its_kv_cache_type():
     """harness/fidelity.py row_shape: an fp8 row replays as fp8 (so calibrate and fidelity apply
     the fp8 term); a row from before fp8 KV (no kv_dtype, or NaN from a mixed frame) as 16-bit."""
@@ -231,3 +254,33 @@ def test_a_gpu_row_replays_with_its_kv_cache_type():
     assert row_shape(base) == BF16
     assert row_shape(pd.Series({**base, "kv_dtype": float("nan")})) == BF16
     assert row_shape(pd.Series({**base, "kv_dtype": "fp8_e4m3"})).kv_is_fp8
+
+
+def test_the_per_cta_fp8_factor_caps_only_fp8_ctas():
+    # SimConstants.fp8_cta_rate_factor (FlashInfer's fitted files: 0.4) lowers the per-CTA cap of
+    # fp8 shapes only: a lone program per SM (one KV head, unsplit) gets slower with it, 16-bit
+    # predictions stay bit for bit, and 1.0 is the model without it.
+    from kvtune.harness.sim_model import cta_rate_cap_bytes_per_s
+
+    fi = sim_model("h200", "flashinfer-tensor-core")
+    assert fi.constants.fp8_cta_rate_factor < 1.0
+    base = replace(fi.constants, fp8_cta_rate_factor=1.0)
+    for shape in (BF16, FP16):
+        for i in range(len(PLANS)):
+            plan = _plan(i, shape)
+            assert _same_result(simulate(plan, shape, fi.device, base),
+                                simulate(plan, shape, fi.device, fi.constants))
+    plan = _plan(3, ONE_HEAD_FP8, fi.device)
+    full = cta_rate_cap_bytes_per_s(plan, ONE_HEAD_FP8, fi.device, base)
+    assert math.isclose(cta_rate_cap_bytes_per_s(plan, ONE_HEAD_FP8, fi.device, fi.constants),
+                        full * fi.constants.fp8_cta_rate_factor)
+    assert simulate(plan, ONE_HEAD_FP8, fi.device, fi.constants).time_us > \
+        simulate(plan, ONE_HEAD_FP8, fi.device, base).time_us
+    assert DEFAULT_CONSTANTS.fp8_cta_rate_factor == 1.0
+    assert SimConstants.from_dict(fi.constants.to_dict()) == fi.constants
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, math.nan, math.inf, True, "0.4", None])
+def test_out_of_range_cta_factors_are_refused_naming_the_field(bad):
+    with pytest.raises(ValueError, match=r"fp8_cta_rate_factor: .* allowed: \(0, 1\]"):
+        SimConstants(fp8_cta_rate_factor=bad)

@@ -27,10 +27,12 @@ def _script(name):
         sys.path.pop(0)
 
 
-def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False, total_tokens=None):
+def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False, total_tokens=None,
+           fi_cta_factor=None):
     """A shapes.csv whose times are the H100 models' own predictions (times scale[kernel][plan]
-    where given); FlashInfer's with fp8_stream_efficiency = fi_fp8 for fp8 rows; batches of
-    total_tokens (default: the matrix's)."""
+    where given); FlashInfer's with fp8_stream_efficiency = fi_fp8 (and fp8_cta_rate_factor =
+    fi_cta_factor where given, else the shipped file's) for fp8 rows; batches of total_tokens
+    (default: the matrix's)."""
     bench = _script("bench_kernels")
     models = {k: sim_model("h100", k) for k in KERNELS}
     with open(path, "w", newline="") as f:
@@ -45,6 +47,8 @@ def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False, total_tokens=
                 c = m.constants
                 if k != "triton" and shape.kv_is_fp8:
                     c = replace(c, fp8_stream_efficiency=fi_fp8)
+                    if fi_cta_factor is not None:
+                        c = replace(c, fp8_cta_rate_factor=fi_cta_factor)
                 us[k] = simulate(plan, shape, m.device, c).time_us
                 us[k] *= (scale or {}).get(k, {}).get(plan_name, 1.0)
             w.writerow({"variant": bench.variant_label(variant), "shape": variant[0],
@@ -119,10 +123,11 @@ def test_rows_of_other_totals_rebuild_with_their_total_tokens(tmp_path):
 
 def test_fit_recovers_flashinfers_fp8_share(tmp_path):
     train, held = tmp_path / "train.csv", tmp_path / "held.csv"
+    # Rows of a FlashInfer whose fp8 differs by its stream share alone (the script's default fit).
     _write(train, [(FP8, "uniform", 64, "fixed-2048"), (FP8, "skew80", 64, "fixed-2048"),
-                   (FP8, "uniform", 256, "balanced-2x")], fi_fp8=0.6)
+                   (FP8, "uniform", 256, "balanced-2x")], fi_fp8=0.6, fi_cta_factor=1.0)
     _write(held, [(TP8_FP8, "uniform", 64, "fixed-2048"), (FP8, "skew80", 8, "balanced-2x")],
-           fi_fp8=0.6)
+           fi_fp8=0.6, fi_cta_factor=1.0)
     out = tmp_path / "fit.json"
     fit = _script("fit_fp8_sim")
     assert fit.main(["--kernel", "flashinfer-tensor-core", "--device-model", "h100",

@@ -401,14 +401,14 @@ def heuristic_notes(frame: pd.DataFrame, kernel_sha256: str | None) -> list[str]
     being tuned with another decode kernel (`kernel_sha256`: this checkout's
     kernels.fingerprint.decode_kernel_sha256), another backend or an unrecorded one. Only rows
     whose plan notes name a heuristic file are read."""
-    from kvtune.harness.summary import other_card_notes, other_kernel_notes
+    from kvtune.harness.summary import heuristic_notes as summary_notes
 
     if frame.empty or "plan_notes" not in frame:
         return []
     named = frame["plan_notes"].astype(str).str.contains('"tuned_', regex=False)
     cols = [c for c in ("series", "policy", "backend", "plan_notes") if c in frame]
     records = frame.loc[named, cols].drop_duplicates().to_dict("records")
-    return other_card_notes(records) + other_kernel_notes(records, kernel_sha256)
+    return summary_notes(records, kernel_sha256)
 
 
 def bucket_table(result) -> pd.DataFrame:

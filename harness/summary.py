@@ -108,6 +108,13 @@ def other_kernel_notes(rows: list[dict], kernel_sha256: str | None) -> list[str]
     return out
 
 
+def heuristic_notes(rows: list[dict], kernel_sha256: str | None) -> list[str]:
+    """Every note on the rows' heuristic series: tuned on another card (other_card_notes), then
+    with another decode kernel or backend (other_kernel_notes); what `kvtune bench` prints and
+    the dashboard shows."""
+    return other_card_notes(rows) + other_kernel_notes(rows, kernel_sha256)
+
+
 def _number(value) -> float:
     try:
         return float(value)
@@ -176,5 +183,5 @@ def _markdown(frame) -> str:
 
 
 __all__ = ["FORMATS", "QUIET_RATIO_MIN", "disturbed_count", "format_rows",
-           "other_card_notes", "other_kernel_notes", "series_of",
+           "heuristic_notes", "other_card_notes", "other_kernel_notes", "series_of",
            "summary_records"]

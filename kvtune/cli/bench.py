@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from kvtune.harness.bench import BenchSettings, run_bench
     from kvtune.harness.summary import (QUIET_RATIO_MIN, disturbed_count, format_rows,
-                                        other_card_notes, other_kernel_notes)
+                                        heuristic_notes)
     from kvtune.kernels.fingerprint import decode_kernel_sha256
 
     settings = BenchSettings(cases=case_settings(args), policies=args.policies,
@@ -63,8 +63,7 @@ def run(args) -> int:
         print(f"kvtune: note: {disturbed} of {len(outcome.rows)} measurements ran while the GPU's "
               f"memory latency read disturbed (quiet ratio below {QUIET_RATIO_MIN:.2f} after the "
               "retries; column quiet_ratio; marked ~disturbed)", file=sys.stderr)
-    for note in other_card_notes(outcome.rows) + other_kernel_notes(outcome.rows,
-                                                                     decode_kernel_sha256()):
+    for note in heuristic_notes(outcome.rows, decode_kernel_sha256()):
         print(f"kvtune: note: {note}", file=sys.stderr)
     if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
         from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame,

@@ -213,6 +213,25 @@ def choose(stats: list[FinalistStats], default_us: dict | None = None,
     return min(within, key=lambda i: (stats[i].ctas, stats[i].median))
 
 
+def runners_up(stats: list[FinalistStats], winner: int, default_us: dict | None,
+               limit: float = 1.02, count: int = 2) -> list[int]:
+    """Indices of at most `count` finalists other than `winner` that may ship in its place when
+    the winner defers on the held-out cases (studies/validation_step.py): measured, within `limit`
+    x the engine's planner (`default_us`, {case_id: us}) on every training case, faster than it
+    in geomean over them, fastest (lowest median score) first. [] without `default_us`."""
+    if not default_us:
+        return []
+    out = []
+    for i, s in enumerate(stats):
+        if i == winner or s.failed is not None or not s.scores:
+            continue
+        ratios = [us / default_us[c] for c, us in s.case_us.items() if c in default_us]
+        if ratios and max(ratios) <= limit and geomean(ratios) < 1.0:
+            out.append(i)
+    out.sort(key=lambda i: (stats[i].median, stats[i].ctas))
+    return out[:count]
+
+
 def top_configs(trials, k: int = DEFAULT_FINALISTS, multi_objective: bool = False,
                 pareto=()) -> list[SplitParams]:
     """The `k` best distinct configurations of the complete `trials` (optuna FrozenTrials).
@@ -293,6 +312,7 @@ __all__ = [
     "makespan_candidates",
     "PER_BATCH_CANDIDATES",
     "choose",
+    "runners_up",
     "measure_finalists",
     "top_configs",
 ]

@@ -143,6 +143,10 @@ def _validation_lines(b: BucketResult) -> list[str]:
                    f"x{tv['worst']:.3f} (noise {v['noise']:.2%})")
     ship = "the engine's own planner (defer)" if v.get("deferred") else "the tuned rule"
     out.append(f"  ships {ship}: {v.get('reason', '')}; vs default x{vs.get('geomean', float('nan')):.3f}")
+    runner = v.get("runner_up")
+    if runner:
+        out.append(f"  runner-up {runner['position']} ships ({runner['label']}): the winner "
+                   f"({runner['replaces']}) deferred: {runner['winner_reason']}; {runner['note']}")
     for base, sp in v.get("speedup", {}).items():
         out.append(f"    {base:<22} {sp['geomean']:7.3f}x {sp['worst']:7.3f}x  (validation)")
     return out

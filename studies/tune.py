@@ -43,7 +43,13 @@ from pathlib import Path
 
 from kvtune.harness.redact import redact_tree
 from kvtune.studies.config import SETTINGS_ATTR, TuneConfig, stored_settings_of
-from kvtune.studies.finalists import PER_BATCH_CANDIDATES, choose, measure_finalists, top_configs
+from kvtune.studies.finalists import (
+    PER_BATCH_CANDIDATES,
+    choose,
+    measure_finalists,
+    runners_up,
+    top_configs,
+)
 from kvtune.studies.records import RowRecorder, finish_failed, merge_parts
 from kvtune.studies.report import SUMMARY_FILE, build_summary, format_report, regret_geomean
 from kvtune.studies.result import (
@@ -79,7 +85,7 @@ from kvtune.studies.study import (
     stderr_line,
 )
 from kvtune.studies.validation import REGRESSION_LIMIT
-from kvtune.studies.validation_step import validate_bucket
+from kvtune.studies.validation_step import MAX_RUNNERS_UP, validate_with_runners_up
 
 KERNELS = {"triton": "triton-splitkv", "flashinfer": "flashinfer-tensor-core"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -279,6 +285,17 @@ def _default_us(ctx, baselines_us, cases) -> dict | None:
             if label in baselines_us.get(c.case_id, {})}
 
 
+def _finalist_label(stats) -> str:
+    """A finalist as the tune's report prints it: knobs, family and piece cost."""
+    p = stats.params
+    text = f"{p.min_tokens_per_cta}/{p.max_waves}w/{p.max_splits}s/{p.ctas_per_sm}c/{p.schedule}"
+    if stats.family:
+        text += f" {stats.family}"
+    if stats.piece_cost_tokens is not None:
+        text += f" piece_cost_tokens={stats.piece_cost_tokens}"
+    return text
+
+
 def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
     """(BucketResult, [(median_us, spread)] per finalist) or None when nothing completed."""
     from kvtune.studies.oracle import OracleSearch
@@ -297,10 +314,20 @@ def _finish_bucket(ctx, study, bucket, cases, baselines_us, recorder):
     stats = measure_finalists(ctx.runner, cases, candidates, baselines_us, recorder,
                               study_name=study.study_name, bucket=bucket.name,
                               rounds=config.finalist_rounds, robust=config.robust)
-    win = choose(stats, _default_us(ctx, baselines_us, cases), REGRESSION_LIMIT)
+    default_us = _default_us(ctx, baselines_us, cases)
+    win = choose(stats, default_us, REGRESSION_LIMIT)
+    order = [win, *runners_up(stats, win, default_us, REGRESSION_LIMIT, MAX_RUNNERS_UP)]
+
+    def policy(i):
+        s = stats[i]
+        return candidates[i].policy() if s.family else trial_policy(ctx.runner.backend, s.params)
+
+    position, family, validation = validate_with_runners_up(
+        ctx, bucket, cases, [(_finalist_label(stats[i]), policy(i)) for i in order], recorder,
+        study.study_name)
+    win = order[position]
     w = stats[win]
-    chosen = (candidates[win].policy() if w.family else trial_policy(ctx.runner.backend, w.params))
-    family, validation = validate_bucket(ctx, bucket, cases, chosen, recorder, study.study_name)
+    chosen = policy(win)
     family = family or w.family
     mismatch = None if w.family else rule_mismatch(ctx.runner.backend, w.params, cases,
                                                    ctx.runner.device)

@@ -63,3 +63,23 @@ def test_measurement_is_interleaved_round_by_round_case_by_case():
     for s in out:
         assert len(s.scores) == 2 and s.spread == 0.0  # the simulator is deterministic
         assert set(s.case_us) == {c.case_id for c in cases} and s.ctas > 0
+
+
+def test_runners_up_are_the_safe_faster_than_default_finalists_fastest_first():
+    from kvtune.studies.finalists import runners_up
+
+    def at(case_us, score, ctas=100, failed=None):
+        return FinalistStats(SplitParams(), (score,), (1000 * score,), case_us, ctas, failed)
+
+    default = {"a": 100.0, "b": 100.0}
+    finalists = [
+        at({"a": 60.0, "b": 70.0}, 0.6),       # the winner: never its own runner-up
+        at({"a": 90.0, "b": 99.0}, 0.9),       # safe and faster: second
+        at({"a": 50.0, "b": 103.0}, 0.5),      # 1.03x the default on b: past the 1.02 limit
+        at({"a": 80.0, "b": 101.0}, 0.8),      # within the limit, faster in geomean: first
+        at({"a": 101.0, "b": 100.0}, 1.0),     # not faster than the default in geomean
+        at({}, 0.1, failed="output wrong"),    # failed
+    ]
+    assert runners_up(finalists, 0, default, 1.02, count=5) == [3, 1]
+    assert runners_up(finalists, 0, default, 1.02, count=1) == [3]
+    assert runners_up(finalists, 0, None) == []

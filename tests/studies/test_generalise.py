@@ -136,6 +136,47 @@ def test_validate_cases_never_reach_the_search(tmp_path, monkeypatch):
         assert v["vs_default"]["worst"] >= 1 / 1.02
 
 
+def test_a_runner_up_ships_where_the_winner_defers_on_held_out_cases(tmp_path, monkeypatch):
+    """The plumbing of validate_with_runners_up through the tune, the result and the export:
+    the verdicts are forced (the winner defers, the first runner-up passes); defer_decision's
+    own rules are tested in test_validation."""
+    from kvtune.studies import validation_step
+    from kvtune.studies.report import format_report
+
+    real = validation_step.validate_bucket
+    calls = {}
+
+    def forced(ctx, bucket, train_cases, tuned_policy, recorder, study_name):
+        calls[bucket.name] = calls.get(bucket.name, 0) + 1
+        _, v = real(ctx, bucket, train_cases, tuned_policy, recorder, study_name)
+        if calls[bucket.name] == 1:
+            return "defer", {**v, "deferred": True, "reason": "forced: winner"}
+        return "", {**v, "deferred": False, "reason": "forced: runner-up"}
+
+    monkeypatch.setattr(validation_step, "validate_bucket", forced)
+    root = run_tune(_config(tmp_path, study="ru", validate=("distribution:lognormal",),
+                            finalists=3))
+    result = load_tuning_result(root)
+    tried = [b for b in result.buckets if calls.get(b.name, 0) > 1]
+    kept = [b for b in result.buckets if calls.get(b.name, 0) == 1]
+    assert tried, "no bucket had a runner-up that was safe on its training cases"
+    doc = export.build_heuristic(result, allow_regression=True)
+    report = format_report(result, json.loads((root / "summary.json").read_text()))
+    for b in tried:
+        runner = b.validation["runner_up"]
+        assert calls[b.name] == 2 and runner["position"] == 1
+        assert runner["winner_reason"] == "forced: winner" and not b.validation["deferred"]
+        assert b.family != "defer"
+        chosen = [f for f in b.finalists if f.chosen]
+        assert len(chosen) == 1 and chosen[0].params == b.params
+        assert chosen[0].family == b.family
+        entry = next(e for e in doc["evidence"] if e["name"] == b.name)
+        assert entry["validation"]["runner_up"]["label"] == runner["label"]
+        assert f"runner-up 1 ships ({runner['label']})" in report
+    for b in kept:  # no finalist was safe on the training cases: the winner's verdict stands
+        assert b.family == "defer" and "runner_up" not in b.validation
+
+
 def test_default_validation_holds_out_seeds_and_none_turns_it_off(tmp_path):
     root = run_tune(_config(tmp_path, seeds="0,1,2", study="h"))
     manifest = json.loads((root / "manifest.json").read_text())

@@ -11,6 +11,7 @@ import json
 import math
 
 from kvtune.harness.interference import QuietCheck
+from kvtune.kernels.fingerprint import HASH_FORMAT
 
 FORMATS = ("table", "csv", "json", "markdown")
 # A measurement whose interference-guard bracket read below this ratio after its retries
@@ -101,6 +102,10 @@ def other_kernel_notes(rows: list[dict], kernel_sha256: str | None) -> list[str]
             why = f"was tuned on the {backend} backend, not this Triton kernel"
         elif sha == "unrecorded":
             why = "was tuned before kvtune recorded the decode kernel it measured"
+        elif not sha.startswith(HASH_FORMAT):
+            why = (f"records its decode kernel in an older hash format ({sha}, which differed "
+                   "between Python releases for the same code), so whether it is this kernel "
+                   "is unknown")
         else:
             why = f"was tuned with another Triton decode kernel ({sha}; this one {kernel_sha256})"
         out.append(f"{series} {why}: a kernel change alone can move the best split; tune it "

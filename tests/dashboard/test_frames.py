@@ -337,16 +337,16 @@ def test_heuristic_notes_name_files_of_another_card_or_kernel():
                 "plan_notes": json.dumps({"tuned_on": tuned_on, "tuned_kernel": kernel})}
 
     frame = pd.DataFrame([
-        row("tuned:a", "triton", "NVIDIA H200", "triton:abc"),
-        row("tuned:a", "triton", "NVIDIA H200", "triton:abc"),
+        row("tuned:a", "triton", "NVIDIA H200", "triton:k2abc"),
+        row("tuned:a", "triton", "NVIDIA H200", "triton:k2abc"),
         row("tuned:b", "triton", "NVIDIA H200 (planning for NVIDIA H100 80GB HBM3)",
-            "triton:old"),
+            "triton:k2old"),
         {"series": "fa3", "policy": "fa3", "backend": "triton", "status": "ok",
          "plan_notes": "{}"}])
-    notes = heuristic_notes(frame, "abc")
+    notes = heuristic_notes(frame, "k2abc")
     assert len(notes) == 2
     assert notes[0].startswith("tuned:b was tuned on NVIDIA H200, planned here for NVIDIA H100")
-    assert notes[1].startswith("tuned:b was tuned with another Triton decode kernel (old;")
-    assert heuristic_notes(frame.iloc[:2], "abc") == []
-    assert heuristic_notes(frame.drop(columns="plan_notes"), "abc") == []
-    assert heuristic_notes(frame.iloc[:0], "abc") == []
+    assert notes[1].startswith("tuned:b was tuned with another Triton decode kernel (k2old;")
+    assert heuristic_notes(frame.iloc[:2], "k2abc") == []
+    assert heuristic_notes(frame.drop(columns="plan_notes"), "k2abc") == []
+    assert heuristic_notes(frame.iloc[:0], "k2abc") == []

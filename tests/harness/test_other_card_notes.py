@@ -43,18 +43,21 @@ def test_other_kernel_notes_name_files_tuned_with_another_kernel_or_backend():
         return {"series": series, "backend": backend,
                 "plan_notes": json.dumps({"tuned_kernel": tuned})}
 
-    rows = [row("tuned:same", "triton:abc"), row("tuned:old", "triton:def"),
-            row("tuned:old", "triton:def"), row("tuned:early", "triton:unrecorded"),
+    rows = [row("tuned:same", "triton:k2abc"), row("tuned:old", "triton:k2def"),
+            row("tuned:old", "triton:k2def"), row("tuned:early", "triton:unrecorded"),
             row("tuned:fi", "flashinfer:unrecorded"),
-            row("tuned:sim", "triton:def", backend="simulator"),
+            row("tuned:sim", "triton:k2def", backend="simulator"),
+            row("tuned:v1", "triton:9cb10793ab634300"),
             {"series": "flashinfer-tensor-core", "backend": "triton", "plan_notes": "{}"}]
-    notes = other_kernel_notes(rows, "abc")
-    assert len(notes) == 3
-    assert notes[0].startswith("tuned:old was tuned with another Triton decode kernel (def; "
-                               "this one abc)")
+    notes = other_kernel_notes(rows, "k2abc")
+    assert len(notes) == 4
+    assert notes[0].startswith("tuned:old was tuned with another Triton decode kernel (k2def; "
+                               "this one k2abc)")
     assert notes[1].startswith("tuned:early was tuned before kvtune recorded")
     assert notes[2].startswith("tuned:fi was tuned on the flashinfer backend")
-    assert other_kernel_notes(rows[:1], "abc") == []
+    assert notes[3].startswith("tuned:v1 records its decode kernel in an older hash format "
+                               "(9cb10793ab634300")
+    assert other_kernel_notes(rows[:1], "k2abc") == []
 
 
 def test_a_tuned_file_names_its_run_s_kernel_in_its_plan_notes():

@@ -497,6 +497,18 @@ CAPPED_TWIN_MAX_COST = 1.03
 # 2.0-3.9 rounds: within 1.4%). Set on all of the twenty-fourth session's rows (calls 1, 2, 6,
 # 8), the held-out ones included: not yet checked on new ones.
 CAPPED_BACKFILL_MAX_ROUNDS = 1.1
+# ... and only while the longest task holds at most this many keys. Three programs on an SM
+# share its bandwidth for as long as their tasks last: where a plan alternates long and short
+# pieces (a balanced chunk just under the requests' length), launch order puts three long ones
+# on some SMs and none on others, and with long tasks that costs more than the third program's
+# backfill gains. H200, twenty-sixth session (docs/PERFORMANCE.md, calls 4-5; fp8 entry against
+# its capped twin, 512 pieces, long + short): 3,968-key pieces 93.7 against 94.8 us (twin
+# faster), 7,936 within the noise (176-181 both), 15,872 344 against 309 (twin 11% slower),
+# 31,744 671 against 588 (MHA) and 670 against 593 (llama3-8b, 8 KV heads); skew80 balanced
+# plans: 7,944-key chunks (llama3-8b B=256) twin 3.6% faster, 31,775 (MHA B=8) 3% slower. The
+# H100 cases the rule was set on have tasks of 16-7,944 keys. Between 7,936 and 15,872 nothing
+# was measured; 12,288 is about their geometric middle.
+CAPPED_BACKFILL_MAX_TASK_KEYS = 12288
 # The deeper entry keeps its place only when its tasks are of one length, its own last wave is
 # at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
 # the twin does.
@@ -602,7 +614,9 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     where the entry has slots to spare (programs below its slots). A cheap twin (CAPPED_TWIN_COST at most CAPPED_TWIN_MAX_COST: its programs run about as fast
     as the entry's) runs wherever the entry's slots are all taken, except equal tasks beyond its
     own first wave that fill the entry's waves better than its own (DEEP_FILL_MIN,
-    WAVE_FILL_MARGIN: the shallow twins' rule). A costlier twin runs only where it holds all
+    WAVE_FILL_MARGIN: the shallow twins' rule) and tasks of many lengths beyond it unless the
+    work is about one round of the entry's slots (CAPPED_BACKFILL_MAX_ROUNDS) with no task over
+    CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin runs only where it holds all
     `programs` in one wave while the entry, handed the tasks in launch order, would finish them
     later than CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for
     an entry with no capped twin: `config`."""
@@ -625,6 +639,8 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
         return config
     if not equal_tasks:
         keys = _task_keys(item_keys, num_kv_heads, sm_count, "sm_count")
+        if keys.max() > CAPPED_BACKFILL_MAX_TASK_KEYS:
+            return config
         rounds = keys.sum() * num_kv_heads / (entry_per_sm * sm_count * max(keys.max(), 1.0))
         return capped if rounds <= CAPPED_BACKFILL_MAX_ROUNDS else config
     entry_fill = wave_fill(programs, sm_count, entry_per_sm)
@@ -717,7 +733,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     return config
 
 
-__all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS",
+__all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS", "CAPPED_BACKFILL_MAX_TASK_KEYS",
            "CAPPED_TWIN_MAX_COST", "CAPPED_TWIN",
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "HYBRID_DECODE_TABLE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",

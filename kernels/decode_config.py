@@ -509,6 +509,12 @@ CAPPED_BACKFILL_MAX_ROUNDS = 1.1
 # H100 cases the rule was set on have tasks of 16-7,944 keys. Between 7,936 and 15,872 nothing
 # was measured; 12,288 is about their geometric middle.
 CAPPED_BACKFILL_MAX_TASK_KEYS = 12288
+# ... where more than one long task per SM (keys >= LONG_TASK_RATIO x the longest; counted over
+# the KV heads) is what piles up. A few long tasks among many short ones (FlashInfer's unsplit
+# plans of skewed trace batches: mooncake and azure-conv B=64-256, tasks of up to 100k+ keys)
+# each keep an SM while the third program backfills the short ones around them: there the twin
+# ran 3-11% faster (call 6, where a rule on length alone gave those plans to the entry).
+LONG_TASK_RATIO = 0.5
 # The deeper entry keeps its place only when its tasks are of one length, its own last wave is
 # at least DEEP_FILL_MIN full and it fills it WAVE_FILL_MARGIN (fraction of a wave) better than
 # the twin does.
@@ -615,8 +621,8 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     as the entry's) runs wherever the entry's slots are all taken, except equal tasks beyond its
     own first wave that fill the entry's waves better than its own (DEEP_FILL_MIN,
     WAVE_FILL_MARGIN: the shallow twins' rule) and tasks of many lengths beyond it unless the
-    work is about one round of the entry's slots (CAPPED_BACKFILL_MAX_ROUNDS) with no task over
-    CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin runs only where it holds all
+    work is about one round of the entry's slots (CAPPED_BACKFILL_MAX_ROUNDS), and not where
+    more long tasks than SMs are longer than CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin runs only where it holds all
     `programs` in one wave while the entry, handed the tasks in launch order, would finish them
     later than CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for
     an entry with no capped twin: `config`."""
@@ -639,7 +645,8 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
         return config
     if not equal_tasks:
         keys = _task_keys(item_keys, num_kv_heads, sm_count, "sm_count")
-        if keys.max() > CAPPED_BACKFILL_MAX_TASK_KEYS:
+        long_tasks = int((keys >= LONG_TASK_RATIO * keys.max()).sum()) * num_kv_heads
+        if keys.max() > CAPPED_BACKFILL_MAX_TASK_KEYS and long_tasks > sm_count:
             return config
         rounds = keys.sum() * num_kv_heads / (entry_per_sm * sm_count * max(keys.max(), 1.0))
         return capped if rounds <= CAPPED_BACKFILL_MAX_ROUNDS else config
@@ -734,6 +741,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
 
 
 __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS", "CAPPED_BACKFILL_MAX_TASK_KEYS",
+           "LONG_TASK_RATIO",
            "CAPPED_TWIN_MAX_COST", "CAPPED_TWIN",
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "HYBRID_DECODE_TABLE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",

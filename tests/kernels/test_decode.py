@@ -520,6 +520,21 @@ def test_cheap_capped_twin_wherever_the_entry_slots_are_all_taken():
     # B=40 split in chunks of 2,048, 528 programs, 1.44 rounds: 98.1 against 91.9)
     chunks = [2048] * 26 + [1000] * 40
     assert pick(chunks, 8, equal=False) == fp8
+    # ... and not where more long tasks than SMs are each longer than
+    # CAPPED_BACKFILL_MAX_TASK_KEYS: launch order puts three long ones on some SMs (H200: MHA
+    # fp8 uniform B=8 balanced-2x, 256 pieces of 31,744 keys beside 256 short ones, 588 against
+    # 671 us; llama3-8b B=32, 8 KV heads, the same at 593 against 670) ...
+    from kvtune.kernels.decode_config import CAPPED_BACKFILL_MAX_TASK_KEYS
+
+    long = CAPPED_BACKFILL_MAX_TASK_KEYS + 1
+    assert pick([long, 992] * 8, 32, equal=False) == fp8
+    assert pick([long, 992] * 32, 8, equal=False) == fp8
+    # ... while the same pattern of shorter pieces (3,968 keys: 93.7 against 94.8 us) and a few
+    # long tasks among many short ones (FlashInfer's unsplit plans of skewed traces, 3-11%
+    # faster under the twin) keep it.
+    assert pick([CAPPED_BACKFILL_MAX_TASK_KEYS, 992] * 8, 32, equal=False) == fp8_capped
+    few = [100_000] * 8 + [300] * 56
+    assert pick(few, 8, equal=False) == fp8_capped
     # ... equal tasks that fill two waves of two per SM and 1.29 of three keep the entry
     # (llama3-8b uniform B=64 balanced-2x, 512 programs: 199.5 against 231.1) ...
     assert pick([4096] * 64, 8) == fp8

@@ -411,6 +411,22 @@ def heuristic_notes(frame: pd.DataFrame, kernel_sha256: str | None) -> list[str]
     return summary_notes(records, kernel_sha256)
 
 
+def heuristic_verdict_lines(frame: pd.DataFrame, names: dict | None = None) -> list[str]:
+    """The verdict `kvtune bench` prints for each heuristic series against each baseline of the
+    same run (harness.heuristic_verdict: identical launches apart, as the noise band), one line
+    each; with several runs (`names`: {run_id: label}) each line starts with its run's label."""
+    from kvtune.harness.heuristic_verdict import heuristic_verdicts, verdict_line
+
+    if frame.empty or "policy" not in frame or not (frame["policy"] == "tuned").any():
+        return []
+    groups = frame.groupby("run_id", sort=False) if "run_id" in frame else [(None, frame)]
+    lines = []
+    for run_id, rows in groups:
+        prefix = f"{names[run_id]}: " if names and run_id in names else ""
+        lines += [prefix + verdict_line(v) for v in heuristic_verdicts(rows.to_dict("records"))]
+    return lines
+
+
 def bucket_table(result) -> pd.DataFrame:
     """The tuned heuristic of a TuningResult: one row per bucket with its five params, its score
     (geometric mean of tuned / best baseline; lower is better), worst case and trials."""

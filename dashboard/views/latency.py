@@ -40,6 +40,8 @@ if set(counts) - {"ok"}:
     )
 for note in frames.heuristic_notes(frame, decode_kernel_sha256()):
     st.caption(f"Note: {note}.")
+for line in frames.heuristic_verdict_lines(frame, names):
+    st.caption(f"Heuristic: {line}.")
 
 points = frames.latency_points(frame, by_run, names)
 lines = sorted(points["line"].unique())

@@ -48,6 +48,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from kvtune.harness.bench import BenchSettings, run_bench
+    from kvtune.harness.heuristic_verdict import heuristic_verdicts, verdict_line
     from kvtune.harness.summary import (QUIET_RATIO_MIN, disturbed_count, format_rows,
                                         heuristic_notes)
     from kvtune.kernels.fingerprint import decode_kernel_sha256
@@ -65,6 +66,8 @@ def run(args) -> int:
               "retries; column quiet_ratio; marked ~disturbed)", file=sys.stderr)
     for note in heuristic_notes(outcome.rows, decode_kernel_sha256()):
         print(f"kvtune: note: {note}", file=sys.stderr)
+    for verdict in heuristic_verdicts(outcome.rows):
+        print(f"kvtune: {verdict_line(verdict)}", file=sys.stderr)
     if args.format == "table" and any("prefill_tokens" in r for r in outcome.rows):
         from kvtune.harness.hybrid_summary import (SERIAL_POLICY, hybrid_frame,
                                                    one_round_note, suite_speedups, targets)

@@ -350,3 +350,32 @@ def test_heuristic_notes_name_files_of_another_card_or_kernel():
     assert heuristic_notes(frame.iloc[:2], "k2abc") == []
     assert heuristic_notes(frame.drop(columns="plan_notes"), "k2abc") == []
     assert heuristic_notes(frame.iloc[:0], "k2abc") == []
+
+
+def test_heuristic_verdict_lines_per_run_with_identical_launches_apart():
+    import pandas as pd
+
+    from kvtune.dashboard.frames import heuristic_verdict_lines
+
+    def row(run, series, case, us, splits, policy):
+        return {"run_id": run, "series": series, "policy": policy, "case_id": case,
+                "status": "ok", "latency_us": us, "splits": splits, "schedule": "static",
+                "grid_size": len(splits), "plan_notes": "{}", "kernel_config": "c",
+                "prefill_tokens": float("nan"),
+                "heuristic_path": "f.json" if policy == "tuned" else None}
+
+    fi = "flashinfer-tensor-core"
+    frame = pd.DataFrame([
+        row("r1", "tuned:f", "a", 100.0, [1, 1], "tuned"), row("r1", fi, "a", 98.0, [1, 1], fi),
+        row("r1", "tuned:f", "b", 100.0, [3, 1], "tuned"), row("r1", fi, "b", 130.0, [1, 1], fi),
+        # Another run's case of the same id pairs only within its run.
+        row("r2", "tuned:f", "a", 100.0, [2, 1], "tuned"), row("r2", fi, "a", 200.0, [1, 1], fi),
+    ])
+    lines = heuristic_verdict_lines(frame, {"r1": "h200 · one", "r2": "h200 · two"})
+    assert lines == [
+        f"h200 · one: tuned:f against {fi}: 2 cases; 1 with another launch: x1.300 geomean, "
+        "worst x1.300; 1 the same launch (x0.980..x0.980: the measurement's noise); all: "
+        "x1.129 geomean, worst x0.980",
+        f"h200 · two: tuned:f against {fi}: 1 case; 1 with another launch: x2.000 geomean, "
+        "worst x2.000; all: x2.000 geomean, worst x2.000"]
+    assert heuristic_verdict_lines(frame[frame["policy"] != "tuned"]) == []

@@ -170,6 +170,31 @@ def measurements(run_dir: str | os.PathLike) -> Loaded:
     return Loaded(error=error) if error else Loaded(frame)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _read_split_counts(path: str, key: tuple) -> tuple[pd.DataFrame | None, str | None]:
+    import pyarrow.parquet as pq
+
+    try:
+        columns = [c for c in ("case_id", "series", "policy", "splits")
+                   if c in pq.read_schema(path).names]
+        frame = pq.read_table(path, columns=columns).to_pandas()
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is one message on the page
+        return None, f"{path} could not be read ({one_line(exc)})"
+    return frame, None
+
+
+def split_counts(run_dir: str | os.PathLike) -> Loaded:
+    """The run's pieces per request (`splits`) by case and series: what the latency page's
+    heuristic verdict needs to tell identical launches apart, read only for runs that bench a
+    heuristic file (the measurements() frame leaves the per-request arrays out)."""
+    path = Path(run_dir) / MEASUREMENTS
+    key = file_key(path)
+    if key is None:
+        return Loaded(pd.DataFrame())
+    frame, error = _read_split_counts(str(path), key)
+    return Loaded(error=error) if error else Loaded(frame)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _read_case_rows(path: str, key: tuple, case_id: str) -> tuple[list[dict] | None, str | None]:
     import pyarrow.parquet as pq

@@ -411,6 +411,32 @@ def heuristic_notes(frame: pd.DataFrame, kernel_sha256: str | None) -> list[str]
     return summary_notes(records, kernel_sha256)
 
 
+def benches_a_heuristic_file(frame: pd.DataFrame) -> bool:
+    """Whether the rows hold a heuristic file's series (policy "tuned" with heuristic_path)."""
+    if frame.empty or "policy" not in frame or "heuristic_path" not in frame:
+        return False
+    return bool(((frame["policy"] == "tuned") & frame["heuristic_path"].notna()).any())
+
+
+def with_split_counts(frame: pd.DataFrame, splits_by_run: dict) -> pd.DataFrame:
+    """`frame` with each row's `splits` from `splits_by_run` ({run_id: frame of case_id, series,
+    splits}, data.split_counts), matched on run, case and series; rows of other runs get none."""
+    parts = []
+    for run_id, rows in frame.groupby("run_id", sort=False):
+        extra = splits_by_run.get(run_id)
+        if extra is None or extra.empty or "splits" not in extra:
+            parts.append(rows)
+            continue
+        if "series" not in extra:
+            extra = extra.assign(series=extra["policy"])
+        elif "policy" in extra:
+            extra = extra.assign(series=extra["series"].fillna(extra["policy"]))
+        keyed = extra.drop_duplicates(["case_id", "series"])[["case_id", "series", "splits"]]
+        parts.append(rows.drop(columns=["splits"], errors="ignore")
+                     .merge(keyed, on=["case_id", "series"], how="left"))
+    return pd.concat(parts, ignore_index=True) if parts else frame
+
+
 def heuristic_verdict_lines(frame: pd.DataFrame, names: dict | None = None) -> list[str]:
     """The verdict `kvtune bench` prints for each heuristic series against each baseline of the
     same run (harness.heuristic_verdict: identical launches apart, as the noise band), one line

@@ -40,8 +40,13 @@ if set(counts) - {"ok"}:
     )
 for note in frames.heuristic_notes(frame, decode_kernel_sha256()):
     st.caption(f"Note: {note}.")
-for line in frames.heuristic_verdict_lines(frame, names):
-    st.caption(f"Heuristic: {line}.")
+if frames.benches_a_heuristic_file(frame):
+    # The verdict tells identical launches apart by their pieces per request, which the page's
+    # frame leaves out (per-request arrays): read them for these runs only.
+    loaded = {rid: data.split_counts(by_id[rid]["path"]) for rid in measured}
+    splits = {rid: got.value for rid, got in loaded.items() if got.ok}
+    for line in frames.heuristic_verdict_lines(frames.with_split_counts(frame, splits), names):
+        st.caption(f"Heuristic: {line}.")
 
 points = frames.latency_points(frame, by_run, names)
 lines = sorted(points["line"].unique())

@@ -379,3 +379,32 @@ def test_heuristic_verdict_lines_per_run_with_identical_launches_apart():
         f"h200 · two: tuned:f against {fi}: 1 case; 1 with another launch: x2.000 geomean, "
         "worst x2.000; all: x2.000 geomean, worst x2.000"]
     assert heuristic_verdict_lines(frame[frame["policy"] != "tuned"]) == []
+
+
+def test_split_counts_join_the_page_frame_so_identical_launches_are_told_apart(tmp_path):
+    import pandas as pd
+
+    from kvtune.dashboard import data
+    from kvtune.dashboard.frames import (benches_a_heuristic_file, heuristic_verdict_lines,
+                                         with_split_counts)
+
+    fi = "flashinfer-tensor-core"
+    rows = []
+    for case, (mine, theirs) in {"a": ([1, 1], [1, 1]), "b": ([3, 1], [1, 1])}.items():
+        for series, policy, splits, us in (("tuned:f", "tuned", mine, 100.0),
+                                           (fi, fi, theirs, 99.0 if case == "a" else 150.0)):
+            rows.append({"run_id": "r", "case_id": case, "series": series, "policy": policy,
+                         "status": "ok", "latency_us": us, "splits": splits,
+                         "schedule": "static", "grid_size": 8, "plan_notes": "{}",
+                         "kernel_config": "c",
+                         "heuristic_path": "f.json" if policy == "tuned" else None})
+    run = tmp_path / "r"
+    run.mkdir()
+    pd.DataFrame(rows).to_parquet(run / "measurements.parquet")
+    page = data.measurements(run).value.assign(run_id="r")  # per-request arrays left out
+    assert "splits" not in page and benches_a_heuristic_file(page)
+    assert "2 with another launch" in heuristic_verdict_lines(page)[0]  # nothing to tell by
+    joined = with_split_counts(page, {"r": data.split_counts(run).value})
+    (line,) = heuristic_verdict_lines(joined)
+    assert "1 with another launch: x1.500" in line and "1 the same launch (x0.990..x0.990" in line
+    assert not benches_a_heuristic_file(page.assign(heuristic_path=None))

@@ -29,7 +29,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from kvtune.harness.calibration import fit_constants
 from kvtune.harness.device import sim_model, write_calibration

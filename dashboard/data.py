@@ -159,15 +159,21 @@ def _read_measurements(path: str, key: tuple) -> tuple[pd.DataFrame | None, str 
     return frame, None
 
 
-def measurements(run_dir: str | os.PathLike) -> Loaded:
-    """The run's measurement rows without the per-request arrays (a DataFrame; empty when the run
-    has written none yet), or the error that reading them gave."""
+def _measurement_file(run_dir: str | os.PathLike, reader) -> Loaded:
+    """`reader(path, key)` ((frame, error), cached on the file's key) of the run's measurements
+    file; an empty frame when the run has written none yet."""
     path = Path(run_dir) / MEASUREMENTS
     key = file_key(path)
     if key is None:
         return Loaded(pd.DataFrame())
-    frame, error = _read_measurements(str(path), key)
+    frame, error = reader(str(path), key)
     return Loaded(error=error) if error else Loaded(frame)
+
+
+def measurements(run_dir: str | os.PathLike) -> Loaded:
+    """The run's measurement rows without the per-request arrays (a DataFrame; empty when the run
+    has written none yet), or the error that reading them gave."""
+    return _measurement_file(run_dir, _read_measurements)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -187,12 +193,7 @@ def split_counts(run_dir: str | os.PathLike) -> Loaded:
     """The run's pieces per request (`splits`) by case and series: what the latency page's
     heuristic verdict needs to tell identical launches apart, read only for runs that bench a
     heuristic file (the measurements() frame leaves the per-request arrays out)."""
-    path = Path(run_dir) / MEASUREMENTS
-    key = file_key(path)
-    if key is None:
-        return Loaded(pd.DataFrame())
-    frame, error = _read_split_counts(str(path), key)
-    return Loaded(error=error) if error else Loaded(frame)
+    return _measurement_file(run_dir, _read_split_counts)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

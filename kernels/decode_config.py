@@ -622,8 +622,8 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     own first wave that fill the entry's waves better than its own (DEEP_FILL_MIN,
     WAVE_FILL_MARGIN: the shallow twins' rule) and tasks of many lengths beyond it unless the
     work is about one round of the entry's slots (CAPPED_BACKFILL_MAX_ROUNDS), and not where
-    more long tasks than SMs are longer than CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin runs only where it holds all
-    `programs` in one wave while the entry, handed the tasks in launch order, would finish them
+    more long tasks than SMs are longer than CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin
+    runs only where it holds all `programs` in one wave while the entry, handed the tasks in launch order, would finish them
     later than CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for
     an entry with no capped twin: `config`."""
     key = (head_dim, kv_element_bytes, config)

@@ -615,17 +615,18 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
                 equal_tasks: bool = True) -> KernelConfig:
     """`config`, or its register-capped twin (CAPPED_TWIN; same bits, more programs per SM).
 
-    programs: the launch's programs (one per task, >= 1) on sm_count SMs; item_keys: keys per
-    work item, for each of num_kv_heads (launch order); equal_tasks: tasks_of_one_length. Never
-    where the entry has slots to spare (programs below its slots). A cheap twin (CAPPED_TWIN_COST at most CAPPED_TWIN_MAX_COST: its programs run about as fast
-    as the entry's) runs wherever the entry's slots are all taken, except equal tasks beyond its
-    own first wave that fill the entry's waves better than its own (DEEP_FILL_MIN,
-    WAVE_FILL_MARGIN: the shallow twins' rule) and tasks of many lengths beyond it unless the
-    work is about one round of the entry's slots (CAPPED_BACKFILL_MAX_ROUNDS), and not where
-    more long tasks than SMs are longer than CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin
-    runs only where it holds all `programs` in one wave while the entry, handed the tasks in launch order, would finish them
-    later than CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for
-    an entry with no capped twin: `config`."""
+    programs: the launch's programs (one per task, >= 1) on sm_count SMs; item_keys: keys per work
+    item, for each of num_kv_heads (launch order); equal_tasks: tasks_of_one_length. Never where the
+    entry has slots to spare (programs below its slots). A cheap twin (CAPPED_TWIN_COST at most
+    CAPPED_TWIN_MAX_COST: its programs run about as fast as the entry's) runs wherever the entry's
+    slots are all taken, except equal tasks beyond its own first wave that fill the entry's waves
+    better than its own (DEEP_FILL_MIN, WAVE_FILL_MARGIN: the shallow twins' rule) and tasks of many
+    lengths beyond it unless the work is about one round of the entry's slots
+    (CAPPED_BACKFILL_MAX_ROUNDS), and not where more long tasks than SMs are longer than
+    CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin runs only where it holds all `programs` in one
+    wave while the entry, handed the tasks in launch order, would finish them later than
+    CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for an entry with
+    no capped twin: `config`."""
     key = (head_dim, kv_element_bytes, config)
     capped = CAPPED_TWIN.get(key)
     if capped is None or item_keys is None:

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from kvtune.harness.fidelity import launch_key
 
 TUNED_POLICY = "tuned"
+# Without identical launches to read the noise from, a launch of the heuristic's counts as slower
+# only past this factor of the baseline's latency: the tune's own regression limit
+# (studies/validation.py REGRESSION_LIMIT; harness sits below studies, so the value is repeated).
+REGRESSION_LIMIT = 1.02
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,10 @@ class HeuristicVerdict:
     speedups are baseline latency / tuned latency (> 1: the heuristic is faster). cases: the
     cases both measured ok; same_launch: of them, where both launched the same kernel on the
     same pieces (same_min / same_max: their speedup range, the noise; nan when none);
-    differing: the others (geomean / worst over them; nan when none); geomean_all, worst_all:
-    over every case."""
+    differing: the others (geomean / worst over them; nan when none); slower: of the differing,
+    those below the noise floor (the identical launches' lowest speedup, or 1 / REGRESSION_LIMIT
+    when there are none or that is higher): the cases where the heuristic is slower than the
+    baseline beyond the noise; geomean_all, worst_all: over every case."""
 
     series: str
     baseline: str
@@ -40,6 +46,7 @@ class HeuristicVerdict:
     worst_differing: float
     geomean_all: float
     worst_all: float
+    slower: int = 0
 
 
 def _geomean(values: list[float]) -> float:
@@ -100,12 +107,13 @@ def heuristic_verdicts(rows: list[dict]) -> list[HeuristicVerdict]:
                 (same if key is not None and key == launch_key(theirs) else differing).append(
                     speedup)
             every = same + differing
+            floor = min(min(same, default=1.0), 1.0 / REGRESSION_LIMIT)
             out.append(HeuristicVerdict(
                 series=t, baseline=base, cases=len(common), same_launch=len(same),
                 same_min=min(same, default=math.nan), same_max=max(same, default=math.nan),
                 differing=len(differing), geomean_differing=_geomean(differing),
                 worst_differing=min(differing, default=math.nan), geomean_all=_geomean(every),
-                worst_all=min(every)))
+                worst_all=min(every), slower=sum(1 for x in differing if x < floor)))
     return out
 
 
@@ -115,10 +123,13 @@ def verdict_line(v: HeuristicVerdict) -> str:
     if v.differing:
         text += (f"; {v.differing} with another launch: x{v.geomean_differing:.3f} geomean, "
                  f"worst x{v.worst_differing:.3f}")
+        if v.slower:
+            text += f", SLOWER than {v.baseline} beyond the noise on {v.slower}"
     if v.same_launch:
         text += (f"; {v.same_launch} the same launch (x{v.same_min:.3f}..x{v.same_max:.3f}: "
                  "the measurement's noise)")
     return text + f"; all: x{v.geomean_all:.3f} geomean, worst x{v.worst_all:.3f}"
 
 
-__all__ = ["HeuristicVerdict", "TUNED_POLICY", "heuristic_verdicts", "verdict_line"]
+__all__ = ["HeuristicVerdict", "REGRESSION_LIMIT", "TUNED_POLICY", "heuristic_verdicts",
+           "verdict_line"]

@@ -38,8 +38,16 @@ def test_identical_launches_give_the_noise_band_and_the_others_the_verdict():
     assert math.isclose(v.geomean_differing, math.sqrt(1.5 * 0.8))
     assert math.isclose(v.worst_differing, 0.8) and math.isclose(v.worst_all, 0.8)
     line = verdict_line(v)
+    assert v.slower == 1  # case d, below the identical launches' band
     assert line.startswith(f"{t} against {fi}: 4 cases; 2 with another launch: x1.095 geomean, "
-                           "worst x0.800; 2 the same launch (x0.970..x1.010")
+                           f"worst x0.800, SLOWER than {fi} beyond the noise on 1; 2 the same "
+                           "launch (x0.970..x1.010")
+    # Without identical launches the floor is the tune's regression limit: 0.985 is noise.
+    (v,) = heuristic_verdicts([_row(t, "a", 100.0, [2], 512, policy="tuned"),
+                               _row(fi, "a", 98.5, [1]),
+                               _row(t, "b", 100.0, [2], 512, policy="tuned"),
+                               _row(fi, "b", 97.0, [1])])
+    assert (v.same_launch, v.differing, v.slower) == (0, 2, 1)
     # Only baselines and tuned series of policy "tuned" pair up; nothing common, nothing said.
     assert heuristic_verdicts([_row(fi, "a", 1.0, [1])]) == []
     assert heuristic_verdicts([_row(t, "a", 1.0, [1], policy="tuned"),

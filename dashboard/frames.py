@@ -437,10 +437,12 @@ def with_split_counts(frame: pd.DataFrame, splits_by_run: dict) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else frame
 
 
-def heuristic_verdict_lines(frame: pd.DataFrame, names: dict | None = None) -> list[str]:
+def heuristic_verdict_lines(frame: pd.DataFrame,
+                            names: dict | None = None) -> list[tuple[str, int]]:
     """The verdict `kvtune bench` prints for each heuristic series against each baseline of the
-    same run (harness.heuristic_verdict: identical launches apart, as the noise band), one line
-    each; with several runs (`names`: {run_id: label}) each line starts with its run's label."""
+    same run (harness.heuristic_verdict: identical launches apart, as the noise band), as (line,
+    how many of the heuristic's own launches were slower beyond the noise); with several runs
+    (`names`: {run_id: label}) each line starts with its run's label."""
     from kvtune.harness.heuristic_verdict import heuristic_verdicts, verdict_line
 
     if frame.empty or "policy" not in frame or not (frame["policy"] == "tuned").any():
@@ -449,7 +451,8 @@ def heuristic_verdict_lines(frame: pd.DataFrame, names: dict | None = None) -> l
     lines = []
     for run_id, rows in groups:
         prefix = f"{names[run_id]}: " if names and run_id in names else ""
-        lines += [prefix + verdict_line(v) for v in heuristic_verdicts(rows.to_dict("records"))]
+        lines += [(prefix + verdict_line(v), v.slower)
+                  for v in heuristic_verdicts(rows.to_dict("records"))]
     return lines
 
 

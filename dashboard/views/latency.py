@@ -45,8 +45,9 @@ if frames.benches_a_heuristic_file(frame):
     # frame leaves out (per-request arrays): read them for these runs only.
     loaded = {rid: data.split_counts(by_id[rid]["path"]) for rid in measured}
     splits = {rid: got.value for rid, got in loaded.items() if got.ok}
-    for line in frames.heuristic_verdict_lines(frames.with_split_counts(frame, splits), names):
-        st.caption(f"Heuristic: {line}.")
+    for line, slower in frames.heuristic_verdict_lines(frames.with_split_counts(frame, splits),
+                                                        names):
+        (st.warning if slower else st.caption)(f"Heuristic: {line}.")
 
 points = frames.latency_points(frame, by_run, names)
 lines = sorted(points["line"].unique())

@@ -373,11 +373,11 @@ def test_heuristic_verdict_lines_per_run_with_identical_launches_apart():
     ])
     lines = heuristic_verdict_lines(frame, {"r1": "h200 · one", "r2": "h200 · two"})
     assert lines == [
-        f"h200 · one: tuned:f against {fi}: 2 cases; 1 with another launch: x1.300 geomean, "
-        "worst x1.300; 1 the same launch (x0.980..x0.980: the measurement's noise); all: "
-        "x1.129 geomean, worst x0.980",
-        f"h200 · two: tuned:f against {fi}: 1 case; 1 with another launch: x2.000 geomean, "
-        "worst x2.000; all: x2.000 geomean, worst x2.000"]
+        (f"h200 · one: tuned:f against {fi}: 2 cases; 1 with another launch: x1.300 geomean, "
+         "worst x1.300; 1 the same launch (x0.980..x0.980: the measurement's noise); all: "
+         "x1.129 geomean, worst x0.980", 0),
+        (f"h200 · two: tuned:f against {fi}: 1 case; 1 with another launch: x2.000 geomean, "
+         "worst x2.000; all: x2.000 geomean, worst x2.000", 0)]
     assert heuristic_verdict_lines(frame[frame["policy"] != "tuned"]) == []
 
 
@@ -403,8 +403,9 @@ def test_split_counts_join_the_page_frame_so_identical_launches_are_told_apart(t
     pd.DataFrame(rows).to_parquet(run / "measurements.parquet")
     page = data.measurements(run).value.assign(run_id="r")  # per-request arrays left out
     assert "splits" not in page and benches_a_heuristic_file(page)
-    assert "2 with another launch" in heuristic_verdict_lines(page)[0]  # nothing to tell by
+    assert "2 with another launch" in heuristic_verdict_lines(page)[0][0]  # nothing to tell by
     joined = with_split_counts(page, {"r": data.split_counts(run).value})
-    (line,) = heuristic_verdict_lines(joined)
+    ((line, slower),) = heuristic_verdict_lines(joined)
+    assert slower == 0
     assert "1 with another launch: x1.500" in line and "1 the same launch (x0.990..x0.990" in line
     assert not benches_a_heuristic_file(page.assign(heuristic_path=None))

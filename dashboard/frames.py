@@ -421,6 +421,8 @@ def benches_a_heuristic_file(frame: pd.DataFrame) -> bool:
 def with_split_counts(frame: pd.DataFrame, splits_by_run: dict) -> pd.DataFrame:
     """`frame` with each row's `splits` from `splits_by_run` ({run_id: frame of case_id, series,
     splits}, data.split_counts), matched on run, case and series; rows of other runs get none."""
+    if "run_id" not in frame or frame.empty:
+        return frame
     parts = []
     for run_id, rows in frame.groupby("run_id", sort=False):
         extra = splits_by_run.get(run_id)

@@ -185,14 +185,17 @@ def validation_summary(cases, case_us: dict, baselines: list[str], chosen: str, 
 
 
 def measure_validation(runner, cases, tuned_policy, baselines, recorder, *, study_name: str,
-                       bucket: str, rounds: int, default_policy=None) -> tuple[dict, float]:
+                       bucket: str, rounds: int, default_policy=None,
+                       attempt: int = 0) -> tuple[dict, float]:
     """Measure the tuned rule, the engine default and every baseline on `cases`, interleaved
     over `rounds` rounds (round r starts at series r). Returns ({series: {case_id: median us}},
     noise); where the tuned rule and the default launched the same kernel, both medians are of
     their pooled samples (pool_identical_launches). A series that fails on a case is left out of
     that case (the tuned rule or the default failing is a ValueError). default_policy: the
     engine's own planner (None: kernels.parametric.engine_default_policy(), the decode one; a
-    hybrid tune passes hybrid-serial)."""
+    hybrid tune passes hybrid-serial). attempt: which finalist the "tuned" series is, 0 the
+    winner and k its k-th runner-up (studies/validation_step.py), stored with every row as
+    `validation_attempt` so the rows of each tried finalist stay apart."""
     from kvtune.harness.fidelity import launch_key
     from kvtune.kernels.parametric import engine_default_policy
 
@@ -208,6 +211,7 @@ def measure_validation(runner, cases, tuned_policy, baselines, recorder, *, stud
             for i in np.roll(np.arange(len(series)), -r).tolist():
                 label, policy = series[i]
                 row, _ = runner.measure_one(case, policy, series=label)
+                row = {**row, "validation_attempt": int(attempt)}
                 recorder.add(row, phase="validation", study=study_name, bucket=bucket,
                              round_index=r, candidate=i)
                 if row["status"] == "ok" and row["latency_us"] > 0:

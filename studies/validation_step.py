@@ -35,14 +35,14 @@ def validate_with_runners_up(ctx, bucket, train_cases, policies, recorder, study
     the winner it replaces and why that one deferred; its held-out numbers are then those it
     was chosen on, no longer an independent check (the dict says so)."""
     first_family, first = validate_bucket(ctx, bucket, train_cases, policies[0][1], recorder,
-                                          study_name)
+                                          study_name, attempt=0)
     if first_family != "defer" or first is None or first.get("source") != "validation":
         return 0, first_family, first
     for position, (label, policy) in enumerate(policies[1:MAX_RUNNERS_UP + 1], start=1):
         stderr_line(f"bucket {bucket.name}: trying runner-up {position} on the held-out cases: "
                     f"{label}")
         family, validation = validate_bucket(ctx, bucket, train_cases, policy, recorder,
-                                             study_name)
+                                             study_name, attempt=position)
         if family != "defer":
             validation["runner_up"] = {
                 "position": position, "label": label, "replaces": policies[0][0],
@@ -54,10 +54,12 @@ def validate_with_runners_up(ctx, bucket, train_cases, policies, recorder, study
     return 0, first_family, first
 
 
-def validate_bucket(ctx, bucket, train_cases, tuned_policy, recorder, study_name: str):
+def validate_bucket(ctx, bucket, train_cases, tuned_policy, recorder, study_name: str,
+                    attempt: int = 0):
     """(family, validation dict or None) of one bucket. family is "defer" when the engine
     default wins, else "" (the table's rule). With --validate none the decision is made on the
-    training cases and the dict says so (source "training")."""
+    training cases and the dict says so (source "training"). attempt: 0 for the winner, k for
+    its k-th runner-up (the rows' validation_attempt)."""
     config = ctx.config
     buckets = [b for b, _ in ctx.buckets]
     held = assign_to_buckets(ctx.validation or [], buckets).get(bucket.name, [])
@@ -70,7 +72,7 @@ def validate_bucket(ctx, bucket, train_cases, tuned_policy, recorder, study_name
         return "", None
     case_us, noise = measure_validation(ctx.runner, held, tuned_policy, ctx.baselines, recorder,
                                         study_name=study_name, bucket=bucket.name,
-                                        rounds=config.finalist_rounds)
+                                        rounds=config.finalist_rounds, attempt=attempt)
     deferred, reason = defer_decision(held, case_us, noise)
     if deferred:
         stderr_line(f"bucket {bucket.name}: defers to the engine's own planner ({reason})")

@@ -146,9 +146,11 @@ def test_a_runner_up_ships_where_the_winner_defers_on_held_out_cases(tmp_path, m
     real = validation_step.validate_bucket
     calls = {}
 
-    def forced(ctx, bucket, train_cases, tuned_policy, recorder, study_name):
+    def forced(ctx, bucket, train_cases, tuned_policy, recorder, study_name, attempt=0):
         calls[bucket.name] = calls.get(bucket.name, 0) + 1
-        _, v = real(ctx, bucket, train_cases, tuned_policy, recorder, study_name)
+        assert attempt == calls[bucket.name] - 1
+        _, v = real(ctx, bucket, train_cases, tuned_policy, recorder, study_name,
+                    attempt=attempt)
         if calls[bucket.name] == 1:
             return "defer", {**v, "deferred": True, "reason": "forced: winner"}
         return "", {**v, "deferred": False, "reason": "forced: runner-up"}
@@ -175,6 +177,12 @@ def test_a_runner_up_ships_where_the_winner_defers_on_held_out_cases(tmp_path, m
         assert f"runner-up 1 ships ({runner['label']})" in report
     for b in kept:  # no finalist was safe on the training cases: the winner's verdict stands
         assert b.family == "defer" and "runner_up" not in b.validation
+    # The stored validation rows keep each tried finalist apart.
+    rows = pd.read_parquet(root / "measurements.parquet")
+    validation = rows[rows["phase"] == "validation"]
+    for b in tried:
+        attempts = validation[validation["bucket"] == b.name]["validation_attempt"]
+        assert sorted(attempts.unique()) == [0, 1]
 
 
 def test_default_validation_holds_out_seeds_and_none_turns_it_off(tmp_path):

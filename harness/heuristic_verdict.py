@@ -15,11 +15,13 @@ import math
 from dataclasses import dataclass
 
 from kvtune.harness.fidelity import launch_key
+from kvtune.kernels.parametric import BucketedPolicy
 
-TUNED_POLICY = "tuned"
-# Without identical launches to read the noise from, a launch of the heuristic's counts as slower
-# only past this factor of the baseline's latency: the tune's own regression limit
-# (studies/validation.py REGRESSION_LIMIT; harness sits below studies, so the value is repeated).
+TUNED_POLICY = BucketedPolicy.name
+# A heuristic's launch slower than the engine's planner by more than this factor is a regression:
+# without identical launches to read the noise from, the verdict counts a launch as slower only
+# past it, and the tune ships a bucket only if no held-out case is past it (plus the noise;
+# studies/validation.py and studies/export.py take it from here).
 REGRESSION_LIMIT = 1.02
 
 

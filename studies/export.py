@@ -56,13 +56,12 @@ from kvtune.studies.result import (
     check_tuning_dict,
     load_tuning_result,
 )
+from kvtune.studies.validation import REGRESSION_LIMIT  # an export past it is refused
 
 # 1.1 added the top-level `rule` (a 1.0 file has none and is read as "parametric"); 1.2 per-bucket
 # `family` and `max_chunk_tokens`, the evidence's `validation`, `allow_regression`; 1.3 the
 # `hybrid` section; 1.4 the `makespan` family and its per-bucket `piece_cost_tokens`.
 SCHEMA_VERSION = "1.4"
-# Validation slower than the engine default by more than this on any case refuses the export.
-REGRESSION_LIMIT = 1.02
 SCHEMA_RESOURCE = "schemas/tuned_heuristic.schema.json"
 DEFAULT_STORAGE = "sqlite:///results/optuna.db"
 

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from kvtune.harness.heuristic_verdict import REGRESSION_LIMIT
 from kvtune.studies.objective import geomean
 
 DEFAULT_LABEL = "default"
-REGRESSION_LIMIT = 1.02
 HOLDOUT_SEED_OFFSET = 1000
 VALIDATE_SEEDS = (100, 101)
 STRESS_DISTRIBUTIONS = ("skew80", "uniform")

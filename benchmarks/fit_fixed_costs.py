@@ -32,20 +32,18 @@ from pathlib import Path
 import pandas as pd
 from kvtune.harness.calibration import fit_constants
 from kvtune.harness.device import sim_model, write_calibration
-from kvtune.harness.fidelity import compare, load_rows, replay, simulate_replay
+from kvtune.harness.fidelity import compare, fidelity, load_rows, replay
 
 DEFAULT_NAMES = ("launch_us", "merge_launch_us", "cta_start_us")
 
 
 def errors(runs: list[str], kernel: str, model, constants) -> pd.DataFrame:
-    """The rows of `kernel` in `runs` with sim_us under `constants` and err = sim / GPU - 1."""
+    """The rows of `kernel` in `runs` replayed by harness.fidelity under `constants` (sim_us),
+    with err = sim / GPU - 1."""
     rows = load_rows(runs)
-    frame = rows.for_kernel(kernel)
-    if frame.empty:
+    if rows.for_kernel(kernel).empty:
         raise SystemExit(f"runs: no row of kernel {kernel!r} in {runs}")
-    rep = replay(frame, rows.devices, model.device.max_ctas_per_sm)
-    sim = simulate_replay(rep, model.device, constants)
-    out = rep.frame.assign(sim_us=sim)
+    _, out = fidelity(rows, kernel, replace(model, constants=constants))
     return out.assign(err=out["sim_us"] / out["latency_us"] - 1)
 
 

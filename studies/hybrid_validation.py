@@ -5,7 +5,8 @@ ships it is measured on cases the search never saw, interleaved with `hybrid-ser
 engine's own way: the prefill launch, then the decode launch planned by FlashInfer's rule) over
 `rounds` rounds, and it ships only where it is faster than serial by more than the measured
 noise in geometric mean and never more than REGRESSION_LIMIT (+ noise) slower on any case
-(studies/validation.py: defer_decision, the same rule as the split-knob study's). Otherwise the
+(studies/validation.py: defer_decision, the same rule as the split-knob study's), measured on
+at least MIN_SHIP_CASES cases (bucket_defer_decision). Otherwise the
 bucket defers: the heuristic file lists it under `deferred_buckets`, and every planner of the
 file (kvtune's `hybrid-tuned`, the vendored kernels/tuned_planner.plan_hybrid) plans such a
 batch as the engine would.
@@ -31,6 +32,23 @@ from kvtune.studies.objective import geomean
 from kvtune.studies.validation import DEFAULT_LABEL, defer_decision, measure_validation
 
 DEFAULT_VALIDATION = ("hybrid-holdout", "hybrid")
+
+# The fewest measured cases a hybrid bucket (or half) ships on. Why: on an H200 (twenty-seventh
+# session, docs/PERFORMANCE.md) a serial fallback for 1-16 decodes beside up to 1,024 prefill
+# tokens passed on its two hybrid-holdout cases (1.009x over serial) and then ran 2.0-2.6%
+# slower than serial on three sweep cases it had not seen; a bucket spans every decode count and
+# chunk of its range, and two cases cannot show how its rule does across them.
+MIN_SHIP_CASES = 4
+
+
+def bucket_defer_decision(cases, case_us: dict, noise: float) -> tuple[bool, str]:
+    """(deferred, why) for a hybrid bucket: studies/validation.py defer_decision, and deferred
+    as well where fewer than MIN_SHIP_CASES cases were measured."""
+    deferred, reason = defer_decision(cases, case_us, noise)
+    if not deferred and len(cases) < MIN_SHIP_CASES:
+        return True, (f"only {len(cases)} measured case(s), at least {MIN_SHIP_CASES} to ship "
+                      f"({reason})")
+    return deferred, reason
 
 
 def validation_cases(validate: tuple, shape, train_ids) -> tuple[list, str]:
@@ -65,7 +83,7 @@ def validate_bucket(runner, cases, tuned_policy, serial_policy, recorder, *, stu
     case_us, noise = measure_validation(runner, cases, tuned_policy, [], recorder,
                                         study_name=study, bucket=bucket, rounds=rounds,
                                         default_policy=serial_policy)
-    deferred, reason = defer_decision(cases, case_us, noise)
+    deferred, reason = bucket_defer_decision(cases, case_us, noise)
     rows = [{"case_id": c.case_id, "tuned_us": case_us["tuned"][c.case_id],
              "serial_us": case_us[DEFAULT_LABEL][c.case_id]} for c in cases]
     speedups = [r["serial_us"] / r["tuned_us"] for r in rows]
@@ -193,7 +211,7 @@ def split_verdicts(entry: dict, verdict: dict, cases) -> list[tuple[dict, dict]]
         if sub:
             case_us = {"tuned": {r["case_id"]: r["tuned_us"] for r in mine},
                        DEFAULT_LABEL: {r["case_id"]: r["serial_us"] for r in mine}}
-            deferred, reason = defer_decision(sub, case_us, verdict["noise"])
+            deferred, reason = bucket_defer_decision(sub, case_us, verdict["noise"])
             speedups = [r["serial_us"] / r["tuned_us"] for r in mine]
             spread = {"geomean": geomean(speedups), "worst": min(speedups)}
         else:
@@ -234,7 +252,7 @@ def _spread(ratios: dict) -> dict:
     return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
-__all__ = ["DEFAULT_VALIDATION", "SEARCH_FIELDS", "SERIAL_PREFILL_KNOBS", "bucket_key",
+__all__ = ["DEFAULT_VALIDATION", "MIN_SHIP_CASES", "SEARCH_FIELDS", "SERIAL_PREFILL_KNOBS", "bucket_defer_decision", "bucket_key",
            "check_serial_fallback", "decided_entry", "fallback_entry", "in_bucket",
            "overall_summary", "serial_fallback_knobs", "split_edge", "split_verdicts",
            "validate_bucket", "validation_cases"]

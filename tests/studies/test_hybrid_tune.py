@@ -17,6 +17,16 @@ from kvtune.studies.hybrid_tune import HybridTuneSettings, run_hybrid_tune
 from kvtune.workloads.selection import CaseSettings
 
 
+@pytest.fixture(autouse=True)
+def _ship_on_any_case_count(monkeypatch):
+    """These tests run the search, the check and the split on suites of one or two cases per
+    bucket (the simulator, in seconds); the fewest cases a bucket ships on is tested on its own
+    (test_a_bucket_ships_on_no_fewer_than_min_ship_cases)."""
+    from kvtune.studies import hybrid_validation
+
+    monkeypatch.setattr(hybrid_validation, "MIN_SHIP_CASES", 1)
+
+
 def _settings(tmp_path, **kw):
     cases = CaseSettings(distribution="hybrid", batch_sizes="8,128",
                          params=("chunk_tokens=512", "context_tokens=4096"))
@@ -371,3 +381,42 @@ def test_serial_fallback_ships_a_failing_half_as_a_serial_step(tmp_path, monkeyp
     plan = tuned.plan_hybrid(np.array([1] * 128 + [900]), np.array([4096] * 128 + [4996]),
                              AttentionShape(), device_model("h100"))
     assert plan.schedule == "serial" and plan.prefill_block_m == 128
+
+
+def test_a_bucket_ships_on_no_fewer_than_min_ship_cases(monkeypatch):
+    """A bucket measured on fewer than MIN_SHIP_CASES cases defers even where it wins on each;
+    from MIN_SHIP_CASES on, the rule of studies/validation.py decides (here: it ships); a loss
+    beyond the regression limit defers whatever the count."""
+    from types import SimpleNamespace
+
+    from kvtune.studies import hybrid_validation as hv
+    from kvtune.studies.validation import DEFAULT_LABEL
+
+    monkeypatch.undo()  # the module's own minimum, not the fixture's
+    n = hv.MIN_SHIP_CASES
+    assert n >= 3
+
+    def decide(tuned_us):
+        cases = [SimpleNamespace(case_id=f"c{i}") for i in range(len(tuned_us))]
+        case_us = {"tuned": {c.case_id: t for c, t in zip(cases, tuned_us)},
+                   DEFAULT_LABEL: {c.case_id: 100.0 for c in cases}}
+        return hv.bucket_defer_decision(cases, case_us, 0.001)
+
+    deferred, reason = decide([80.0] * (n - 1))
+    assert deferred and f"only {n - 1} measured case(s), at least {n} to ship" in reason
+    assert decide([80.0] * n) == (False, decide([80.0] * n)[1])
+    assert "beats the default" in decide([80.0] * n)[1]
+    assert decide([80.0] * n + [110.0])[0]  # 1.10x serial's latency on one case
+    # The halves of a split bucket are held to the same minimum.
+    entry = {"min_decodes": 1, "max_decodes": 16, "min_prefill_tokens": 1025,
+             "max_prefill_tokens": 4096, "params": {}}
+    cases = [SimpleNamespace(case_id=f"lo{i}", batch=SimpleNamespace(num_decodes=8,
+                                                                     prefill_tokens=1536))
+             for i in range(n)] + [SimpleNamespace(case_id="hi0", batch=SimpleNamespace(
+                 num_decodes=8, prefill_tokens=3072))]
+    verdict = {"noise": 0.001, "source": "validation",
+               "cases": [{"case_id": c.case_id, "tuned_us": 80.0, "serial_us": 100.0}
+                         for c in cases]}
+    (lo, lo_v), (hi, hi_v) = hv.split_verdicts(entry, verdict, cases)
+    assert (lo["max_prefill_tokens"], hi["min_prefill_tokens"]) == (2048, 2049)
+    assert not lo_v["deferred"] and hi_v["deferred"] and "only 1 measured" in hi_v["reason"]

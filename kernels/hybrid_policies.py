@@ -16,7 +16,8 @@ Registered in kernels/policies.py:
   (modelled prefill time, FLOPs at the tensor-core rate, above the decode's bytes at HBM rate),
   4 CTAs per SM (64-row tiles) otherwise; prefill kv splits capped at two waves.
 - hybrid-parametric: every knob tunable (schedule, CTAs per SM, SM policy, prefill split cap,
-  prefill tile, and the five decode split knobs of the parametric rule).
+  prefill tile, and the five decode split knobs of the parametric rule, or the decode-only
+  makespan family's rule over the same knobs: decode_family).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ from kvtune.kernels.policy_common import PolicyBase, check_choice, check_int
 TENSOR_FLOPS_PER_S = {"h100": 989e12, "h200": 989e12, "a100": 312e12, "h20": 148e12,
                       "b200": 2250e12, "l40s": 362e12}
 FALLBACK_FLOPS_PER_BYTE = 250.0
+# Decode split rules of hybrid-parametric (decode_family): "" the parametric rule of its split
+# knobs; "makespan" the decode heuristics' makespan family (kernels/tuned_planner.py), which
+# keeps the engine's own chunk unless another is modelled clearly faster.
+DECODE_FAMILIES = ("", "makespan")
 
 
 def preset_key(device: DeviceSpec) -> str | None:
@@ -284,6 +289,12 @@ class HybridParametricPolicy(_HybridBase):
     decode_kernel: true, false or null: single-token decodes through kernels/decode.py or as the
     hybrid kernel's items where both can run; null: the schedule's default
     (HybridPlan.decode_kernel).
+    decode_family: "" (the parametric rule of the decode split knobs) or "makespan": the decodes
+    planned by the decode heuristics' makespan family (kernels/parametric.py
+    MakespanChunkPolicy, with min_tokens_per_cta, max_splits and ctas_per_sm, its default
+    largest chunk, and piece_cost_tokens, 0..1,048,576, null: its default): the engine's own
+    chunk unless another chunk's modelled busiest slot is clearly shorter; its pieces run in
+    request order (decode_schedule and max_waves are not used).
     """
 
     schedule: str = "sm-aware"
@@ -299,6 +310,8 @@ class HybridParametricPolicy(_HybridBase):
     decode_sm_share: float = 0.0
     decode_ahead: bool = False
     decode_kernel: bool | None = None
+    decode_family: str = ""
+    piece_cost_tokens: int | None = None
     name: ClassVar[str] = "hybrid-parametric"
 
     def __post_init__(self) -> None:
@@ -322,6 +335,9 @@ class HybridParametricPolicy(_HybridBase):
         if self.decode_kernel is not None and not isinstance(self.decode_kernel, bool):
             raise ValueError(f"decode_kernel: {self.decode_kernel!r} not allowed; allowed: true, "
                              "false, null (the schedule's default)")
+        check_choice("decode_family", self.decode_family, DECODE_FAMILIES)
+        if self.piece_cost_tokens is not None:
+            check_int("piece_cost_tokens", self.piece_cost_tokens, 0, MAX_KV_LEN_TOKENS)
         self.split_params()  # validates the decode knobs
 
     def split_params(self) -> SplitParams:
@@ -331,9 +347,13 @@ class HybridParametricPolicy(_HybridBase):
 
     def plan_hybrid(self, q_lens, kv_lens, shape: AttentionShape,
                     device: DeviceSpec) -> HybridPlan:
-        from kvtune.kernels.parametric import ParametricPolicy
+        from kvtune.kernels.parametric import ParametricPolicy, family_policy
 
-        dpol = ParametricPolicy(self.split_params())
+        if self.decode_family:
+            dpol = family_policy(self.decode_family, self.split_params(),
+                                 piece_cost_tokens=self.piece_cost_tokens)
+        else:
+            dpol = ParametricPolicy(self.split_params())
         return make_hybrid_plan(q_lens, kv_lens, shape, device,
                                 decode_planner=lambda k: dpol.plan(k, shape, device),
                                 schedule=self.schedule, ctas_per_sm=self.ctas_per_sm,
@@ -358,7 +378,9 @@ CHUNK_BUCKETS = ((0, 0), (1, 1024), (1025, 4096), (4097, 1 << 36))
 # them as outside every bucket, which is what they mean), `validation`, and the knob
 # `decode_ahead` (kvtune before 1.2 refuses a bucket that names it).
 # 1.3: the knob `decode_kernel` (kvtune before 1.3 refuses a bucket that names it).
-HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.3"
+# 1.4: the knobs `decode_family` and `piece_cost_tokens` (kvtune before 1.4 refuses a bucket that
+# names them).
+HYBRID_SCHEMA = "kvtune-hybrid-heuristic/1.4"
 
 
 def bucket_key(num_decodes: int, prefill_tokens: int) -> tuple[int, int, int, int] | None:
@@ -441,6 +463,7 @@ def is_hybrid_policy(policy) -> bool:
 
 
 __all__ = [
+    "DECODE_FAMILIES",
     "HYBRID_POLICIES",
     "TENSOR_FLOPS_PER_S",
     "HybridColocatedPolicy",

@@ -667,7 +667,8 @@ class HybridPieces(NamedTuple):
     knobs: the bucket's params (schedule, ctas_per_sm, sm_policy, prefill_split_cap_waves,
     prefill_block_m, min_prefill_split_tokens, the decode split knobs, decode_sm_share).
     bucket_index: the bucket used. decode_requests: [D] batch indices of the decodes (q_len <=
-    16). decode_splits: [D] KV pieces per decode (the parametric rule with the decode knobs).
+    16). decode_splits: [D] KV pieces per decode (the parametric rule with the decode knobs, or
+    the makespan family's where the bucket's `decode_family` is "makespan", schema 1.4).
     prefill_kv_splits: KV splits of every prefill tile (1..64). deferred: True when no bucket
     holds the batch: use the engine's own hybrid planner (the others are then None).
     """
@@ -691,7 +692,10 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
         (kv_len counts the new ones; 1 <= q_len <= kv_len <= 1,048,576). num_sms: 1..1024.
     The bucket is the one whose decode count and prefill token ranges hold the batch; the decode
     splits follow the "parametric" rule of the module docstring with the bucket's
-    min_tokens_per_cta, max_waves, max_splits and ctas_per_sm; a prefill tile's kv splits are
+    min_tokens_per_cta, max_waves, max_splits and ctas_per_sm (where the bucket's
+    `decode_family` is "makespan", hybrid schema 1.4: the makespan family's chunk with its
+    min_tokens_per_cta, max_splits, ctas_per_sm and piece_cost_tokens, over the decodes'
+    kv_lens, as plan_pieces computes it); a prefill tile's kv splits are
     max(1, min(64, cap_waves x slots // (tiles x H_kv))) with tiles = sum over prefill requests of
     ceil(q_len / (block_m // G)). Outside every bucket of `buckets` (a bucket that failed its
     held-out check is listed under `deferred_buckets` instead, schema 1.2), and for a batch
@@ -734,8 +738,20 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
         params = {"min_tokens_per_cta": int(knobs.get("min_tokens_per_cta", 2048)),
                   "max_waves": int(knobs.get("max_waves", 1)),
                   "max_splits": int(knobs.get("max_splits", 32)), "ctas_per_sm": ctas}
-        splits = _parametric_pieces(-(-kv[dec] // page), heads, page, num_sms, occupancy,
-                                    params)[0]
+        pages = -(-kv[dec] // page)
+        family = knobs.get("decode_family") or ""
+        if family not in ("", MAKESPAN_FAMILY):
+            raise ValueError(f"decode_family: {family!r} in bucket {index} not allowed; allowed: "
+                             f"'' (parametric) or {MAKESPAN_FAMILY!r}")
+        if family == MAKESPAN_FAMILY:
+            cost = knobs.get("piece_cost_tokens")
+            chunk = makespan_chunk_pages(
+                kv[dec], heads, page, num_sms, num_sms * min(ctas, occupancy),
+                params["min_tokens_per_cta"], DEFAULT_MAX_CHUNK_TOKENS, params["max_splits"],
+                DEFAULT_PIECE_COST_TOKENS if cost is None else int(cost))
+            splits = (-(-pages // chunk)).astype(np.int64)
+        else:
+            splits = _parametric_pieces(pages, heads, page, num_sms, occupancy, params)[0]
     kv_splits = prefill_kv_splits(q, group_size=group,
                                   block_m=int(knobs.get("prefill_block_m", 128)),
                                   num_kv_heads=heads, slots=num_sms * ctas,

@@ -24,6 +24,12 @@ BUCKETS = [
      "params": {"schedule": "fused", "ctas_per_sm": 4, "sm_policy": "50:50",
                 "prefill_split_cap_waves": 1, "prefill_block_m": 64, "min_tokens_per_cta": 4096,
                 "max_waves": 4, "max_splits": 64, "decode_schedule": "static-heavy-first"}},
+    # A serial step whose decodes follow the makespan family (schema 1.4, a serial fallback).
+    {"min_decodes": 257, "max_decodes": 512, "min_prefill_tokens": 1, "max_prefill_tokens": 9000,
+     "params": {"schedule": "serial", "ctas_per_sm": 2, "sm_policy": "50:50",
+                "prefill_split_cap_waves": 1, "prefill_block_m": 128, "min_tokens_per_cta": 512,
+                "max_waves": 2, "max_splits": 32, "decode_schedule": "static",
+                "decode_family": "makespan", "piece_cost_tokens": 384}},
 ]
 
 
@@ -70,7 +76,9 @@ def test_vendored_hybrid_plan_matches_the_tuned_policy(heuristic):
         want = plan.decode_plan.splits if plan.decode_plan is not None else np.ones(0)
         assert np.array_equal(got.decode_splits, want)
         assert got.prefill_kv_splits == plan.notes["prefill_kv_splits"]
-    assert seen == {0, 1, "deferred"}
+        if got.bucket_index == 2:
+            assert plan.decode_plan.notes["family"] == "makespan"
+    assert seen == {0, 1, 2, "deferred"}
 
 
 def test_a_deferred_bucket_plans_as_the_engine(tmp_path, heuristic):
@@ -202,3 +210,35 @@ def test_the_vendored_planner_plans_the_h100_files_serial_fallback_buckets():
         assert np.array_equal(got.decode_splits, plan.decode_plan.splits)
         assert got.prefill_kv_splits == plan.notes["prefill_kv_splits"]
     assert seen == {"serial", "colocated", "deferred"}
+
+
+def test_makespan_decodes_keep_the_engines_chunk_and_split_a_long_decode(heuristic):
+    """A bucket with decode_family "makespan" (a serial fallback): on uniform decodes it cuts
+    them as the engine's planner does (hybrid-serial), beside a 200K-token decode among 300
+    short ones it splits that one where the engine and the parametric rule of the same knobs
+    leave it whole; the vendored planner plans the same splits. An unknown family is refused."""
+    from kvtune.kernels.hybrid_policies import HybridParametricPolicy, HybridSerialPolicy
+
+    doc, _ = heuristic
+    knobs = BUCKETS[2]["params"]
+    parametric = {k: v for k, v in knobs.items() if k not in ("decode_family",
+                                                               "piece_cost_tokens")}
+    for decodes, ctx in ((8, 4096), (32, 4096), (64, 16384)):
+        q, kv = np.array([1] * decodes + [512]), np.array([ctx] * (decodes + 1))
+        want = HybridSerialPolicy().plan_hybrid(q, kv, SHAPE, H200).decode_plan.splits
+        got = HybridParametricPolicy(**knobs).plan_hybrid(q, kv, SHAPE, H200).decode_plan
+        assert np.array_equal(got.splits, want)
+    q = np.array([1] * 300 + [2048])
+    kv = np.array([1000] * 299 + [200_000, 3000])
+    plans = {name: pol.plan_hybrid(q, kv, SHAPE, H200).decode_plan.splits
+             for name, pol in (("makespan", HybridParametricPolicy(**knobs)),
+                               ("parametric", HybridParametricPolicy(**parametric)),
+                               ("engine", HybridSerialPolicy()))}
+    assert plans["makespan"][-1] > 1 == plans["engine"][-1] == plans["parametric"][-1]
+    got = tuned_planner.plan_hybrid(doc, q, kv, H200.sm_count)
+    assert got.bucket_index == 2 and np.array_equal(got.decode_splits, plans["makespan"])
+    bad = {**doc, "buckets": [{**BUCKETS[2], "params": {**knobs, "decode_family": "lpt"}}]}
+    with pytest.raises(ValueError, match="decode_family"):
+        tuned_planner.plan_hybrid(bad, q, kv, H200.sm_count)
+    with pytest.raises(ValueError, match="decode_family"):
+        HybridParametricPolicy(**{**knobs, "decode_family": "lpt"})

@@ -226,7 +226,7 @@ def test_serial_fallback_knobs_keep_only_the_decode_split():
     assert knobs["schedule"] == "colocated" and knobs["prefill_block_m"] == 64
     fb = hv.serial_fallback_knobs(knobs)
     assert {k: fb[k] for k in hv.SERIAL_PREFILL_KNOBS} == hv.SERIAL_PREFILL_KNOBS
-    assert fb["decode_family"] == "makespan" and fb["piece_cost_tokens"] is None
+    assert "decode_family" not in fb  # the bucket's own (parametric) decode rule
     for k in ("min_tokens_per_cta", "max_waves", "max_splits", "decode_schedule",
               "decode_ahead"):
         assert fb[k] == knobs[k]
@@ -349,10 +349,7 @@ def test_the_h100_fallback_file_ships_serial_steps_of_its_own_decode_knobs():
     assert [(b["min_decodes"], b["max_prefill_tokens"]) for b in fell_back] == [(65, 1024),
                                                                                  (17, 4096)]
     for b in fell_back:
-        # The fallback of that day: hybrid-serial's prefill launch with the bucket's own
-        # parametric decode rule (since the twenty-seventh session the makespan rule).
-        assert b["params"] == {**b["fallback_from"]["params"], **hv.SERIAL_PREFILL_KNOBS}
-        assert "decode_family" not in b["params"]
+        assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"]["params"])
         assert not b["validation"]["deferred"] and b["validation"]["source"] == "revalidation"
         assert b["validation"]["tuned_vs_serial"]["worst"] >= 1 / 1.02
     assert doc["validation"]["shipped_cases"] == sum(len(b["validation"]["cases"])

@@ -205,21 +205,53 @@ def row_policy(row):
 @dataclass
 class Replay:
     """The plans of some rows, ready to simulate: plans[i], shapes[i] for frame row i (None when
-    the policy no longer plans that batch; such rows are dropped from the comparison)."""
+    the policy no longer plans that batch, or plans another launch than the row measured; such
+    rows are dropped from the comparison). stale_rows: how many rows were dropped because their
+    policy now plans another launch (replanned_as_measured)."""
 
     frame: pd.DataFrame
     plans: list
     shapes: list
+    stale_rows: int = 0
+
+
+# The plan columns a row records (harness/runner.py) that say which launch ran.
+LAUNCH_COLUMNS = ("num_tasks", "grid_size", "schedule")
+
+
+def replanned_as_measured(row, plan) -> bool:
+    """Whether `plan` (the row's policy planned again) is the launch the row measured: the same
+    pieces per request (where the row stored them) and the same tasks, grid and schedule. Why:
+    a policy that reads a file (hybrid-tuned:path=..., tuned:...) plans from whatever the file
+    holds today; on an H200 (twenty-seventh session) a hybrid file re-written under the same
+    name made the replay simulate a serial step for rows that had measured split decodes 2.4x
+    faster, and the regret read 144%. A row that does not record a column is not checked on
+    it."""
+    summary = plan.summary()
+    for col in LAUNCH_COLUMNS:
+        stored = row.get(col)
+        if stored is None or (isinstance(stored, float) and math.isnan(stored)):
+            continue
+        if str(stored) != str(summary.get(col)):
+            return False
+    splits = row.get("splits")
+    if splits is None or (isinstance(splits, float) and math.isnan(splits)):
+        return True
+    return np.array_equal(np.asarray(splits, dtype=np.int64).ravel(),
+                          np.asarray(plan.splits, dtype=np.int64).ravel())
 
 
 def replay(frame: pd.DataFrame, devices: dict, max_ctas_per_sm: int | None = None) -> Replay:
     """Plan every row for its run's device. max_ctas_per_sm: the occupancy to plan with (the
     simulator model's, e.g. FlashInfer's CUDA-core occupancy from a calibration); None keeps the
-    run's."""
-    plans, shapes, cache = [], [], {}
+    run's. A row planned at the run's occupancy whose plan is not the launch it measured
+    (replanned_as_measured) gets no plan and counts in stale_rows; at another occupancy a
+    planner may cut the batch otherwise by design, so nothing is checked there."""
+    plans, shapes, cache, stale = [], [], {}, 0
     for row in frame.to_dict("records"):
         dev = devices[row["run_id"]]
-        if max_ctas_per_sm is not None and max_ctas_per_sm != dev.max_ctas_per_sm:
+        as_run = max_ctas_per_sm is None or max_ctas_per_sm == dev.max_ctas_per_sm
+        if not as_run:
             dev = DeviceSpec(dev.name, dev.sm_count, dev.l2_bytes, dev.hbm_bytes_per_s,
                              max_ctas_per_sm, live=False)
         key = (row["run_id"], row["case_id"], row["policy"], row.get("policy_params"),
@@ -233,9 +265,12 @@ def replay(frame: pd.DataFrame, devices: dict, max_ctas_per_sm: int | None = Non
                 plan = None
             cache[key] = (plan, shape)
         plan, shape = cache[key]
+        if plan is not None and as_run and not replanned_as_measured(row, plan):
+            plan = None
+            stale += 1
         plans.append(plan)
         shapes.append(shape)
-    return Replay(frame.reset_index(drop=True), plans, shapes)
+    return Replay(frame.reset_index(drop=True), plans, shapes, stale)
 
 
 def simulate_replay(rep: Replay, device: DeviceSpec, constants) -> np.ndarray:
@@ -384,7 +419,9 @@ def fidelity(rows: GpuRows, kernel: str, model) -> tuple[FidelityReport, pd.Data
     rep = replay(frame, rows.devices, model.device.max_ctas_per_sm)
     sim = simulate_replay(rep, model.device, model.constants)
     out = rep.frame.assign(sim_us=sim)
-    return compare(out), out
+    report = compare(out)
+    report.summary["stale_rows"] = rep.stale_rows
+    return report, out
 
 
 def format_report(report: FidelityReport, title: str) -> str:
@@ -401,6 +438,9 @@ def format_report(report: FidelityReport, title: str) -> str:
         lines.append(f"| {r.batch_size} | {r.median_error:+.1%} | {r.median_abs_error:.1%} | {r.rows} |")
     met = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in s["targets_met"].items())
     lines += ["", f"targets: {met}"]
+    if s.get("stale_rows"):
+        lines += [f"not compared: {s['stale_rows']} rows whose policy now plans another launch "
+                  "than the run measured (a heuristic file or planner changed since the run)"]
     return "\n".join(lines)
 
 
@@ -408,12 +448,14 @@ __all__ = [
     "DEFAULT_TIE_SHARE",
     "FidelityReport",
     "GpuRows",
+    "LAUNCH_COLUMNS",
     "Replay",
     "compare",
     "fidelity",
     "format_report",
     "load_rows",
     "replay",
+    "replanned_as_measured",
     "row_kernel",
     "simulate_replay",
     "summarize",

@@ -431,12 +431,26 @@ class HybridTunedPolicy(_HybridBase):
         return HybridSerialPolicy().plan_hybrid(q, kv, shape, device)
 
 
-@functools.lru_cache(maxsize=16)
 def _load_buckets(path: str) -> tuple[dict, list]:
     """(the file's shape dict or None, [((min_decodes, max_decodes, min_prefill, max_prefill),
     HybridParametricPolicy)] of the shipped buckets) of a hybrid_heuristic.json
     (`deferred_buckets` are not read: they plan as the engine does); ValueError naming `path`
-    for an unreadable or foreign file."""
+    for an unreadable or foreign file. Read again when the file's modification time or size
+    changed (a file re-written under the same name plans with its new buckets in a
+    long-running process too)."""
+    import os
+
+    try:
+        st = os.stat(path)
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    return _read_buckets(path, stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_buckets(path: str, stamp) -> tuple[dict, list]:
+    """_load_buckets for one (modification time, size) stamp of the file."""
     import json
 
     try:

@@ -237,3 +237,44 @@ def test_fidelity_replays_hybrid_rows_through_the_hybrid_simulator(runs, tmp_pat
     assert len(frame) == 7 and frame["sim_us"].notna().all()
     assert report.summary["median_abs_error"] == pytest.approx(0.0, abs=1e-9)
     assert (frame["latency_us"] - frame["sim_us"]).abs().max() < 1e-6
+
+
+def test_fidelity_drops_rows_whose_policy_now_plans_another_launch(runs, tmp_path, capsys):
+    """A row of `hybrid-tuned:path=FILE` is replayed from what FILE holds today. After FILE is
+    re-written under the same name with other decode knobs, the rows of the batch whose cut
+    changed are not compared (their simulated latency would be another launch's), counted as
+    stale in the summary and named in the printed report; the others still are."""
+    from kvtune.kernels.hybrid_policies import HYBRID_SCHEMA
+
+    def write(min_tokens_per_cta: int) -> Path:
+        knobs = {"schedule": "serial", "ctas_per_sm": 2, "sm_policy": "50:50",
+                 "prefill_split_cap_waves": 1, "prefill_block_m": 128,
+                 "min_tokens_per_cta": min_tokens_per_cta, "max_waves": 4, "max_splits": 32,
+                 "decode_schedule": "static"}
+        doc = {"schema": HYBRID_SCHEMA, "shape": AttentionShape().to_dict(),
+               "buckets": [{"min_decodes": 1, "max_decodes": 64, "min_prefill_tokens": 1,
+                            "max_prefill_tokens": 4096, "params": knobs}],
+               "deferred_buckets": []}
+        path = tmp_path / "hybrid_heuristic.json"
+        path.write_text(json.dumps(doc))
+        return path
+
+    path = write(256)
+    truth = runs["truth"]
+    assert main(["bench", "--backend", "simulator", "--device-model", str(truth),
+                 "--distribution", "hybrid", "--batch-sizes", "4,16", "--param",
+                 "chunk_tokens=256", "--param", "context_tokens=8192", "--policies",
+                 f"hybrid-serial,hybrid-tuned:path={path}", "--out", str(tmp_path / "h"),
+                 "--no-progress"]) == 0
+    rows = load_rows(sorted((tmp_path / "h").iterdir()))
+    report, frame = fidelity(rows, "triton", load_calibration(truth))
+    assert report.summary["stale_rows"] == 0 and frame["sim_us"].notna().all()
+    write(8192)  # the same name, decodes no longer split: another launch
+    report, frame = fidelity(rows, "triton", load_calibration(truth))
+    tuned = frame["policy"] == "hybrid-tuned"
+    assert report.summary["stale_rows"] == int(tuned.sum()) == 2
+    assert frame.loc[tuned, "sim_us"].isna().all() and frame.loc[~tuned, "sim_us"].notna().all()
+    capsys.readouterr()
+    assert main(["fidelity", "--gpu", *map(str, sorted((tmp_path / "h").iterdir())),
+                 "--device-model", str(truth)]) == 0
+    assert "not compared: 2 rows whose policy now plans another launch" in capsys.readouterr().out

@@ -257,7 +257,7 @@ def _spread(ratios: dict) -> dict:
     return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
-__all__ = ["DEFAULT_VALIDATION", "MIN_SHIP_CASES", "SEARCH_FIELDS", "SERIAL_PREFILL_KNOBS", "bucket_defer_decision", "bucket_key",
-           "check_serial_fallback", "decided_entry", "fallback_entry", "in_bucket",
-           "overall_summary", "serial_fallback_knobs", "split_edge", "split_verdicts",
-           "validate_bucket", "validation_cases"]
+__all__ = ["DEFAULT_VALIDATION", "MIN_SHIP_CASES", "SEARCH_FIELDS", "SERIAL_PREFILL_KNOBS",
+           "bucket_defer_decision", "bucket_key", "check_serial_fallback", "decided_entry",
+           "fallback_entry", "in_bucket", "overall_summary", "serial_fallback_knobs",
+           "split_edge", "split_verdicts", "validate_bucket", "validation_cases"]

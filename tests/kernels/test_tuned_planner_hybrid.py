@@ -213,8 +213,10 @@ def test_the_vendored_planner_plans_the_h100_files_serial_fallback_buckets():
 
 
 def test_makespan_decodes_keep_the_engines_chunk_and_split_a_long_decode(heuristic):
-    """A bucket with decode_family "makespan" (a serial fallback): on uniform decodes it cuts
-    them as the engine's planner does (hybrid-serial), beside a 200K-token decode among 300
+    """A bucket with decode_family "makespan": on the uniform steps where the parametric
+    fallback lost on an H200 (8 and 32 decodes at 4K; 64 at 16K) it cuts the decodes as the
+    engine's planner does (hybrid-serial; not on every uniform step: 40 at 10K it cuts in three
+    where the engine launches one piece each), beside a 200K-token decode among 300
     short ones it splits that one where the engine and the parametric rule of the same knobs
     leave it whole; the vendored planner plans the same splits. An unknown family is refused."""
     from kvtune.kernels.hybrid_policies import HybridParametricPolicy, HybridSerialPolicy

@@ -230,6 +230,9 @@ def test_makespan_decodes_keep_the_engines_chunk_and_split_a_long_decode(heurist
         want = HybridSerialPolicy().plan_hybrid(q, kv, SHAPE, H200).decode_plan.splits
         got = HybridParametricPolicy(**knobs).plan_hybrid(q, kv, SHAPE, H200).decode_plan
         assert np.array_equal(got.splits, want)
+    q, kv = np.array([1] * 40 + [1280]), np.array([10240] * 41)
+    assert HybridParametricPolicy(**knobs).plan_hybrid(q, kv, SHAPE, H200).decode_plan.splits[0] \
+        == 3 > HybridSerialPolicy().plan_hybrid(q, kv, SHAPE, H200).decode_plan.splits[0] == 1
     q = np.array([1] * 300 + [2048])
     kv = np.array([1000] * 299 + [200_000, 3000])
     plans = {name: pol.plan_hybrid(q, kv, SHAPE, H200).decode_plan.splits

@@ -58,7 +58,8 @@ piece_cost_tokens = a, default DEFAULT_PIECE_COST_TOKENS; makespan_chunk_pages):
       ceil(pages_b / c) pieces above MAX_SIMULATED_WAVES x slots, (H_kv x T + N x a) / slots +
       c x P + a instead (modelled_makespan_tokens);
   c = the cheapest candidate (the smaller chunk on a tie) if ENGINE_PREFERENCE x cost(c) <
-      cost(e), else e; the pieces are as "fixed-chunk" with c.
+      cost(e), else e; but c = e, with no candidate weighed, where the longest request is at
+      most UNIFORM_SPREAD x the shortest; the pieces are as "fixed-chunk" with c.
 "defer": use the engine's own planner. plan_pieces then returns `deferred=True` and no splits,
 plan_splits returns None, and fixed_split_size returns None: FlashInfer's own planner (pass
 fixed_split_size=None / -1), vLLM's and SGLang's own num_kv_splits logic. See docs/EXPORT.md.
@@ -104,6 +105,18 @@ DEFAULT_PIECE_COST_TOKENS = 384
 # saw 8%); at 10%, with piece costs 384-768, no case was slower than the engine's planner, and
 # the geomean over the engine moved by under 0.3%.
 ENGINE_PREFERENCE = 1.10
+# On a batch whose longest request is at most this many times its shortest, the makespan family
+# keeps the engine's chunk without weighing the others. Why: its model counts CTA slots at the
+# bucket's CTAs per SM, but kvtune's Triton kernel picks a twin with more programs per SM when a
+# launch fills a wave poorly (kernels/decode_config.py), so an unsplit uniform launch of 1-1.5
+# waves on paper runs as one, and cutting it only adds pieces and a merge. On an H200
+# (twenty-seventh session, docs/PERFORMANCE.md) such cuts ran 2.2% and 4.5% slower than the
+# engine's unsplit launch (40 decodes at 10K, 48 four-token decodes at 8K, in hybrid serial
+# steps), and the simulator at the kernel's own residency puts the s26 fp8 file's cuts of 40-48
+# uniform requests at 0.90-0.98x the engine. Uniform batches are what the engine's planner was
+# built for; the gains of the rule are on skewed ones (no trace batch of 8 or more requests
+# here is within 2x, so this guard leaves them as they were).
+UNIFORM_SPREAD = 1.25
 # Beyond this many waves of pieces the makespan family does not simulate the launch (a heap step
 # per piece is too slow for a planner called every decode step): it counts the mean load per
 # slot plus one piece, Graham's bound for in-order list scheduling. On the 471 GPU cases of the
@@ -550,6 +563,8 @@ def makespan_chunk_pages(kv_lens, num_kv_heads: int, page_size: int, num_sms: in
     max_pages = int(-(-int(kv.max()) // page_size))
     floor_pages = -(-max_pages // max_splits)
     engine = max(engine_chunk_pages(kv, num_kv_heads, page_size, num_sms), floor_pages)
+    if int(kv.max()) <= UNIFORM_SPREAD * int(kv.min()):
+        return engine  # a uniform batch: the engine's own cut (UNIFORM_SPREAD)
     best_pages, best_cost = None, math.inf
     chunk_tokens = max(min_chunk_tokens, page_size)
     while True:
@@ -812,6 +827,7 @@ __all__ = [
     "SCHEMA_MAJOR",
     "SPREAD_FLOOR_TOKENS",
     "SPREAD_MIN_GAIN",
+    "UNIFORM_SPREAD",
     "in_order_makespan_tokens",
     "HybridPieces",
     "TunedPieces",

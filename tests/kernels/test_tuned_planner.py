@@ -229,10 +229,35 @@ def test_makespan_counting_three_slots_plans_alike_in_the_vendored_planner_and_t
         two = tuned_planner.plan_pieces(_makespan_doc(shape, 384), kv, sms)
         differs += not np.array_equal(two.splits, pieces.splits)
     assert differs > 0  # three slots per SM is another rule, not a relabelling
-    # 48 requests of 3,900 tokens: whole under three slots per SM (384 tasks, 396 slots).
+    # 48 requests of 3,900 tokens: whole under either count (384 tasks; a uniform batch keeps
+    # the engine's cut, UNIFORM_SPREAD), where two slots per SM alone would cut them in two.
     kv = np.full(48, 3900)
     assert int(tuned_planner.plan_pieces(doc, kv, sms).splits.max()) == 1
-    assert int(tuned_planner.plan_pieces(_makespan_doc(shape, 384), kv, sms).splits.max()) > 1
+    assert int(tuned_planner.plan_pieces(_makespan_doc(shape, 384), kv, sms).splits.max()) == 1
+
+
+def test_makespan_keeps_the_engines_cut_of_a_uniform_batch():
+    """Requests within UNIFORM_SPREAD of each other in length are cut as FlashInfer's planner
+    cuts them (its chunk, engine_chunk_pages), whatever the model of the other candidates says;
+    the same batch with one request past the spread is weighed again (here: cut otherwise).
+    kvtune's MakespanChunkPolicy plans alike."""
+    from kvtune.kernels.parametric import MakespanChunkPolicy
+
+    shape, sms = AttentionShape(), 132
+    device = DeviceSpec("h", sm_count=sms, l2_bytes=0, hbm_bytes_per_s=1e12, max_ctas_per_sm=8)
+    doc = _makespan_doc(shape, 384)
+    policy = MakespanChunkPolicy(SplitParams(min_tokens_per_cta=512, max_splits=1024,
+                                             ctas_per_sm=2, schedule="static"), 16384, 384)
+    spread = tuned_planner.UNIFORM_SPREAD
+    for kv in (np.full(48, 4096), np.full(40, 4915), np.full(8, 32768), np.full(128, 6000),
+               np.array([4000] * 30 + [int(4000 * spread)] * 10)):
+        engine = tuned_planner.engine_chunk_pages(kv, 8, 16, sms)
+        assert tuned_planner.plan_pieces(doc, kv, sms).chunk_tokens == engine * 16
+        want = -(-(-(-kv // 16)) // engine)
+        assert np.array_equal(policy.plan(kv, shape, device).splits, want)
+    kv = np.array([3900] * 47 + [int(3900 * spread) + 400])
+    assert tuned_planner.plan_pieces(doc, kv, sms).chunk_tokens != \
+        tuned_planner.engine_chunk_pages(kv, 8, 16, sms) * 16
 
 
 def test_the_modelled_makespan_simulates_few_pieces_and_bounds_many():

@@ -511,12 +511,13 @@ def test_makespan_candidates_drop_those_that_plan_the_same_chunks():
 
 
 def test_makespan_counting_three_slots_keeps_whole_a_batch_that_fits_one_wave_of_three():
-    # 48 requests of 3,900 tokens x 8 KV heads = 384 tasks whole: the twin's three programs per
-    # SM give 396 slots on 132 SMs (one wave), two give 264 (two waves: the rule cuts them).
+    # 48 requests of 2,000-3,900 tokens x 8 KV heads = 384 tasks whole: the twin's three programs
+    # per SM give 396 slots on 132 SMs (one wave), two give 264 (two waves: the rule cuts them).
+    # (Requests of one length keep the engine's cut under either count: UNIFORM_SPREAD.)
     from kvtune.studies.finalists import makespan_candidates
     from kvtune.studies.space import space_for
 
-    kv = np.full(48, 3900)
+    kv = np.array([3900] * 40 + [2000] * 8)
     case = [SimpleNamespace(batch=SimpleNamespace(kv_lens=kv, shape=SHAPE))]
     by_slots = {}
     for c in makespan_candidates(space_for(H200, SHAPE)):

@@ -335,7 +335,9 @@ class HybridParametricPolicy(_HybridBase):
         if self.decode_kernel is not None and not isinstance(self.decode_kernel, bool):
             raise ValueError(f"decode_kernel: {self.decode_kernel!r} not allowed; allowed: true, "
                              "false, null (the schedule's default)")
-        check_choice("decode_family", self.decode_family, DECODE_FAMILIES)
+        if self.decode_family not in DECODE_FAMILIES:
+            raise ValueError(f"decode_family: {self.decode_family!r} not allowed; allowed: '' "
+                             "(the parametric rule of the decode knobs) or 'makespan'")
         if self.piece_cost_tokens is not None:
             check_int("piece_cost_tokens", self.piece_cost_tokens, 0, MAX_KV_LEN_TOKENS)
         self.split_params()  # validates the decode knobs

@@ -144,11 +144,16 @@ def load_rows(run_dirs) -> GpuRows:
     return GpuRows(frame, devices, bandwidth, manifests, dropped)
 
 
+def _absent(value) -> bool:
+    """Whether a row's cell holds nothing (None, or the NaN pandas fills a missing cell with)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def row_shape(row) -> AttentionShape:
     """The row's shape, its KV cache type included (rows from before fp8 KV have no kv_dtype:
     the query type then)."""
     kv = row.get("kv_dtype")
-    kv = None if kv is None or (isinstance(kv, float) and math.isnan(kv)) else str(kv)
+    kv = None if _absent(kv) else str(kv)
     return AttentionShape(num_qo_heads=int(row["num_qo_heads"]), num_kv_heads=int(row["num_kv_heads"]),
                           head_dim=int(row["head_dim"]), page_size=int(row["page_size"]),
                           dtype=str(row["dtype"]), kv_dtype=kv)
@@ -157,7 +162,7 @@ def row_shape(row) -> AttentionShape:
 def row_kv_lens(row, shape: AttentionShape) -> np.ndarray:
     """The batch's kv_lens: the stored list, else the case rebuilt from its recipe."""
     stored = row.get("kv_lens")
-    if stored is not None and not (isinstance(stored, float) and math.isnan(stored)):
+    if not _absent(stored):
         return np.asarray(stored, dtype=np.int64)
     from kvtune.workloads.suites import Case
 
@@ -170,7 +175,7 @@ def row_q_lens(row, shape: AttentionShape, kv_lens: np.ndarray) -> np.ndarray | 
     """The batch's q_lens for a hybrid row (the stored list, else the hybrid case rebuilt from
     its recipe); None for a decode row (q_len 1 everywhere, planned by plan())."""
     stored = row.get("q_lens")
-    if stored is not None and not (isinstance(stored, float) and math.isnan(stored)):
+    if not _absent(stored):
         return np.asarray(stored, dtype=np.int64)
     from kvtune.workloads.hybrid import DISTRIBUTION, HybridCase
 
@@ -230,12 +235,12 @@ def replanned_as_measured(row, plan) -> bool:
     summary = plan.summary()
     for col in LAUNCH_COLUMNS:
         stored = row.get(col)
-        if stored is None or (isinstance(stored, float) and math.isnan(stored)):
+        if _absent(stored):
             continue
         if str(stored) != str(summary.get(col)):
             return False
     splits = row.get("splits")
-    if splits is None or (isinstance(splits, float) and math.isnan(splits)):
+    if _absent(splits):
         return True
     return np.array_equal(np.asarray(splits, dtype=np.int64).ravel(),
                           np.asarray(plan.splits, dtype=np.int64).ravel())
@@ -308,7 +313,7 @@ def launch_key(row) -> tuple | None:
     kernel picks it from the plan's CTAs per SM). Two policies with the same key launched the
     same kernel on the same pieces."""
     splits = row.get("splits")
-    if splits is None or (isinstance(splits, float) and math.isnan(splits)):
+    if _absent(splits):
         return None
     notes = row.get("plan_notes")
     notes = json.loads(notes) if isinstance(notes, str) and notes else {}
@@ -322,7 +327,7 @@ def launch_key(row) -> tuple | None:
         # Nothing is cut and no merge runs: the chunk a planner named changes nothing launched.
         chunk = None
     config = row.get("kernel_config")
-    config = None if config is None or (isinstance(config, float) and math.isnan(config)) else str(config)
+    config = None if _absent(config) else str(config)
     return (tuple(int(x) for x in split_counts), str(row.get("schedule")),
             int(row.get("grid_size") or 0), chunk, config)
 

@@ -611,11 +611,9 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
         return TunedPieces(None, None, index, dict(params), None, rule, family, True)
     if family in (FIXED_CHUNK_RULE, ADAPTIVE_FAMILY, MAKESPAN_FAMILY):
         if family == MAKESPAN_FAMILY:
-            chunk = makespan_chunk_pages(
-                kv, heads, page, num_sms, num_sms * min(params["ctas_per_sm"], occupancy),
-                params["min_tokens_per_cta"],
-                bucket.get("max_chunk_tokens", DEFAULT_MAX_CHUNK_TOKENS), max_splits,
-                bucket.get("piece_cost_tokens", DEFAULT_PIECE_COST_TOKENS))
+            chunk = _bucket_makespan_pages(kv, heads, page, num_sms, occupancy, params,
+                                           bucket.get("max_chunk_tokens"),
+                                           bucket.get("piece_cost_tokens"))
             tokens = chunk * page
         elif family == ADAPTIVE_FAMILY:
             chunk = adaptive_chunk_pages(
@@ -635,6 +633,20 @@ def plan_pieces(heuristic, kv_lens, num_sms: int, *, max_ctas_per_sm: int | None
     splits, piece_pages, low = _parametric_pieces(pages, heads, page, num_sms, occupancy, params)
     return TunedPieces(splits, (piece_pages * page).astype(np.int64), index,
                        dict(params), int(low * page), rule, family)
+
+
+def _bucket_makespan_pages(kv: np.ndarray, heads: int, page_size: int, num_sms: int,
+                           occupancy: int, params: dict, max_chunk_tokens: int | None,
+                           piece_cost_tokens: int | None) -> int:
+    """makespan_chunk_pages with a bucket's knobs (min_tokens_per_cta, max_splits, ctas_per_sm
+    capped by the occupancy) and its largest candidate and piece cost (None: the defaults):
+    the decode buckets' makespan family and a hybrid bucket's makespan decodes alike."""
+    return makespan_chunk_pages(
+        kv, heads, page_size, num_sms, num_sms * min(int(params["ctas_per_sm"]), occupancy),
+        params["min_tokens_per_cta"],
+        DEFAULT_MAX_CHUNK_TOKENS if max_chunk_tokens is None else max_chunk_tokens,
+        params["max_splits"],
+        DEFAULT_PIECE_COST_TOKENS if piece_cost_tokens is None else int(piece_cost_tokens))
 
 
 def _smallest_fitting_chunk(pages: np.ndarray, heads: int, budget: int, low: int,
@@ -759,11 +771,8 @@ def plan_hybrid(heuristic: dict, q_lens, kv_lens, num_sms: int, *,
             raise ValueError(f"decode_family: {family!r} in bucket {index} not allowed; allowed: "
                              f"'' (parametric) or {MAKESPAN_FAMILY!r}")
         if family == MAKESPAN_FAMILY:
-            cost = knobs.get("piece_cost_tokens")
-            chunk = makespan_chunk_pages(
-                kv[dec], heads, page, num_sms, num_sms * min(ctas, occupancy),
-                params["min_tokens_per_cta"], DEFAULT_MAX_CHUNK_TOKENS, params["max_splits"],
-                DEFAULT_PIECE_COST_TOKENS if cost is None else int(cost))
+            chunk = _bucket_makespan_pages(kv[dec], heads, page, num_sms, occupancy, params,
+                                           None, knobs.get("piece_cost_tokens"))
             splits = (-(-pages // chunk)).astype(np.int64)
         else:
             splits = _parametric_pieces(pages, heads, page, num_sms, occupancy, params)[0]

@@ -22,9 +22,10 @@ case above) while winning 1.3-2.4x below them; the halves have fewer cases each,
 result on batches no suite holds before relying on it.
 
 `--serial-fallback`: every bucket that defers after this run (the file's deferred buckets, the
-ones this run defers, failing halves) is measured once more as a serial step with its own decode
-split knobs (studies/hybrid_validation.py serial_fallback_knobs: hybrid-serial's prefill launch,
-the bucket's decode plan), on the same cases and by the same rule; it ships where that passes
+ones this run defers, failing halves) is measured once more as a serial step that splits its
+decodes by the makespan rule over its own decode knobs (studies/hybrid_validation.py
+serial_fallback_knobs: hybrid-serial's prefill launch; the engine's chunk unless another is
+modelled clearly faster), on the same cases and by the same rule; it ships where that passes
 (its entry names the co-located knobs it replaces under `fallback_from`), else it stays deferred
 with the fallback's verdict beside it. `--keep-shipped` keeps FILE's shipped buckets as they
 are, unmeasured (for a file re-validated with today's kernels already), so a run can spend its

@@ -313,8 +313,9 @@ def _check_bucket(entry: dict, held_cases, train_cases, runner, serial_policy, r
     held-out case falls in is checked on its training cases. With settings.split_failing a
     bucket that defers after a held-out check is split (split_verdicts on the best finalist's
     check) and its halves go under entry["halves"] instead. With settings.serial_fallback the
-    bucket, or each half, that still defers is measured once more as a serial step with its
-    own decode split knobs on its held-out cases and ships that where it passes
+    bucket, or each half, that still defers is measured once more as a serial step whose
+    decodes follow the makespan rule over its own decode knobs (serial_fallback_knobs) on its
+    held-out cases and ships that where it passes
     (hybrid_validation.check_serial_fallback). Returns the verdict line."""
     from kvtune.kernels import policies
     from kvtune.studies.hybrid_validation import (bucket_key, check_serial_fallback,

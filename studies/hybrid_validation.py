@@ -126,22 +126,28 @@ def decided_entry(entry: dict, verdict: dict, reason_prefix: str = "") -> dict:
 SERIAL_PREFILL_KNOBS = {"schedule": "serial", "prefill_block_m": 128,
                         "prefill_split_cap_waves": 1, "min_prefill_split_tokens": 1024,
                         "ctas_per_sm": 2, "decode_kernel": None}
+# The decode rule of a serial fallback: the makespan family (kernels/tuned_planner.py), which
+# keeps the engine's own chunk on a uniform batch (UNIFORM_SPREAD) and elsewhere unless another
+# chunk's modelled busiest slot is clearly shorter. Why not the bucket's parametric rule: on an
+# H200 (twenty-seventh session, docs/PERFORMANCE.md) those fallbacks won 1.25-2.4x on
+# continuous-batching steps (a long decode the engine leaves whole) but cut small uniform
+# batches at 4K context differently from the engine (8 decodes in 2 pieces where it takes 4)
+# and ran 2-4% slower there. The makespan rule before its uniform clause also lost there (4.5%
+# on 48 four-token decodes at 8K: 768 tasks where the engine launches 384); with the clause it
+# plans every sweep step (uniform decodes) as the engine and splits only skewed decodes.
+SERIAL_FALLBACK_DECODE = {"decode_family": "makespan", "piece_cost_tokens": None}
 
 
 def serial_fallback_knobs(knobs: dict) -> dict | None:
     """A deferred bucket's knobs as a serial step: hybrid-serial's prefill launch
-    (SERIAL_PREFILL_KNOBS) with the bucket's own decode split knobs (min_tokens_per_cta,
-    max_waves, max_splits, decode_schedule, decode_ahead, and decode_family where the bucket
-    names one; at hybrid-serial's 2 CTAs per SM, which the decode split counts too), or None
+    (SERIAL_PREFILL_KNOBS) with its decodes under the makespan rule (SERIAL_FALLBACK_DECODE)
+    over the bucket's own min_tokens_per_cta and max_splits (at hybrid-serial's 2 CTAs per SM,
+    which the rule counts too; the other decode knobs are kept but unused by that rule), or None
     where the knobs already are that. Why: a bucket whose co-location loses to serial on one
     case may still win by its decode split alone (continuous-batching steps, where the engine's
     planner leaves a long decode unsplit: 1.7-2.4x on an H100, docs/PERFORMANCE.md, twentieth
-    session). The makespan rule (decode_family "makespan": the engine's chunk unless another is
-    modelled clearly faster) was tried as every fallback's decode rule on an H200 (twenty-seventh
-    session) and not kept: its fallbacks passed on 120 suite cases (1.100x over serial, worst
-    0.985x) but ran 4.5% slower than serial on a batch no suite holds (48 four-token speculative
-    decodes at 8K beside a 2,048-token chunk: 768 decode tasks where the engine launches 384)."""
-    fallback = {**knobs, **SERIAL_PREFILL_KNOBS}
+    session)."""
+    fallback = {**knobs, **SERIAL_PREFILL_KNOBS, **SERIAL_FALLBACK_DECODE}
     return None if fallback == knobs else fallback
 
 
@@ -257,7 +263,8 @@ def _spread(ratios: dict) -> dict:
     return {"geomean": geomean(ratios.values()), "worst": ratios[worst], "worst_case": worst}
 
 
-__all__ = ["DEFAULT_VALIDATION", "MIN_SHIP_CASES", "SEARCH_FIELDS", "SERIAL_PREFILL_KNOBS",
-           "bucket_defer_decision", "bucket_key", "check_serial_fallback", "decided_entry",
-           "fallback_entry", "in_bucket", "overall_summary", "serial_fallback_knobs",
-           "split_edge", "split_verdicts", "validate_bucket", "validation_cases"]
+__all__ = ["DEFAULT_VALIDATION", "MIN_SHIP_CASES", "SEARCH_FIELDS", "SERIAL_FALLBACK_DECODE",
+           "SERIAL_PREFILL_KNOBS", "bucket_defer_decision", "bucket_key", "check_serial_fallback",
+           "decided_entry", "fallback_entry", "in_bucket", "overall_summary",
+           "serial_fallback_knobs", "split_edge", "split_verdicts", "validate_bucket",
+           "validation_cases"]

@@ -82,8 +82,8 @@ def add_parser(sub) -> None:
                         "its own cases")
     p.add_argument("--serial-fallback", action="store_true",
                    help="hybrid knobs (a tune or --revalidate): measure each bucket that "
-                        "defers once more as a serial step with its own decode split knobs, "
-                        "and ship that where it passes")
+                        "defers once more as a serial step whose decodes follow the makespan "
+                        "rule over its own decode knobs, and ship that where it passes")
     p.add_argument("--keep-shipped", action="store_true",
                    help="--revalidate: keep FILE's shipped buckets as they are, unmeasured")
     p.add_argument("--workers", type=int, help="worker processes sharing the study (default 1)")

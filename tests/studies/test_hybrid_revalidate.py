@@ -226,7 +226,7 @@ def test_serial_fallback_knobs_keep_only_the_decode_split():
     assert knobs["schedule"] == "colocated" and knobs["prefill_block_m"] == 64
     fb = hv.serial_fallback_knobs(knobs)
     assert {k: fb[k] for k in hv.SERIAL_PREFILL_KNOBS} == hv.SERIAL_PREFILL_KNOBS
-    assert "decode_family" not in fb  # the bucket's own (parametric) decode rule
+    assert fb["decode_family"] == "makespan" and fb["piece_cost_tokens"] is None
     for k in ("min_tokens_per_cta", "max_waves", "max_splits", "decode_schedule",
               "decode_ahead"):
         assert fb[k] == knobs[k]
@@ -245,6 +245,38 @@ def test_serial_fallback_knobs_keep_only_the_decode_split():
     assert a.schedule == b.schedule == "serial"
     for field in ("tile_request", "tile_q_start", "tile_q_end", "tile_splits"):
         assert (getattr(a, field) == getattr(b, field)).all(), field
+
+
+def test_serial_fallback_cuts_uniform_decodes_as_the_engine_and_splits_skewed_ones():
+    """Every deferred bucket's fallback of the H200 file plans the decodes of each sweep step of
+    the hybrid suite (uniform decodes, where a fallback of other cuts ran 2-4.5% slower than
+    serial on an H200) exactly as hybrid-serial, and splits a continuous-batching step's long
+    decodes more finely than the engine, the steps where the fallback wins."""
+    from kvtune.harness.device import device_model
+    from kvtune.kernels.plan import AttentionShape
+    from kvtune.workloads.hybrid import hybrid_cases
+
+    doc = json.loads(H100_FILE.with_name("s27_hybrid_heuristic_h200_fallback.json").read_text())
+    shape, dev = AttentionShape(**doc["shape"]), device_model("h200")
+    serial = policies.get("hybrid-serial")
+    fallbacks = [policies.get("hybrid-parametric", **hv.serial_fallback_knobs(
+        {k: v for k, v in b.get("tuned_params", b.get("params")).items()
+         if k not in ("decode_family", "piece_cost_tokens")}))
+        for b in doc["deferred_buckets"]]
+    assert fallbacks
+    finer = 0
+    for case in hybrid_cases(shape):
+        q, kv = case.lengths()
+        want = serial.plan_hybrid(q, kv, shape, dev).decode_plan
+        for fb in fallbacks:
+            got = fb.plan_hybrid(q, kv, shape, dev).decode_plan
+            if want is None:  # a prefill-only step
+                assert got is None, case.case_id
+            elif case.params["source"] == "sweep":
+                assert (got.splits == want.splits).all(), case.case_id
+            elif got.num_tasks > want.num_tasks:
+                finer += 1
+    assert finer >= len(fallbacks) * 8
 
 
 def test_serial_fallback_ships_deferred_buckets_that_win_by_their_decode_split(tmp_path,
@@ -349,7 +381,10 @@ def test_the_h100_fallback_file_ships_serial_steps_of_its_own_decode_knobs():
     assert [(b["min_decodes"], b["max_prefill_tokens"]) for b in fell_back] == [(65, 1024),
                                                                                  (17, 4096)]
     for b in fell_back:
-        assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"]["params"])
+        # The fallback of that day: hybrid-serial's prefill launch with the bucket's own
+        # parametric decode rule (since the twenty-eighth session the makespan rule).
+        assert b["params"] == {**b["fallback_from"]["params"], **hv.SERIAL_PREFILL_KNOBS}
+        assert "decode_family" not in b["params"]
         assert not b["validation"]["deferred"] and b["validation"]["source"] == "revalidation"
         assert b["validation"]["tuned_vs_serial"]["worst"] >= 1 / 1.02
     assert doc["validation"]["shipped_cases"] == sum(len(b["validation"]["cases"])
@@ -398,6 +433,7 @@ def test_the_readme_h200_file_ships_on_four_cases_or_more():
         assert len(v["cases"]) >= hv.MIN_SHIP_CASES
         assert min(r["serial_us"] / r["tuned_us"] for r in v["cases"]) >= 1 / 1.02
         if "fallback_from" in b:
-            assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"]["params"])
+            # The fallback of that day: the bucket's own parametric decode rule.
+            assert b["params"] == {**b["fallback_from"]["params"], **hv.SERIAL_PREFILL_KNOBS}
     assert (1, 16, 1, 1024) not in keys
     assert policies.get("hybrid-tuned", path=str(H100_FILE.with_name(name))) is not None

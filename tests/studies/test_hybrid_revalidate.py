@@ -247,23 +247,25 @@ def test_serial_fallback_knobs_keep_only_the_decode_split():
         assert (getattr(a, field) == getattr(b, field)).all(), field
 
 
-def test_serial_fallback_cuts_uniform_decodes_as_the_engine_and_splits_skewed_ones():
-    """Every deferred bucket's fallback of the H200 file plans the decodes of each sweep step of
-    the hybrid suite (uniform decodes, where a fallback of other cuts ran 2-4.5% slower than
-    serial on an H200) exactly as hybrid-serial, and splits a continuous-batching step's long
-    decodes more finely than the engine, the steps where the fallback wins."""
+H200_FILE = H100_FILE.with_name("s28_hybrid_heuristic_h200_makespan.json")
+
+
+def test_makespan_fallbacks_cut_uniform_decodes_as_the_engine_and_split_skewed_ones():
+    """The serial fallbacks the README's H200 file ships (twenty-eighth session: decodes under
+    the makespan rule) plan the decodes of each sweep step of the hybrid suite (uniform decodes,
+    where fallbacks of other cuts ran 2-4.5% slower than serial on an H200) exactly as
+    hybrid-serial, and split a continuous-batching step's long decodes more finely than the
+    engine, the steps where they win."""
     from kvtune.harness.device import device_model
     from kvtune.kernels.plan import AttentionShape
     from kvtune.workloads.hybrid import hybrid_cases
 
-    doc = json.loads(H100_FILE.with_name("s27_hybrid_heuristic_h200_fallback.json").read_text())
+    doc = json.loads(H200_FILE.read_text())
     shape, dev = AttentionShape(**doc["shape"]), device_model("h200")
     serial = policies.get("hybrid-serial")
-    fallbacks = [policies.get("hybrid-parametric", **hv.serial_fallback_knobs(
-        {k: v for k, v in b.get("tuned_params", b.get("params")).items()
-         if k not in ("decode_family", "piece_cost_tokens")}))
-        for b in doc["deferred_buckets"]]
-    assert fallbacks
+    fallbacks = [policies.get("hybrid-parametric", **b["params"]) for b in doc["buckets"]
+                 if "fallback_from" in b]
+    assert len(fallbacks) == 4
     finer = 0
     for case in hybrid_cases(shape):
         q, kv = case.lengths()
@@ -277,6 +279,31 @@ def test_serial_fallback_cuts_uniform_decodes_as_the_engine_and_splits_skewed_on
             elif got.num_tasks > want.num_tasks:
                 finer += 1
     assert finer >= len(fallbacks) * 8
+
+
+def test_the_readme_h200_file_ships_makespan_fallbacks_on_four_cases_or_more():
+    """The README's H200 file (twenty-eighth session: the twenty-first's re-validated with
+    --serial-fallback on hybrid-holdout and the hybrid suite, fallbacks under the makespan
+    rule): every shipped bucket was measured on at least MIN_SHIP_CASES cases against the serial
+    step and is never more than 2% slower on one of them; each fallback is
+    serial_fallback_knobs of the knobs it replaces."""
+    doc = json.loads(H200_FILE.read_text())
+    assert doc["device"]["name"] == "NVIDIA H200"
+    assert doc["revalidated_from"]["path"].endswith("s21_hybrid_heuristic_h200_revalidated.json")
+    assert "--validate hybrid-holdout --validate hybrid" in doc["revalidated_from"]["command"]
+    keys = [(b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"], b["max_prefill_tokens"])
+            for b in doc["buckets"]]
+    assert keys == [(65, 256, 1025, 2048), (17, 64, 1, 1024), (65, 256, 1, 1024),
+                    (17, 64, 1025, 2048), (17, 64, 2049, 4096)]
+    for b in doc["buckets"]:
+        v = b["validation"]
+        assert not v["deferred"] and v["source"] == "revalidation"
+        assert len(v["cases"]) >= hv.MIN_SHIP_CASES
+        assert min(r["serial_us"] / r["tuned_us"] for r in v["cases"]) >= 1 / 1.02
+        if "fallback_from" in b:
+            assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"]["params"])
+            assert b["params"]["decode_family"] == "makespan"
+    assert policies.get("hybrid-tuned", path=str(H200_FILE)) is not None
 
 
 def test_serial_fallback_ships_deferred_buckets_that_win_by_their_decode_split(tmp_path,
@@ -412,8 +439,8 @@ def test_the_h200_file_revalidated_ships_only_what_passed_today():
     assert len(halves) == 3 and all(b["reason"].startswith("revalidation: ") for b in halves)
 
 
-def test_the_readme_h200_file_ships_on_four_cases_or_more():
-    """The README's H200 file (twenty-seventh session: the twenty-first's re-validated with
+def test_the_s27_h200_file_ships_on_four_cases_or_more():
+    """The twenty-seventh session's H200 file ( the twenty-first's re-validated with
     --serial-fallback on hybrid-holdout and the hybrid suite): every shipped bucket was measured
     on at least MIN_SHIP_CASES cases against the serial step and is never more than 2% slower on
     one of them; the fallbacks keep their bucket's own decode knobs behind hybrid-serial's

@@ -24,7 +24,9 @@ case's stage 2 through kernels/merge.py instead of the default kernels/merge_chu
 kernels/merge_tail.py, no stage 2); --merge-pdl on launches the chunked merge as stage 1's
 programmatic dependent (sm_90+), and --time then also times the same launch without it
 (no_pdl_median_us); --versus MERGE times the case with another merge beside it (versus_*, checked
-too). --rounds N alternates the two N times (the row's medians are the last round's, "rounds"
+too); --versus-order longest-first times the same launch with its tasks launched longest item
+first (prepare_decode's launch_order; versus_order_*, checked too), --launch-order sets the
+case's own. --rounds N alternates the two N times (the row's medians are the last round's, "rounds"
 has each), so a disturbed period shows as rounds apart, not as a difference between them.
 --graph replays the case's launches from a CUDA graph and checks them bit for bit against the
 eager launch (with --time, the replay is timed too).
@@ -49,7 +51,8 @@ import sys
 
 import torch
 
-from kvtune.kernels.decode import MERGES, default_config, prepare_decode, run_decode
+from kvtune.kernels.decode import (LAUNCH_ORDERS, MERGES, default_config, launch_config,
+                                   prepare_decode, run_decode)
 from kvtune.kernels.decode_config import KernelConfig
 from kvtune.kernels import merge as merge_mod
 from kvtune.kernels.merge import launch_merge
@@ -238,7 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--total-tokens", type=int, default=bench_kernels.TOTAL_TOKENS)
     ap.add_argument("--chunk", default="2048", help="tokens per split, or 'balanced'")
-    ap.add_argument("--config", default=None)
+    ap.add_argument("--config", default=None,
+                    help="a configuration label; 'product': the one the product's launch runs "
+                         "(kernels/decode.py launch_config: the table entry or its twin); "
+                         "default: the table entry")
     ap.add_argument("--configs", default=None, help="comma-separated labels: time each")
     ap.add_argument("--flashinfer", action="store_true",
                     help="with --configs: FlashInfer's decode on the same plan as the baseline")
@@ -254,6 +260,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--versus", choices=MERGES, default=None,
                     help="with --time: also time the same case with this merge (checked too), "
                          "alternating with the case's own launch over --rounds rounds")
+    ap.add_argument("--launch-order", choices=LAUNCH_ORDERS, default="plan",
+                    help="stage 1's launch order (kernels/decode.py LAUNCH_ORDERS): the plan's, "
+                         "or longest item first with the KV heads inner")
+    ap.add_argument("--versus-order", choices=LAUNCH_ORDERS, default=None,
+                    help="with --time: also time the same case with this launch order (checked "
+                         "too), alternating with the case's own launch over --rounds rounds")
     ap.add_argument("--rounds", type=int, default=1,
                     help="with --time: rounds of the case's launch and the one beside it "
                          "(--versus, or the ordinary launch under --merge-pdl on), alternated; "
@@ -286,20 +298,29 @@ def main(argv=None) -> int:
         return sweep(args)
     shape, kv, cache, q = build_case(args)
     plan = make_plan(args, kv, shape)
-    config = (KernelConfig.from_label(args.config) if args.config
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    config = (launch_config(plan, shape, cache.kv_dtype, sm_count) if args.config == "product"
+              else KernelConfig.from_label(args.config) if args.config
               else default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                   plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                   group_size=shape.group_size))
     launch = prepare_decode(plan, cache, config=config, merge=args.merge,
-                            merge_pdl=args.merge_pdl == "on")
+                            merge_pdl=args.merge_pdl == "on", launch_order=args.launch_order)
     ref = decode_reference(q, cache)
     out = torch.full_like(q, float("nan"))
     # The launch timed beside this one (--versus, or the ordinary merge launch under PDL), and
     # its key prefix in the row; it is checked like the case itself.
     versus, versus_key = None, None
-    if args.versus:
-        versus = prepare_decode(plan, cache, config=config, merge=args.versus)
-        versus_key = "versus"
+    if args.versus and args.versus_order:
+        print("profile_decode: give --versus or --versus-order, not both", file=sys.stderr)
+        return 2
+    if args.versus or args.versus_order:
+        versus = (prepare_decode(plan, cache, config=config, merge=args.versus)
+                  if args.versus else
+                  prepare_decode(plan, cache, config=config, merge=args.merge,
+                                 merge_pdl=args.merge_pdl == "on",
+                                 launch_order=args.versus_order))
+        versus_key = "versus" if args.versus else "versus_order"
         run_decode(versus, q, cache, out=out)
         torch.cuda.synchronize()
         versus_err = relative_error(out, ref)
@@ -312,11 +333,13 @@ def main(argv=None) -> int:
     row = {"shape": args.shape, "dtype": args.dtype, "kv_dtype": shape.kv_dtype,
            "page": args.page, "dist": args.dist, "batch": args.batch, "chunk": args.chunk,
            "config": config.label(), "merge": args.merge, "merge_pdl": launch.merge_pdl,
+           "launch_order": args.launch_order,
            "num_tasks": plan.num_tasks,
            "programs_per_sm": plan.num_tasks / bench_kernels.device_spec().sm_count,
            "rel_error": err}
-    if args.versus:
-        row.update(versus_merge=args.versus, versus_rel_error=versus_err)
+    if args.versus or args.versus_order:
+        row.update({"versus_merge": args.versus} if args.versus
+                   else {"versus_order": args.versus_order}, versus_rel_error=versus_err)
         err = max(err, versus_err)
     if not (math.isfinite(err) and err <= ERROR_BOUND):
         row["ok"] = False

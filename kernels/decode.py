@@ -9,6 +9,9 @@ has one split) or a float32 partial output and its log-sum-exp (base 2) for stag
 How tasks reach programs follows `plan.schedule`:
 - static, static-heavy-first: grid (num_items, num_kv_heads), one program per task; CUDA hands
   out blocks x-fastest, which is the plan's task order (task t = item t % n of head t // n).
+  With prepare_decode(launch_order="longest-first") the same tasks launch as a 1-D grid over
+  the items sorted longest first with the KV heads inner (task t = head t % H of item t // H),
+  so every long task of every KV head starts in the first wave (MODE 3; same bits).
 - persistent-round-robin: grid = plan.grid_size programs; program i runs tasks i, i + grid, ...
 - persistent-heavy-first: grid = plan.grid_size programs pull the next task from a device
   counter (atomic add), so the heaviest items really start first. The last program to finish
@@ -92,6 +95,14 @@ SCHEDULE_MODES = {
     "persistent-round-robin": 1,
     "persistent-heavy-first": 2,
 }
+# Stage 1's launch order of a one-program-per-task schedule (prepare_decode's launch_order):
+# "plan": the plan's items for KV head 0, then for head 1, ...; "longest-first": every KV head
+# of the longest item first, then the next (MODE 3). Why: with the plan's order a skewed plan's
+# long tasks of the last KV heads enter only after earlier programs end, and end last (a
+# bandwidth-sharing model of the H200's SMs puts llama3-8b skew80 B=64 balanced-2x at 0.80 of
+# copy in plan order and 0.86 longest first; docs/KERNEL_NOTES.md "Open"). Not timed yet.
+LAUNCH_ORDERS = ("plan", "longest-first")
+LONGEST_FIRST_MODE = 3
 LOG2_E = 1.4426950408889634
 
 
@@ -121,6 +132,9 @@ def _attend_kernel(
     if MODE == 0:
         t = tl.program_id(1) * num_items + tl.program_id(0)
         step = num_tasks
+    elif MODE == 3:
+        t = tl.program_id(0)
+        step = num_tasks
     elif MODE == 1:
         t = tl.program_id(0)
         step = num_programs
@@ -134,8 +148,12 @@ def _attend_kernel(
     g_mask = offs_g < G
 
     while t < num_tasks:
-        item = t % num_items
-        head = t // num_items
+        if MODE == 3:
+            item = t // (NUM_QO_HEADS // G)
+            head = t % (NUM_QO_HEADS // G)
+        else:
+            item = t % num_items
+            head = t // num_items
         req = tl.load(items_ptr + item * 4)
         kv_lo = tl.load(items_ptr + item * 4 + 1)
         kv_hi = tl.load(items_ptr + item * 4 + 2)
@@ -331,7 +349,8 @@ _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.floa
 class DecodeLaunch:
     """Everything `run_decode` needs on the device for one (plan, cache) pair: built once.
 
-    items: [num_items, 4] int32 (request, kv_start, kv_end, partial row or -1) in plan order.
+    items: [num_items, 4] int32 (request, kv_start, kv_end, partial row or -1) in plan order
+    (longest first under prepare_decode's launch_order "longest-first", mode 3).
     partial_out: [rows, num_qo_heads, head_dim] float32 and partial_lse: [rows, num_qo_heads]
     float32, one row per work item of a split request (then, with the tail merge, its chunk
     results: tail_merge.scratch_rows more). merge_requests / merge_row0 /
@@ -411,7 +430,8 @@ FLAT_CPU_SM_COUNT = 4
 
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None, merge: str = "chunked",
-                   merge_pdl: bool = True, flat_programs: int | None = None) -> DecodeLaunch:
+                   merge_pdl: bool = True, flat_programs: int | None = None,
+                   launch_order: str = "plan") -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
@@ -427,6 +447,10 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     flat_programs: with a config of flat_per_sm > 0, the program count of the flattened stage 1
         (default flat_per_sm x the SM count, FLAT_CPU_SM_COUNT SMs without a GPU); 1.., capped
         at the task count.
+    launch_order: one of LAUNCH_ORDERS: "plan" (the default) or "longest-first" (a static
+        schedule's tasks launched longest item first, every KV head of an item together; the
+        same bits: each task still runs alone in one program). Not with persistent schedules,
+        the flattened stage 1 or the tail merge, whose programs take tasks in their own order.
     """
     if merge not in MERGES:
         raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
@@ -449,6 +473,14 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         raise ValueError(f"merge: 'tail' not allowed with the flattened stage 1 ({config.label()})")
     if flat_programs is not None and flat_programs < 1:
         raise ValueError(f"flat_programs: {flat_programs} out of range; allowed: 1 and above")
+    if launch_order not in LAUNCH_ORDERS:
+        raise ValueError(f"launch_order: {launch_order!r} not allowed; allowed: "
+                         f"{', '.join(LAUNCH_ORDERS)}")
+    longest_first = launch_order == "longest-first"
+    if longest_first and (mode != 0 or config.flat_per_sm or merge == "tail"):
+        raise ValueError(f"launch_order: 'longest-first' needs a static schedule without the "
+                         f"flattened stage 1 or the tail merge (schedule {plan.schedule!r}, "
+                         f"config {config.label()}, merge {merge!r})")
     split = plan.splits > 1
     row0 = np.zeros(plan.batch_size, dtype=np.int64)
     row0[split] = np.concatenate(([0], np.cumsum(plan.splits[split])[:-1]))
@@ -456,6 +488,10 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     part_row = np.where(split[plan.work_request], row0[plan.work_request] + plan.work_split, -1)
     items = np.stack([plan.work_request, plan.work_kv_start, plan.work_kv_end, part_row], axis=1)
     grid = (plan.num_items, plan.num_kv_heads) if mode == 0 else (plan.grid_size,)
+    if longest_first:
+        # Each item keeps its partial row, so the merge reads the same rows in any order.
+        items = items[np.argsort(plan.work_kv_start - plan.work_kv_end, kind="stable")]
+        mode, grid = LONGEST_FIRST_MODE, (plan.num_tasks,)
     flat = None
     if config.flat_per_sm:
         programs = flat_programs or config.flat_per_sm * (sm_count or FLAT_CPU_SM_COUNT)
@@ -574,7 +610,8 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         _attend_kernel[launch.grid](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
             cache.page_indptr, cache.page_indices, launch.items, launch.counter,
-            launch.plan.num_items, launch.plan.num_tasks, launch.grid[0] if launch.mode else 1,
+            launch.plan.num_items, launch.plan.num_tasks,
+            launch.grid[0] if launch.mode in (1, 2) else 1,
             scale * k_scale * LOG2_E, cache.v_scale,
             q.stride(0), q.stride(1), out.stride(0), out.stride(1),
             cache.k_pages.stride(0), cache.k_pages.stride(1),
@@ -641,6 +678,7 @@ def _check_queries(q: torch.Tensor, cache: PagedKVCache) -> None:
 __all__ = [
     "INTERPRETED",
     "MERGES",
+    "LAUNCH_ORDERS",
     "SCHEDULE_MODES",
     "DecodeLaunch",
     "KernelConfig",

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Ready for the next session with device time (H200 first: the misses are the twenty-fifth
+# session's H200 matrix): stage 1's launch order "longest-first" (kernels/decode.py
+# LAUNCH_ORDERS, MODE 3: items longest first, the KV heads inner; the same bits) against the
+# plan's order, alternated three rounds in one process per case (profile_decode.py --time
+# --versus-order, 30 paced CUDA-event pairs, L2 flushed before each; both checked against
+# float64 first), with the configuration the product launches (--config product) and with the
+# table entry. The cases: the 16-bit skew80 misses at 262,144 tokens (a bandwidth-sharing model
+# of the SMs puts longest-first 4-25% ahead on four of them; twenty-eighth session) and uniform
+# and skewed controls that must not lose. Read versus_order_median_us against median_us.
+#   bash benchmarks/gpu_calls/launch_order_check.sh [OUT_DIR]
+out=${1:-$OUT}
+while read -r shape dist batch chunk; do
+  for cfg in product entry; do
+    c=""; [ $cfg = product ] && c="--config product"
+    timeout 90 python3 benchmarks/profile_decode.py --shape $shape --dist $dist --batch $batch \
+      --chunk $chunk $c --time --versus-order longest-first --rounds 3 2>&1 \
+      | grep '^{\|rror' | tee -a $out/launch_order.jsonl | python3 -c "
+import json, sys
+for l in sys.stdin:
+    try: r = json.loads(l)
+    except ValueError: print(l.strip()[:200]); continue
+    print('$shape', r['dist'], r['batch'], r['chunk'], r.get('config'), r.get('num_tasks'),
+          'plan', r.get('median_us'), 'longest-first', r.get('versus_order_median_us'),
+          [(round(x['us'], 1), round(x['versus_order_us'], 1)) for x in r.get('rounds', [])],
+          r.get('ok'))"
+  done
+done <<'CASES'
+llama3-8b skew80 64 balanced
+llama3-70b-tp8 skew80 64 2048
+yi-6b skew80 64 2048
+g16 skew80 64 2048
+hd256 skew80 64 balanced
+mha-32 skew80 8 balanced
+llama3-8b skew80 8 balanced
+llama3-8b skew80 256 balanced
+llama3-8b uniform 64 balanced
+llama3-8b uniform 8 2048
+llama3-70b-tp8 uniform 256 balanced
+llama3-70b-tp8 skew80 256 2048
+CASES

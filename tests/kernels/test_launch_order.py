@@ -1,0 +1,83 @@
+"""kernels/decode.py's launch_order "longest-first" (MODE 3) in Triton's interpreter: the same
+tasks as the plan's order, launched longest item first with the KV heads inner; the output is
+the plan order's bit for bit, within the reference's bound, batch invariant, and refused where
+programs take tasks in their own order."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from kvtune.kernels.decode import (LAUNCH_ORDERS, KernelConfig, prepare_decode, run_decode)
+from kvtune.kernels.plan import AttentionShape, build_plan
+from kvtune.kernels.reference import decode_reference, relative_error
+from tests.kernels.kernel_cases import BOUNDS, make_inputs
+
+SHAPE = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
+CONFIG = KernelConfig(16, 4, 3, page_ahead=True)
+
+
+def _run(q, cache, plan, **kw):
+    launch = prepare_decode(plan, cache, config=CONFIG, **kw)
+    out = torch.full_like(q, float("nan"))
+    run_decode(launch, q, cache, out=out)
+    return out, launch
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_longest_first_computes_the_plan_orders_bits(dtype):
+    # One long request cut in pieces beside short ones (a skewed batch): items of many lengths,
+    # split and unsplit requests, a request shorter than a page.
+    kv = [3, 61, 9, 2, 17]
+    cache, q = make_inputs(kv, SHAPE, dtype)
+    plan = build_plan(kv, 12, num_kv_heads=2, page_size=4)
+    assert plan.num_split_requests >= 2
+    plain, launch_plain = _run(q, cache, plan)
+    longest, launch = _run(q, cache, plan, launch_order="longest-first")
+    assert launch.mode == 3 and launch.grid == (plan.num_tasks,)
+    keys = (launch.items[:, 2] - launch.items[:, 1]).numpy()
+    assert (np.diff(keys) <= 0).all()  # longest item first
+    # the same items, each with its own partial row
+    assert sorted(map(tuple, launch.items.tolist())) == sorted(
+        map(tuple, launch_plain.items.tolist()))
+    assert not torch.isnan(longest).any()
+    assert torch.equal(longest, plain)
+    assert relative_error(longest, decode_reference(q, cache)) <= BOUNDS[dtype]
+
+
+def test_longest_first_is_batch_invariant():
+    """A request's bits do not depend on the other requests nor on where its tasks launch."""
+    kv_small = [21, 3, 12]
+    kv_large = kv_small + [40, 1, 17, 8]
+    cache_s, _ = make_inputs(kv_small, SHAPE, torch.bfloat16)
+    cache_l, q_l = make_inputs(kv_large, SHAPE, torch.bfloat16)
+    for b in range(len(kv_small)):
+        pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
+        cache_l.k_pages[pl] = cache_s.k_pages[ps]
+        cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    q_s = q_l[: len(kv_small)].clone()
+    out_s, _ = _run(q_s, cache_s, build_plan(kv_small, 8, num_kv_heads=2, page_size=4))
+    out_l, _ = _run(q_l, cache_l, build_plan(kv_large, 8, num_kv_heads=2, page_size=4),
+                    launch_order="longest-first")
+    assert torch.equal(out_s, out_l[: len(kv_small)])
+
+
+def test_longest_first_is_refused_where_programs_take_tasks_in_their_own_order():
+    kv = [9, 33]
+    cache, _ = make_inputs(kv, SHAPE, torch.float32)
+    plan = build_plan(kv, 8, num_kv_heads=2, page_size=4)
+    with pytest.raises(ValueError, match="launch_order: 'fifo' not allowed; allowed: plan"):
+        prepare_decode(plan, cache, config=CONFIG, launch_order="fifo")
+    with pytest.raises(ValueError, match="launch_order"):
+        prepare_decode(plan, cache, config=CONFIG, merge="tail", launch_order="longest-first")
+    with pytest.raises(ValueError, match="launch_order"):
+        prepare_decode(plan, cache, config=dataclasses.replace(CONFIG, flat_per_sm=1),
+                       launch_order="longest-first")
+    persistent = build_plan(kv, 8, num_kv_heads=2, page_size=4,
+                            schedule="persistent-heavy-first")
+    with pytest.raises(ValueError, match="launch_order"):
+        prepare_decode(persistent, cache, config=CONFIG, launch_order="longest-first")
+    assert LAUNCH_ORDERS == ("plan", "longest-first")

@@ -36,6 +36,7 @@ def test_a_long_task_entering_late_costs_its_tail_and_longest_first_recovers_it(
 
 
 def test_the_script_runs_on_the_cpu():
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "launch_order_model.py"), "--caps", "1.0"],
-                         capture_output=True, text=True, check=True).stdout
+    script = str(BENCHMARKS / "launch_order_model.py")
+    out = subprocess.run([sys.executable, script, "--caps", "1.0"], capture_output=True,
+                         text=True, check=True).stdout
     assert "llama3-8b skew80 B=64 balanced" in out and "longest-first" in out

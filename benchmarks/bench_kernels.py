@@ -710,7 +710,7 @@ class MatrixRunner:
     (wall clock, one run) and no FlashInfer."""
 
     def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf,
-                 merge: str = "chunked", merge_pdl: bool = True):
+                 merge: str = "chunked", merge_pdl: bool = True, launch_order: str = "plan"):
         from kvtune.harness.backends import BackendUnavailable
         from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
 
@@ -722,7 +722,8 @@ class MatrixRunner:
         if dry_run:
             self.device = None
             self.make_triton = lambda config=None: TritonBackend(
-                timer=WallClockTimer(reps=1), torch_device="cpu", config=config, merge=merge)
+                timer=WallClockTimer(reps=1), torch_device="cpu", config=config, merge=merge,
+                launch_order=launch_order)
         else:
             from kvtune.harness.device import live_device
             from kvtune.harness.stopping import StoppingRule
@@ -732,7 +733,7 @@ class MatrixRunner:
                                          timeout_s=1.0)
             self.make_triton = lambda config=None: TritonBackend(
                 self.device, timer="events", cold_l2=True, stopping=self.stopping, config=config,
-                merge=merge, merge_pdl=merge_pdl)
+                merge=merge, merge_pdl=merge_pdl, launch_order=launch_order)
             try:
                 from kvtune.harness.backends.flashinfer import FlashInferBackend
 
@@ -1092,6 +1093,10 @@ def main(argv=None) -> int:
                     help="shapes/shape-configs: launch the chunked merge as stage 1's "
                          "programmatic dependent where the GPU has it (default, the product's) "
                          "or as an ordinary launch (off)")
+    ap.add_argument("--launch-order", choices=("plan", "longest-first"), default="plan",
+                    help="shapes/shape-configs: stage 1's launch order (kernels/decode.py "
+                         "LAUNCH_ORDERS: the plan's, the product's; or longest item first with "
+                         "the KV heads inner, same bits)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--sweep-cases", default=None,
@@ -1144,7 +1149,8 @@ def main(argv=None) -> int:
         with open(log_path, "a") as f:
             f.write(msg + "\n")
 
-    results = {"command": " ".join(sys.argv), "dry_run": args.dry_run}
+    results = {"command": " ".join(sys.argv if argv is None else [sys.argv[0], *argv]),
+               "dry_run": args.dry_run, "launch_order": args.launch_order}
     t0 = time.time()
     ceiling = float("nan")
     timer = None
@@ -1171,7 +1177,8 @@ def main(argv=None) -> int:
         nonlocal runner
         if runner is None:
             runner = MatrixRunner(args.dry_run, ceiling, log, deadline=t0 + args.time_limit_s,
-                                  merge=args.merge, merge_pdl=args.merge_pdl == "on")
+                                  merge=args.merge, merge_pdl=args.merge_pdl == "on",
+                                  launch_order=args.launch_order)
         return runner
 
     batches = (2,) if args.dry_run else MATRIX_BATCHES

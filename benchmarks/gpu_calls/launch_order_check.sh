@@ -39,3 +39,11 @@ llama3-8b uniform 8 2048
 llama3-70b-tp8 uniform 256 balanced
 llama3-70b-tp8 skew80 256 2048
 CASES
+# MATRIX=1: then the shape matrix of the variants with a skew80 miss (llama3-8b, yi-6b, MHA,
+# g16, hd256 at bf16, page 16) with the longest-first launch order and FlashInfer on the same
+# plans in the same process (bench_kernels.py's paced timer), for the ratios the issue counts;
+# the plan-order matrix of the twenty-fifth session is the reference for its launches.
+if [ "${MATRIX:-0}" = 1 ]; then
+  timeout 420 python3 benchmarks/bench_kernels.py --sections copy,shapes --variants 0,3,4,5,7 \
+    --launch-order longest-first --out $out/matrix_lf 2>&1 | grep -v Warning | tail -30
+fi

@@ -79,6 +79,9 @@ class TritonBackend:
         which merges in stage 1's tail, measured slower on an H100).
     merge_pdl: launch the chunked merge as stage 1's programmatic dependent
         (kernels.decode.prepare_decode's merge_pdl; on by default, where the GPU has it).
+    launch_order: stage 1's launch order, one of kernels.decode.LAUNCH_ORDERS ("plan", the
+        default; "longest-first": a static plan's items longest first, KV heads inner, the same
+        bits; refused by prepare_decode for persistent plans).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
     ValueError for an unknown timer name.
     """
@@ -87,7 +90,8 @@ class TritonBackend:
 
     def __init__(self, device: DeviceSpec | None = None, timer=None, *, cold_l2: bool = True,
                  stopping=None, torch_device: str = "cuda", config=None,
-                 merge: str = "chunked", merge_pdl: bool = True) -> None:
+                 merge: str = "chunked", merge_pdl: bool = True,
+                 launch_order: str = "plan") -> None:
         import torch
 
         from kvtune.harness.timing import TIMERS
@@ -106,7 +110,11 @@ class TritonBackend:
         if merge not in decode_module.MERGES:
             raise ValueError(f"merge: {merge!r} not allowed; allowed: "
                              f"{', '.join(decode_module.MERGES)}")
+        if launch_order not in decode_module.LAUNCH_ORDERS:
+            raise ValueError(f"launch_order: {launch_order!r} not allowed; allowed: "
+                             f"{', '.join(decode_module.LAUNCH_ORDERS)}")
         self._decode = decode_module
+        self.launch_order = launch_order
         self.merge = merge
         self.merge_pdl = bool(merge_pdl)
         self.torch_device = torch_device
@@ -324,7 +332,8 @@ class TritonBackend:
         launch = self._launches.get(id(plan))
         if launch is None or launch.plan is not plan:
             launch = self._decode.prepare_decode(plan, inputs.cache, config=self.config,
-                                                 merge=self.merge, merge_pdl=self.merge_pdl)
+                                                 merge=self.merge, merge_pdl=self.merge_pdl,
+                                                 launch_order=self.launch_order)
             self._remember(self._launches, plan, launch)
         return launch
 

@@ -169,3 +169,17 @@ def test_bad_arguments_name_the_field():
     with pytest.raises(ValueError,
                        match="merge: 'fused' not allowed; allowed: chunked, blocks, tail"):
         TritonBackend(torch_device="cpu", timer=FixedTimer([1.0]), merge="fused")
+
+
+@needs_interpreter
+def test_longest_first_launch_order_is_verified_and_refuses_unknown_orders():
+    """launch_order="longest-first" reaches prepare_decode (MODE 3) and its output passes the
+    reference check; an unknown order is refused in one line naming the allowed ones."""
+    backend = TritonBackend(timer=FixedTimer([1.0]), torch_device="cpu", config=SMALL_BLOCKS,
+                            launch_order="longest-first")
+    batch = _batch()
+    plan = build_plan(batch.kv_lens, 8, num_kv_heads=2, page_size=4)
+    assert backend.verify(batch, plan).ok
+    assert backend._launch(plan, backend._batch_inputs(batch)).mode == 3
+    with pytest.raises(ValueError, match="launch_order: 'lpt' not allowed; allowed: plan, "):
+        TritonBackend(timer=FixedTimer([1.0]), torch_device="cpu", launch_order="lpt")

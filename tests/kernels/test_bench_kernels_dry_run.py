@@ -126,3 +126,15 @@ def test_sweep_cases_parse_and_bad_ones_are_one_line_exit_2(bench, tmp_path, cap
         assert bench.main(["--dry-run", "--sweep-cases", text, "--out", str(tmp_path)]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and "sweep-cases" in err and field in err
+
+
+def test_dry_run_shapes_section_with_the_longest_first_launch_order(bench, tmp_path):
+    out = tmp_path / "out"
+    assert bench.main(["--dry-run", "--sections", "shapes", "--variants", "12", "--total-tokens",
+                       "40", "--launch-order", "longest-first", "--out", str(out)]) == 0
+    rows = pd.read_csv(out / "shapes.csv")
+    assert len(rows) == 2 and (rows["triton_status"] == "ok").all()
+    assert (rows["triton_rel_error"] < 2e-2).all()
+    results = json.loads((out / "results.json").read_text())
+    assert results["launch_order"] == "longest-first"
+    assert "--launch-order longest-first" in results["command"]

@@ -49,3 +49,12 @@ def check_against_reference(q, cache, plan, config=None):
     err = relative_error(out, decode_reference(q, cache))
     assert err <= BOUNDS[q.dtype], f"rel error {err:.3e} above {BOUNDS[q.dtype]:g}"
     return out, launch
+
+
+def copy_shared_requests(cache_small, cache_large, count: int) -> None:
+    """Give the first `count` requests of cache_large the K/V pages of cache_small's (same
+    values, other page ids): the batch-invariance tests' small batch inside a large one."""
+    for b in range(count):
+        pl, ps = cache_large.request_pages(b), cache_small.request_pages(b)
+        cache_large.k_pages[pl] = cache_small.k_pages[ps]
+        cache_large.v_pages[pl] = cache_small.v_pages[ps]

@@ -15,7 +15,8 @@ import torch
 from kvtune.kernels.decode import KernelConfig, prepare_decode, run_decode
 from kvtune.kernels.decode_flat import flat_assignment
 from kvtune.kernels.plan import AttentionShape, build_plan
-from tests.kernels.kernel_cases import check_against_reference, make_inputs
+from tests.kernels.kernel_cases import (check_against_reference, copy_shared_requests,
+                                        make_inputs)
 
 SMALL = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
 PAGE_AHEAD = KernelConfig(16, 4, 3, page_ahead=True)
@@ -68,10 +69,7 @@ def test_flat_is_batch_invariant():
     kv_large = kv_small + [30, 1, 17, 8]
     cache_s, _ = make_inputs(kv_small, SMALL, torch.bfloat16)
     cache_l, q_l = make_inputs(kv_large, SMALL, torch.bfloat16)
-    for b in range(len(kv_small)):
-        pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
-        cache_l.k_pages[pl] = cache_s.k_pages[ps]
-        cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    copy_shared_requests(cache_s, cache_l, len(kv_small))
     q_s = q_l[: len(kv_small)].clone()
     out_s, _ = _run(q_s, cache_s, build_plan(kv_small, 8, num_kv_heads=2, page_size=4), FLAT,
                     flat_programs=1)

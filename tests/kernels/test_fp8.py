@@ -31,7 +31,7 @@ from kvtune.kernels.decode_config import KernelConfig
 from kvtune.kernels.paged import PagedKVCache, make_queries, quantize_e4m3
 from kvtune.kernels.plan import AttentionShape, DeviceSpec, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
-from tests.kernels.kernel_cases import fresh_seed, run_poisoned
+from tests.kernels.kernel_cases import copy_shared_requests, fresh_seed, run_poisoned
 
 FP8 = AttentionShape(num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=4, kv_dtype="fp8_e4m3")
 # The output's rounding to the query type: fp16 rounds to nearest (u = 2^-11, 11 significant
@@ -143,10 +143,7 @@ def _small_batch_inside_a_large_one(q_dtype):
     kv_large = kv_small + [30, 9]
     cache_s, _ = fp8_inputs(kv_small, q_dtype, **scales)
     cache_l, q_l = fp8_inputs(kv_large, q_dtype, **scales)
-    for b in range(len(kv_small)):
-        pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
-        cache_l.k_pages[pl] = cache_s.k_pages[ps]
-        cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    copy_shared_requests(cache_s, cache_l, len(kv_small))
     return kv_small, kv_large, cache_s, cache_l, q_l
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from kvtune.kernels.decode import (LAUNCH_ORDERS, KernelConfig, prepare_decode, run_decode)
+from kvtune.kernels.decode import LAUNCH_ORDERS, KernelConfig, prepare_decode, run_decode
 from kvtune.kernels.plan import AttentionShape, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
-from tests.kernels.kernel_cases import BOUNDS, make_inputs
+from tests.kernels.kernel_cases import BOUNDS, copy_shared_requests, make_inputs
 
 SHAPE = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
 CONFIG = KernelConfig(16, 4, 3, page_ahead=True)
@@ -54,10 +54,7 @@ def test_longest_first_is_batch_invariant():
     kv_large = kv_small + [40, 1, 17, 8]
     cache_s, _ = make_inputs(kv_small, SHAPE, torch.bfloat16)
     cache_l, q_l = make_inputs(kv_large, SHAPE, torch.bfloat16)
-    for b in range(len(kv_small)):
-        pl, ps = cache_l.request_pages(b), cache_s.request_pages(b)
-        cache_l.k_pages[pl] = cache_s.k_pages[ps]
-        cache_l.v_pages[pl] = cache_s.v_pages[ps]
+    copy_shared_requests(cache_s, cache_l, len(kv_small))
     q_s = q_l[: len(kv_small)].clone()
     out_s, _ = _run(q_s, cache_s, build_plan(kv_small, 8, num_kv_heads=2, page_size=4))
     out_l, _ = _run(q_l, cache_l, build_plan(kv_large, 8, num_kv_heads=2, page_size=4),

@@ -281,6 +281,23 @@ def test_makespan_fallbacks_cut_uniform_decodes_as_the_engine_and_split_skewed_o
     assert finer >= len(fallbacks) * 8
 
 
+def _h200_revalidated_buckets(doc: dict) -> list[tuple]:
+    """The bucket ranges of an H200 file re-validated from the twenty-first session's on
+    hybrid-holdout and the hybrid suite, after checking that every shipped bucket was measured on
+    at least MIN_SHIP_CASES cases against the serial step and is never more than 2% slower on
+    one of them."""
+    assert doc["device"]["name"] == "NVIDIA H200"
+    assert doc["revalidated_from"]["path"].endswith("s21_hybrid_heuristic_h200_revalidated.json")
+    assert "--validate hybrid-holdout --validate hybrid" in doc["revalidated_from"]["command"]
+    for b in doc["buckets"]:
+        v = b["validation"]
+        assert not v["deferred"] and v["source"] == "revalidation"
+        assert len(v["cases"]) >= hv.MIN_SHIP_CASES
+        assert min(r["serial_us"] / r["tuned_us"] for r in v["cases"]) >= 1 / 1.02
+    return [(b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"], b["max_prefill_tokens"])
+            for b in doc["buckets"]]
+
+
 def test_the_readme_h200_file_ships_makespan_fallbacks_on_four_cases_or_more():
     """The README's H200 file (twenty-eighth session: the twenty-first's re-validated with
     --serial-fallback on hybrid-holdout and the hybrid suite, fallbacks under the makespan
@@ -288,18 +305,10 @@ def test_the_readme_h200_file_ships_makespan_fallbacks_on_four_cases_or_more():
     step and is never more than 2% slower on one of them; each fallback is
     serial_fallback_knobs of the knobs it replaces."""
     doc = json.loads(H200_FILE.read_text())
-    assert doc["device"]["name"] == "NVIDIA H200"
-    assert doc["revalidated_from"]["path"].endswith("s21_hybrid_heuristic_h200_revalidated.json")
-    assert "--validate hybrid-holdout --validate hybrid" in doc["revalidated_from"]["command"]
-    keys = [(b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"], b["max_prefill_tokens"])
-            for b in doc["buckets"]]
-    assert keys == [(65, 256, 1025, 2048), (17, 64, 1, 1024), (65, 256, 1, 1024),
-                    (17, 64, 1025, 2048), (17, 64, 2049, 4096)]
+    assert _h200_revalidated_buckets(doc) == [(65, 256, 1025, 2048), (17, 64, 1, 1024),
+                                              (65, 256, 1, 1024), (17, 64, 1025, 2048),
+                                              (17, 64, 2049, 4096)]
     for b in doc["buckets"]:
-        v = b["validation"]
-        assert not v["deferred"] and v["source"] == "revalidation"
-        assert len(v["cases"]) >= hv.MIN_SHIP_CASES
-        assert min(r["serial_us"] / r["tuned_us"] for r in v["cases"]) >= 1 / 1.02
         if "fallback_from" in b:
             assert b["params"] == hv.serial_fallback_knobs(b["fallback_from"]["params"])
             assert b["params"]["decode_family"] == "makespan"
@@ -440,7 +449,7 @@ def test_the_h200_file_revalidated_ships_only_what_passed_today():
 
 
 def test_the_s27_h200_file_ships_on_four_cases_or_more():
-    """The twenty-seventh session's H200 file ( the twenty-first's re-validated with
+    """The twenty-seventh session's H200 file (the twenty-first's re-validated with
     --serial-fallback on hybrid-holdout and the hybrid suite): every shipped bucket was measured
     on at least MIN_SHIP_CASES cases against the serial step and is never more than 2% slower on
     one of them; the fallbacks keep their bucket's own decode knobs behind hybrid-serial's
@@ -448,17 +457,9 @@ def test_the_s27_h200_file_ships_on_four_cases_or_more():
     than serial on sweep cases) is not among them."""
     name = "s27_hybrid_heuristic_h200_fallback.json"
     doc = json.loads(H100_FILE.with_name(name).read_text())
-    assert doc["device"]["name"] == "NVIDIA H200"
-    assert doc["revalidated_from"]["path"].endswith("s21_hybrid_heuristic_h200_revalidated.json")
-    assert "--validate hybrid-holdout --validate hybrid" in doc["revalidated_from"]["command"]
-    keys = [(b["min_decodes"], b["max_decodes"], b["min_prefill_tokens"], b["max_prefill_tokens"])
-            for b in doc["buckets"]]
+    keys = _h200_revalidated_buckets(doc)
     assert keys == [(65, 256, 1025, 2048), (65, 256, 1, 1024), (17, 64, 2049, 4096)]
     for b in doc["buckets"]:
-        v = b["validation"]
-        assert not v["deferred"] and v["source"] == "revalidation"
-        assert len(v["cases"]) >= hv.MIN_SHIP_CASES
-        assert min(r["serial_us"] / r["tuned_us"] for r in v["cases"]) >= 1 / 1.02
         if "fallback_from" in b:
             # The fallback of that day: the bucket's own parametric decode rule.
             assert b["params"] == {**b["fallback_from"]["params"], **hv.SERIAL_PREFILL_KNOBS}

@@ -50,7 +50,7 @@ def test_tune_writes_heuristic_never_worse_than_pod(tmp_path):
         assert v["tuned_vs_serial"]["worst"] == min(r["serial_us"] / r["tuned_us"]
                                                     for r in v["cases"])
     overall = doc["validation"]
-    assert overall["cases"] == 39  # every hybrid-holdout case, planned serial outside the buckets
+    assert overall["cases"] == 43  # every hybrid-holdout case, planned serial outside the buckets
     assert overall["shipped_cases"] == sum(len(b["validation"]["cases"]) for b in doc["buckets"])
     s, m = overall["speedup_vs_serial"], overall["shipped_speedup_vs_serial"]
     assert s["worst"] == 1.0 and m["geomean"] > s["geomean"] > 1 and m["worst"] >= 1
@@ -85,7 +85,7 @@ def test_default_validation_holds_the_hybrid_cases_not_trained_on(tmp_path):
     (Before the tenth session they fell in the 0-16 decode bucket, whose 64-row co-location
     tiles lost > 2% on them and deferred the whole bucket.)"""
     doc = run_hybrid_tune(_settings(tmp_path))
-    assert doc["validation"]["cases"] == 39 + 124 - 2
+    assert doc["validation"]["cases"] == 43 + 124 - 2
     small = next(b for b in doc["buckets"] + doc["deferred_buckets"] if b["min_decodes"] == 1)
     held = {r["case_id"] for r in small["validation"]["cases"]}
     assert any(":B8:" in c and "context_tokens=20480" in c for c in held)
@@ -169,11 +169,11 @@ def test_validation_cases_and_the_defer_rule():
     shape = AttentionShape()
     quick = {c.case_id for c in get_suite("hybrid-quick").cases}
     held, how = validation_cases((), shape, quick)
-    assert len(held) == 39 + 124 - 20 and "hybrid-holdout hybrid" in how
+    assert len(held) == 43 + 124 - 20 and "hybrid-holdout hybrid" in how
     assert not {c.case_id for c in held} & quick
     # Naming a training suite drops the training cases from it.
     held, _ = validation_cases(("hybrid", "hybrid-holdout"), shape, quick)
-    assert len(held) == 124 - 20 + 39
+    assert len(held) == 124 - 20 + 43
     assert validation_cases(("none",), shape, quick)[0] == []
     for bad in (("prod-mix",), ("none", "hybrid"), ("trace:x",)):
         with pytest.raises(ValueError, match="validate"):

@@ -117,7 +117,7 @@ def test_quick_and_holdout_suites():
     quick = get_suite("hybrid-quick").cases
     held = get_suite("hybrid-holdout").cases
     assert len(quick) == 20 and {c.case_id for c in quick} <= set(full)
-    assert len(held) == 39 and not {c.case_id for c in held} & set(full)
+    assert len(held) == 43 and not {c.case_id for c in held} & set(full)
     tuned_lengths = {(tuple(b.q_lens), tuple(b.kv_lens))
                      for b in (c.batch() for c in full.values())}
     for c in held:
@@ -127,4 +127,4 @@ def test_quick_and_holdout_suites():
              for b in (c.batch() for c in held)}
     assert kinds == {("chunk", "dec"), ("none", "dec"), ("chunk", "none")}
     mixes = [c for c in held if c.params["source"] == "continuous"]
-    assert {c.seed for c in mixes} == {100, 101} and len(mixes) == 8
+    assert {c.seed for c in mixes} == {100, 101} and len(mixes) == 12

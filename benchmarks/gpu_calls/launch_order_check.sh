@@ -22,7 +22,8 @@ import json, sys
 for l in sys.stdin:
     try: r = json.loads(l)
     except ValueError: print(l.strip()[:200]); continue
-    print('$shape', r['kv_dtype'], r['dist'], r['batch'], r['chunk'], r.get('config'), r.get('num_tasks'),
+    print('$shape', r['kv_dtype'], r['dist'], r['batch'], r['chunk'], r.get('config'),
+          r.get('num_tasks'),
           'plan', r.get('median_us'), 'longest-first', r.get('versus_order_median_us'),
           [(round(x['us'], 1), round(x['versus_order_us'], 1)) for x in r.get('rounds', [])],
           r.get('ok'))"

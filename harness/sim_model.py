@@ -71,7 +71,8 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from kvtune.kernels.plan import DTYPE_BYTES, KV_DTYPE_BYTES, AttentionShape, DeviceSpec, Plan
+from kvtune.kernels.plan import (DTYPE_BYTES, KV_DTYPE_BYTES, AttentionShape, DeviceSpec, Plan,
+                                 launch_tasks)
 
 FLOAT32_BYTES = 4
 
@@ -372,8 +373,9 @@ def stream_bandwidth_bytes_per_us(shape: AttentionShape, bw_bytes_per_us: float,
     return bw_bytes_per_us  # 16-bit KV: untouched, so its predictions stay bit for bit
 
 
-def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
-    """HBM bytes of each task, float64 [num_tasks] in dispatch order.
+def task_bytes(plan: Plan, shape: AttentionShape, launch_order: str = "plan") -> np.ndarray:
+    """HBM bytes of each task, float64 [num_tasks] in dispatch order (kernels.plan.launch_tasks:
+    the plan's, or "longest-first").
 
     A task reads its KV range of one head (tokens x kv_bytes_per_token_per_head) and the G query
     rows of that head, and writes either the final output (dtype, request not split) or a float32
@@ -385,7 +387,7 @@ def task_bytes(plan: Plan, shape: AttentionShape) -> np.ndarray:
     split = merged_requests(plan)[plan.work_request]
     out = np.where(split, G * (D * FLOAT32_BYTES + FLOAT32_BYTES), G * D * dtype_bytes)
     per_item = kv + G * D * dtype_bytes + out
-    return np.tile(per_item, plan.num_kv_heads)
+    return per_item[launch_tasks(plan, launch_order)[0]]
 
 
 def kernel_block_tokens(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS) -> int:
@@ -397,17 +399,18 @@ def kernel_block_tokens(plan: Plan, constants: SimConstants = DEFAULT_CONSTANTS)
 
 
 def partial_block_us(plan: Plan, shape: AttentionShape, cap_bytes_per_us: float,
-                     constants: SimConstants = DEFAULT_CONSTANTS) -> np.ndarray | None:
-    """Per task (dispatch order, float64 [num_tasks]): the time the masked tokens of the task's
-    partial last block take at the per-CTA cap (cap in bytes/us); None when the constants give
-    no block size (see block_tokens)."""
+                     constants: SimConstants = DEFAULT_CONSTANTS,
+                     launch_order: str = "plan") -> np.ndarray | None:
+    """Per task (dispatch order as task_bytes, float64 [num_tasks]): the time the masked tokens
+    of the task's partial last block take at the per-CTA cap (cap in bytes/us); None when the
+    constants give no block size (see block_tokens)."""
     block = kernel_block_tokens(plan, constants)
     if not block:
         return None
     tokens = plan.item_tokens().astype(np.int64)
     masked = (-tokens) % block
     per_item = masked * shape.kv_bytes_per_token_per_head / cap_bytes_per_us
-    return np.tile(per_item.astype(np.float64), plan.num_kv_heads)
+    return per_item.astype(np.float64)[launch_tasks(plan, launch_order)[0]]
 
 
 def merge_bytes(plan: Plan, shape: AttentionShape) -> int:
@@ -472,8 +475,11 @@ def simulate(
     shape: AttentionShape,
     device: DeviceSpec,
     constants: SimConstants = DEFAULT_CONSTANTS,
+    launch_order: str = "plan",
 ) -> SimResult:
-    """Predict the time of `plan` on `device` (see the module docstring for the model)."""
+    """Predict the time of `plan` on `device` (see the module docstring for the model), its
+    tasks handed out in `launch_order` (kernels.plan.LAUNCH_ORDERS; the product launches
+    "plan")."""
     if plan.num_kv_heads != shape.num_kv_heads:
         raise ValueError(
             f"num_kv_heads: plan has {plan.num_kv_heads}, shape has {shape.num_kv_heads}; they must match"
@@ -488,12 +494,13 @@ def simulate(
     resident = resident_ctas_per_sm(plan, device, c, shape)  # one launch_config per plan
     cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c, resident) * 1e-6
     reads = programs_per_task(plan, c)
-    nbytes = task_bytes(plan, shape)
+    item_of, head_of = launch_tasks(plan, launch_order)
+    nbytes = task_bytes(plan, shape, launch_order)
     if reads > 1:  # each task's programs run one after the other in grid order
         nbytes = np.repeat(nbytes, reads)
     slots = device.sm_count * resident  # num_slots
     grid = plan.grid_size * reads
-    extra_us = partial_block_us(plan, shape, cap_bytes_per_us, c)
+    extra_us = partial_block_us(plan, shape, cap_bytes_per_us, c, launch_order)
     if extra_us is not None and reads > 1:
         extra_us = np.repeat(extra_us, reads)
     start, stream, end, cta, slot_of = _run_events(
@@ -527,7 +534,7 @@ def simulate(
 
     n_tasks = plan.num_tasks * reads
     task = np.arange(n_tasks, dtype=np.int64)
-    item = (task // reads) % plan.num_items
+    item = item_of[task // reads]
     return SimResult(
         time_us=stage1_us + merge_us,
         stage1_us=stage1_us,
@@ -537,7 +544,7 @@ def simulate(
         task=task,
         request=plan.work_request[item],
         split=plan.work_split[item],
-        kv_head=(task // reads) // plan.num_items,
+        kv_head=head_of[task // reads],
         cta=cta,
         sm=slot_of % device.sm_count,
         slot=slot_of // device.sm_count,

@@ -86,7 +86,7 @@ from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.merge_tail import TAIL_ROWS, TailMerge, prepare_tail_merge, tail_merge
 from kvtune.kernels.paged import PagedKVCache
-from kvtune.kernels.plan import AttentionShape, Plan
+from kvtune.kernels.plan import LAUNCH_ORDERS, AttentionShape, Plan, launch_tasks
 
 
 SCHEDULE_MODES = {
@@ -95,13 +95,11 @@ SCHEDULE_MODES = {
     "persistent-round-robin": 1,
     "persistent-heavy-first": 2,
 }
-# Stage 1's launch order of a one-program-per-task schedule (prepare_decode's launch_order):
-# "plan": the plan's items for KV head 0, then for head 1, ...; "longest-first": every KV head
-# of the longest item first, then the next (MODE 3). Why: with the plan's order a skewed plan's
-# long tasks of the last KV heads enter only after earlier programs end, and end last (a
-# bandwidth-sharing model of the H200's SMs puts llama3-8b skew80 B=64 balanced-2x at 0.80 of
-# copy in plan order and 0.86 longest first; docs/KERNEL_NOTES.md "Open"). Not timed yet.
-LAUNCH_ORDERS = ("plan", "longest-first")
+# Stage 1's launch order (prepare_decode's launch_order, kernels.plan.LAUNCH_ORDERS):
+# "longest-first" runs as MODE 3. Why: with the plan's order a skewed plan's long tasks of the
+# last KV heads enter only after earlier programs end, and end last (the H200 Triton simulator
+# model puts llama3-8b skew80 B=64 balanced-2x's stage 1 at 294 us in plan order, measured 307,
+# and 267 longest first; docs/KERNEL_NOTES.md "Open"). Not timed yet.
 LONGEST_FIRST_MODE = 3
 LOG2_E = 1.4426950408889634
 
@@ -490,7 +488,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     grid = (plan.num_items, plan.num_kv_heads) if mode == 0 else (plan.grid_size,)
     if longest_first:
         # Each item keeps its partial row, so the merge reads the same rows in any order.
-        items = items[np.argsort(plan.work_kv_start - plan.work_kv_end, kind="stable")]
+        items = items[launch_tasks(plan, launch_order)[0][::plan.num_kv_heads]]
         mode, grid = LONGEST_FIRST_MODE, (plan.num_tasks,)
     flat = None
     if config.flat_per_sm:

@@ -27,6 +27,10 @@ SCHEDULES = (
     "persistent-heavy-first",
 )
 PERSISTENT_SCHEDULES = ("persistent-round-robin", "persistent-heavy-first")
+# Stage 1's launch order of a one-program-per-task (static) plan: "plan", the plan's items for KV
+# head 0, then for head 1, ...; "longest-first", every KV head of the longest item first, then
+# the next (kernels/decode.py MODE 3; launch_tasks). Either computes the same bits.
+LAUNCH_ORDERS = ("plan", "longest-first")
 MAX_KV_LEN_TOKENS = 1 << 20
 MAX_BATCH = 1 << 16
 
@@ -336,6 +340,26 @@ def order_items(schedule: str, req: np.ndarray, sp: np.ndarray, start: np.ndarra
     return req[idx], sp[idx], start[idx], end[idx]
 
 
+def launch_tasks(plan: Plan, launch_order: str = "plan") -> tuple[np.ndarray, np.ndarray]:
+    """(work item, KV head) of each stage-1 task in the order the launch hands them out, int64
+    [num_tasks] each. "plan": task t is item t % num_items of head t // num_items (a 2-D grid,
+    x fastest); "longest-first": the items by descending token count (ties in plan order), each
+    with its KV heads 0..H-1 together. ValueError for another order, or "longest-first" on a
+    persistent schedule (its programs take tasks in their own order)."""
+    if launch_order not in LAUNCH_ORDERS:
+        raise ValueError(f"launch_order: {launch_order!r} not allowed; allowed: "
+                         f"{', '.join(LAUNCH_ORDERS)}")
+    n, heads = plan.num_items, plan.num_kv_heads
+    if launch_order == "plan":
+        t = np.arange(n * heads, dtype=np.int64)
+        return t % n, t // n
+    if plan.is_persistent:
+        raise ValueError(f"launch_order: 'longest-first' needs a static schedule, not "
+                         f"{plan.schedule!r}")
+    order = np.argsort(plan.work_kv_start - plan.work_kv_end, kind="stable").astype(np.int64)
+    return np.repeat(order, heads), np.tile(np.arange(heads, dtype=np.int64), n)
+
+
 def split_by_count(kv_lens: np.ndarray, splits: np.ndarray, page_size: int) -> np.ndarray:
     """Chunk size in tokens per request that cuts it into at most `splits[b]` page-aligned pieces.
 
@@ -479,6 +503,8 @@ __all__ = [
     "Policy",
     "SCHEDULES",
     "PERSISTENT_SCHEDULES",
+    "LAUNCH_ORDERS",
+    "launch_tasks",
     "build_plan",
     "split_by_count",
     "order_items",

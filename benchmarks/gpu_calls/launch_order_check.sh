@@ -5,8 +5,8 @@
 # plan's order, alternated three rounds in one process per case (profile_decode.py --time
 # --versus-order, 30 paced CUDA-event pairs, L2 flushed before each; both checked against
 # float64 first), with the configuration the product launches (--config product) and with the
-# table entry. The cases: the 16-bit skew80 misses at 262,144 tokens (a bandwidth-sharing model
-# of the SMs puts longest-first 4-25% ahead on four of them; twenty-eighth session), uniform and
+# table entry. The cases: the 16-bit skew80 misses at 262,144 tokens (the H200 Triton simulator
+# model puts longest-first 3-15% ahead on five of them; twenty-eighth session), uniform and
 # skewed controls that must not lose, and three fp8 cases (1 byte per element). Read
 # versus_order_median_us against median_us.
 #   bash benchmarks/gpu_calls/launch_order_check.sh [OUT_DIR]

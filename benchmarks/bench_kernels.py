@@ -72,7 +72,7 @@ from kvtune.kernels.decode import (
     run_decode,
 )
 from kvtune.kernels.paged import KV_TORCH_DTYPES, PagedKVCache, make_queries
-from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, build_plan
+from kvtune.kernels.plan import DTYPE_BYTES, LAUNCH_ORDERS, AttentionShape, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
 from kvtune.workloads.distributions import fixed_total_kv_lens
 
@@ -1093,7 +1093,7 @@ def main(argv=None) -> int:
                     help="shapes/shape-configs: launch the chunked merge as stage 1's "
                          "programmatic dependent where the GPU has it (default, the product's) "
                          "or as an ordinary launch (off)")
-    ap.add_argument("--launch-order", choices=("plan", "longest-first"), default="plan",
+    ap.add_argument("--launch-order", choices=LAUNCH_ORDERS, default="plan",
                     help="shapes/shape-configs: stage 1's launch order (kernels/decode.py "
                          "LAUNCH_ORDERS: the plan's, the product's; or longest item first with "
                          "the KV heads inner, same bits)")

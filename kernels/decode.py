@@ -86,7 +86,8 @@ from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.merge_tail import TAIL_ROWS, TailMerge, prepare_tail_merge, tail_merge
 from kvtune.kernels.paged import PagedKVCache
-from kvtune.kernels.plan import LAUNCH_ORDERS, AttentionShape, Plan, launch_tasks
+from kvtune.kernels.plan import (LAUNCH_ORDERS, AttentionShape, Plan, check_launch_order,
+                                 launch_item_order)
 
 
 SCHEDULE_MODES = {
@@ -471,9 +472,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         raise ValueError(f"merge: 'tail' not allowed with the flattened stage 1 ({config.label()})")
     if flat_programs is not None and flat_programs < 1:
         raise ValueError(f"flat_programs: {flat_programs} out of range; allowed: 1 and above")
-    if launch_order not in LAUNCH_ORDERS:
-        raise ValueError(f"launch_order: {launch_order!r} not allowed; allowed: "
-                         f"{', '.join(LAUNCH_ORDERS)}")
+    check_launch_order(launch_order)
     longest_first = launch_order == "longest-first"
     if longest_first and (mode != 0 or config.flat_per_sm or merge == "tail"):
         raise ValueError(f"launch_order: 'longest-first' needs a static schedule without the "
@@ -488,7 +487,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     grid = (plan.num_items, plan.num_kv_heads) if mode == 0 else (plan.grid_size,)
     if longest_first:
         # Each item keeps its partial row, so the merge reads the same rows in any order.
-        items = items[launch_tasks(plan, launch_order)[0][::plan.num_kv_heads]]
+        items = items[launch_item_order(plan, launch_order)]
         mode, grid = LONGEST_FIRST_MODE, (plan.num_tasks,)
     flat = None
     if config.flat_per_sm:

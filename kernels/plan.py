@@ -340,23 +340,37 @@ def order_items(schedule: str, req: np.ndarray, sp: np.ndarray, start: np.ndarra
     return req[idx], sp[idx], start[idx], end[idx]
 
 
-def launch_tasks(plan: Plan, launch_order: str = "plan") -> tuple[np.ndarray, np.ndarray]:
-    """(work item, KV head) of each stage-1 task in the order the launch hands them out, int64
-    [num_tasks] each. "plan": task t is item t % num_items of head t // num_items (a 2-D grid,
-    x fastest); "longest-first": the items by descending token count (ties in plan order), each
-    with its KV heads 0..H-1 together. ValueError for another order, or "longest-first" on a
-    persistent schedule (its programs take tasks in their own order)."""
+def check_launch_order(launch_order: str) -> None:
+    """ValueError naming LAUNCH_ORDERS where `launch_order` is not one of them."""
     if launch_order not in LAUNCH_ORDERS:
         raise ValueError(f"launch_order: {launch_order!r} not allowed; allowed: "
                          f"{', '.join(LAUNCH_ORDERS)}")
+
+
+def launch_item_order(plan: Plan, launch_order: str = "plan") -> np.ndarray:
+    """The plan's work items in the order stage 1 launches them, int64 [num_items]: "plan" the
+    plan's own; "longest-first" by descending token count, ties in plan order. ValueError for
+    another order, or "longest-first" on a persistent schedule (its programs take tasks in their
+    own order)."""
+    check_launch_order(launch_order)
+    if launch_order == "plan":
+        return np.arange(plan.num_items, dtype=np.int64)
+    if plan.is_persistent:
+        raise ValueError(f"launch_order: 'longest-first' needs a static schedule, not "
+                         f"{plan.schedule!r}")
+    return np.argsort(plan.work_kv_start - plan.work_kv_end, kind="stable").astype(np.int64)
+
+
+def launch_tasks(plan: Plan, launch_order: str = "plan") -> tuple[np.ndarray, np.ndarray]:
+    """(work item, KV head) of each stage-1 task in the order the launch hands them out, int64
+    [num_tasks] each. "plan": task t is item t % num_items of head t // num_items (a 2-D grid,
+    x fastest); "longest-first": launch_item_order's items, each with its KV heads 0..H-1
+    together. ValueError as launch_item_order."""
+    order = launch_item_order(plan, launch_order)
     n, heads = plan.num_items, plan.num_kv_heads
     if launch_order == "plan":
         t = np.arange(n * heads, dtype=np.int64)
         return t % n, t // n
-    if plan.is_persistent:
-        raise ValueError(f"launch_order: 'longest-first' needs a static schedule, not "
-                         f"{plan.schedule!r}")
-    order = np.argsort(plan.work_kv_start - plan.work_kv_end, kind="stable").astype(np.int64)
     return np.repeat(order, heads), np.tile(np.arange(heads, dtype=np.int64), n)
 
 
@@ -504,6 +518,8 @@ __all__ = [
     "SCHEDULES",
     "PERSISTENT_SCHEDULES",
     "LAUNCH_ORDERS",
+    "check_launch_order",
+    "launch_item_order",
     "launch_tasks",
     "build_plan",
     "split_by_count",

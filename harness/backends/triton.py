@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kvtune.harness.backends import BackendUnavailable, Measurement, Verification
-from kvtune.kernels.plan import DeviceSpec, Plan
+from kvtune.kernels.plan import DeviceSpec, Plan, check_launch_order
 from kvtune.workloads.batch import DecodeBatch
 
 ERROR_BOUNDS = {"bfloat16": 2e-2, "float16": 2e-2, "float32": 1e-5}
@@ -79,7 +79,7 @@ class TritonBackend:
         which merges in stage 1's tail, measured slower on an H100).
     merge_pdl: launch the chunked merge as stage 1's programmatic dependent
         (kernels.decode.prepare_decode's merge_pdl; on by default, where the GPU has it).
-    launch_order: stage 1's launch order, one of kernels.decode.LAUNCH_ORDERS ("plan", the
+    launch_order: stage 1's launch order, one of kernels.plan.LAUNCH_ORDERS ("plan", the
         default; "longest-first": a static plan's items longest first, KV heads inner, the same
         bits; refused by prepare_decode for persistent plans).
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
@@ -110,9 +110,7 @@ class TritonBackend:
         if merge not in decode_module.MERGES:
             raise ValueError(f"merge: {merge!r} not allowed; allowed: "
                              f"{', '.join(decode_module.MERGES)}")
-        if launch_order not in decode_module.LAUNCH_ORDERS:
-            raise ValueError(f"launch_order: {launch_order!r} not allowed; allowed: "
-                             f"{', '.join(decode_module.LAUNCH_ORDERS)}")
+        check_launch_order(launch_order)
         self._decode = decode_module
         self.launch_order = launch_order
         self.merge = merge

@@ -710,11 +710,13 @@ class MatrixRunner:
     (wall clock, one run) and no FlashInfer."""
 
     def __init__(self, dry_run: bool, ceiling: float, log, deadline: float = math.inf,
-                 merge: str = "chunked", merge_pdl: bool = True, launch_order: str = "plan"):
+                 merge: str = "chunked", merge_pdl: bool = True,
+                 launch_order: str | None = None):
         from kvtune.harness.backends import BackendUnavailable
         from kvtune.harness.backends.triton import TritonBackend, WallClockTimer
 
         self.dry_run, self.ceiling, self.log = dry_run, ceiling, log
+        self.launch_order = launch_order  # None: the product's
         self.deadline = deadline  # time.time() after which the matrix sections stop starting cases
         self.cases_skipped = 0
         self.flashinfer = None
@@ -836,7 +838,7 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                         continue
                     plan, chunk = matrix_plan(plan_name, batch.kv_lens, shape, runner.device)
                     cfg = launch_config(plan, shape, KV_TORCH_DTYPES[shape.kv_dtype],
-                                        runner.device.sm_count)
+                                        runner.device.sm_count, runner.launch_order)
                     row = {"variant": variant_label(v), "shape": v[0], "dtype": v[1],
                            "kv_dtype": v[2], "page_size": v[3], "dist": dist,
                            "batch": batch_size, "plan": plan_name, "chunk_tokens": chunk,
@@ -1093,10 +1095,10 @@ def main(argv=None) -> int:
                     help="shapes/shape-configs: launch the chunked merge as stage 1's "
                          "programmatic dependent where the GPU has it (default, the product's) "
                          "or as an ordinary launch (off)")
-    ap.add_argument("--launch-order", choices=LAUNCH_ORDERS, default="plan",
+    ap.add_argument("--launch-order", choices=LAUNCH_ORDERS, default=None,
                     help="shapes/shape-configs: stage 1's launch order (kernels/decode.py "
-                         "LAUNCH_ORDERS: the plan's, the product's; or longest item first with "
-                         "the KV heads inner, same bits)")
+                         "LAUNCH_ORDERS: the plan's, or longest item first with the KV heads "
+                         "inner, same bits); default the product's (product_launch_order)")
     ap.add_argument("--variants", help="shapes/shape-configs: indices into the variant list "
                     "(see the error message of a bad index for the list)")
     ap.add_argument("--sweep-cases", default=None,

@@ -260,9 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--versus", choices=MERGES, default=None,
                     help="with --time: also time the same case with this merge (checked too), "
                          "alternating with the case's own launch over --rounds rounds")
-    ap.add_argument("--launch-order", choices=LAUNCH_ORDERS, default="plan",
+    ap.add_argument("--launch-order", choices=LAUNCH_ORDERS, default=None,
                     help="stage 1's launch order (kernels/decode.py LAUNCH_ORDERS): the plan's, "
-                         "or longest item first with the KV heads inner")
+                         "or longest item first with the KV heads inner; default the "
+                         "product's (product_launch_order)")
     ap.add_argument("--versus-order", choices=LAUNCH_ORDERS, default=None,
                     help="with --time: also time the same case with this launch order (checked "
                          "too), alternating with the case's own launch over --rounds rounds")
@@ -299,7 +300,8 @@ def main(argv=None) -> int:
     shape, kv, cache, q = build_case(args)
     plan = make_plan(args, kv, shape)
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    config = (launch_config(plan, shape, cache.kv_dtype, sm_count) if args.config == "product"
+    config = (launch_config(plan, shape, cache.kv_dtype, sm_count, args.launch_order)
+              if args.config == "product"
               else KernelConfig.from_label(args.config) if args.config
               else default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                   plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
@@ -333,7 +335,7 @@ def main(argv=None) -> int:
     row = {"shape": args.shape, "dtype": args.dtype, "kv_dtype": shape.kv_dtype,
            "page": args.page, "dist": args.dist, "batch": args.batch, "chunk": args.chunk,
            "config": config.label(), "merge": args.merge, "merge_pdl": launch.merge_pdl,
-           "launch_order": args.launch_order,
+           "launch_order": launch.launch_order,
            "num_tasks": plan.num_tasks,
            "programs_per_sm": plan.num_tasks / bench_kernels.device_spec().sm_count,
            "rel_error": err}

@@ -281,17 +281,22 @@ def replay(frame: pd.DataFrame, devices: dict, max_ctas_per_sm: int | None = Non
 def simulate_replay(rep: Replay, device: DeviceSpec, constants) -> np.ndarray:
     """Predicted latency (us) of every replayed row on `device` with `constants`; NaN where the
     row has no plan. A HybridPlan goes through the hybrid simulator (harness/sim_hybrid.py), a
-    decode Plan through harness/sim_model.py."""
+    decode Plan through harness/sim_model.py with the launch order the row ran in (its
+    "launch_order"; "plan" where it records none: FlashInfer's rows, and kvtune's Triton rows
+    from before the twenty-ninth session, whose kernel launched every plan in its own order)."""
     from kvtune.harness.sim_hybrid import simulate_hybrid
     from kvtune.harness.sim_model import simulate
     from kvtune.kernels.hybrid_plan import HybridPlan
 
     out = np.full(len(rep.plans), np.nan)
+    orders = (rep.frame["launch_order"].tolist() if "launch_order" in rep.frame
+              else [None] * len(rep.plans))
     for i, (plan, shape) in enumerate(zip(rep.plans, rep.shapes)):
         if isinstance(plan, HybridPlan):
             out[i] = simulate_hybrid(plan, shape, device, constants).time_us
         elif plan is not None:
-            out[i] = simulate(plan, shape, device, constants).time_us
+            order = orders[i] if isinstance(orders[i], str) else "plan"
+            out[i] = simulate(plan, shape, device, constants, launch_order=order).time_us
     return out
 
 

@@ -72,7 +72,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from kvtune.kernels.plan import (DTYPE_BYTES, KV_DTYPE_BYTES, AttentionShape, DeviceSpec, Plan,
-                                 launch_tasks)
+                                 check_launch_order, launch_tasks, product_launch_order)
 
 FLOAT32_BYTES = 4
 
@@ -284,6 +284,7 @@ class SimResult:
     Timeline, one row per task (work item x KV head), [num_tasks] numpy arrays in task order:
     task (dispatch index), request, split, kv_head, cta (the CTA that ran it), sm, slot (slot
     within the SM), start_us (slot taken), stream_start_us (start cost paid), end_us, bytes.
+    launch_order: the order the tasks were handed out in (kernels.plan.LAUNCH_ORDERS).
     """
 
     time_us: float
@@ -302,6 +303,7 @@ class SimResult:
     stream_start_us: np.ndarray
     end_us: np.ndarray
     bytes: np.ndarray
+    launch_order: str = "plan"
 
     def to_frame(self):
         """The timeline as a pandas DataFrame (columns TIMELINE_COLUMNS), e.g. for a Gantt chart."""
@@ -427,12 +429,14 @@ def merge_bytes(plan: Plan, shape: AttentionShape) -> int:
 
 def resident_ctas_per_sm(plan: Plan, device: DeviceSpec,
                          constants: SimConstants = DEFAULT_CONSTANTS,
-                         shape: AttentionShape | None = None) -> int:
+                         shape: AttentionShape | None = None,
+                         launch_order: str | None = None) -> int:
     """CTAs one SM runs at once for this launch: the kernel's own occupancy when the constants
     fix one (kernel_ctas_per_sm > 0: FlashInfer sizes registers and shared memory itself, whatever
     the plan counted), else the plan's ctas_per_sm; with constants.config_residency and a
     shape, the launch's stage-1 configuration's where known (configured_ctas_per_sm); capped by
-    the device's occupancy."""
+    the device's occupancy. launch_order: the order the configuration is chosen for (None:
+    kernels.plan.product_launch_order)."""
     c = constants
     wanted = c.kernel_ctas_per_sm or plan.ctas_per_sm
     if c.single_cta_variant and plan.ctas_per_sm == 1:
@@ -440,11 +444,12 @@ def resident_ctas_per_sm(plan: Plan, device: DeviceSpec,
     elif c.config_residency and shape is not None:
         # Plans built for one CTA per SM keep the calibrated single-CTA variant: what the
         # kernel runs them with today (a twin) was never measured on the rows that fixed it.
-        wanted = configured_ctas_per_sm(plan, shape, device) or wanted
+        wanted = configured_ctas_per_sm(plan, shape, device, launch_order) or wanted
     return max(1, min(wanted, device.max_ctas_per_sm))
 
 
-def configured_ctas_per_sm(plan: Plan, shape: AttentionShape, device: DeviceSpec) -> int | None:
+def configured_ctas_per_sm(plan: Plan, shape: AttentionShape, device: DeviceSpec,
+                           launch_order: str | None = None) -> int | None:
     """Programs per SM of the stage-1 configuration kvtune's Triton kernel runs `plan` with on
     `device` (kernels.decode.launch_config with its SM count; decode_config.RESIDENT_PER_SM) where
     that configuration is a register-capped twin (the entry's own pipeline under a register cap,
@@ -459,7 +464,7 @@ def configured_ctas_per_sm(plan: Plan, shape: AttentionShape, device: DeviceSpec
     kv = KV_TORCH_DTYPES.get(shape.kv_dtype)
     if kv is None or plan.is_persistent:
         return None
-    config = launch_config(plan, shape, kv, device.sm_count)
+    config = launch_config(plan, shape, kv, device.sm_count, launch_order)
     count = RESIDENT_PER_SM.get((shape.head_dim, KV_DTYPE_BYTES[shape.kv_dtype], config))
     return count if count == 1 or config.max_registers is not None else None
 
@@ -475,11 +480,12 @@ def simulate(
     shape: AttentionShape,
     device: DeviceSpec,
     constants: SimConstants = DEFAULT_CONSTANTS,
-    launch_order: str = "plan",
+    launch_order: str | None = None,
 ) -> SimResult:
     """Predict the time of `plan` on `device` (see the module docstring for the model), its
-    tasks handed out in `launch_order` (kernels.plan.LAUNCH_ORDERS; the product launches
-    "plan")."""
+    tasks handed out in `launch_order` (kernels.plan.LAUNCH_ORDERS). None: the modelled kernel's
+    own, kernels.plan.product_launch_order for kvtune's Triton kernel (constants
+    one_program_per_task), "plan" for the kernels whose planners the plan imitates."""
     if plan.num_kv_heads != shape.num_kv_heads:
         raise ValueError(
             f"num_kv_heads: plan has {plan.num_kv_heads}, shape has {shape.num_kv_heads}; they must match"
@@ -491,7 +497,11 @@ def simulate(
     c = constants
     bw_bytes_per_us = device.hbm_bytes_per_s * c.hbm_efficiency * 1e-6
     stream_bw_bytes_per_us = stream_bandwidth_bytes_per_us(shape, bw_bytes_per_us, c)
-    resident = resident_ctas_per_sm(plan, device, c, shape)  # one launch_config per plan
+    if launch_order is None:
+        launch_order = product_launch_order(plan) if c.one_program_per_task else "plan"
+    check_launch_order(launch_order)
+    # One launch_config per plan, for the tasks in this order.
+    resident = resident_ctas_per_sm(plan, device, c, shape, launch_order)
     cap_bytes_per_us = cta_rate_cap_bytes_per_s(plan, shape, device, c, resident) * 1e-6
     reads = programs_per_task(plan, c)
     item_of, head_of = launch_tasks(plan, launch_order)
@@ -552,6 +562,7 @@ def simulate(
         stream_start_us=stream,
         end_us=end,
         bytes=nbytes,
+        launch_order=launch_order,
     )
 
 

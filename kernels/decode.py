@@ -9,9 +9,10 @@ has one split) or a float32 partial output and its log-sum-exp (base 2) for stag
 How tasks reach programs follows `plan.schedule`:
 - static, static-heavy-first: grid (num_items, num_kv_heads), one program per task; CUDA hands
   out blocks x-fastest, which is the plan's task order (task t = item t % n of head t // n).
-  With prepare_decode(launch_order="longest-first") the same tasks launch as a 1-D grid over
-  the items sorted longest first with the KV heads inner (task t = head t % H of item t // H),
-  so every long task of every KV head starts in the first wave (MODE 3; same bits).
+  The product (prepare_decode's default launch order, product_launch_order) launches the same
+  tasks as a 1-D grid over the items sorted longest first with the KV heads inner (task t =
+  head t % H of item t // H), so every long task of every KV head starts in the first wave
+  (MODE 3; same bits); launch_order="plan" keeps the 2-D grid.
 - persistent-round-robin: grid = plan.grid_size programs; program i runs tasks i, i + grid, ...
 - persistent-heavy-first: grid = plan.grid_size programs pull the next task from a device
   counter (atomic add), so the heaviest items really start first. The last program to finish
@@ -87,6 +88,7 @@ from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, pre
 from kvtune.kernels.merge_tail import TAIL_ROWS, TailMerge, prepare_tail_merge, tail_merge
 from kvtune.kernels.paged import PagedKVCache
 from kvtune.kernels.plan import (LAUNCH_ORDERS, AttentionShape, Plan, check_launch_order,
+                                 product_launch_order,
                                  launch_item_order)
 
 
@@ -100,7 +102,9 @@ SCHEDULE_MODES = {
 # "longest-first" runs as MODE 3. Why: with the plan's order a skewed plan's long tasks of the
 # last KV heads enter only after earlier programs end, and end last (the H200 Triton simulator
 # model puts llama3-8b skew80 B=64 balanced-2x's stage 1 at 294 us in plan order, measured 307,
-# and 267 longest first; docs/KERNEL_NOTES.md "Open"). Not timed yet.
+# and 267 longest first). Measured on the H200 (twenty-ninth session, call 1: docs/
+# PERFORMANCE.md): the table entry longest first 264.7 us against 310.9 in plan order there, and
+# 1.00-1.27x on 15 skewed, uniform and fp8 cases; so the product's order (product_launch_order).
 LONGEST_FIRST_MODE = 3
 LOG2_E = 1.4426950408889634
 
@@ -365,6 +369,7 @@ class DecodeLaunch:
     (docs/PERFORMANCE.md, sixteenth session).
     flat: the task lists of the flattened persistent stage 1 (config.flat_per_sm > 0,
     kernels/decode_flat.py), which then runs instead of _attend_kernel; None otherwise.
+    launch_order: the order stage 1 hands out its tasks (kernels.plan.LAUNCH_ORDERS).
     """
 
     plan: Plan
@@ -382,6 +387,7 @@ class DecodeLaunch:
     merge_pdl: bool = False
     tail_merge: TailMerge | None = None
     flat: FlatSchedule | None = None
+    launch_order: str = "plan"
 
     @property
     def num_launches(self) -> int:
@@ -394,13 +400,15 @@ class DecodeLaunch:
 
 
 def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
-                  sm_count: int | None = None) -> KernelConfig:
+                  sm_count: int | None = None, launch_order: str | None = None) -> KernelConfig:
     """The stage-1 configuration `plan` runs with: default_config of the shape, KV page dtype and
     plan, and, for a one-program-per-task schedule on a device of `sm_count` SMs, the entry's
-    shallower twin where decode_config.occupancy_twin says so (same bits, more programs per SM;
-    unless the plan's equal tasks fill the entry's waves better, or one program per SM would
-    finish its tasks in about one long task's time: fits_one_task). sm_count None (the CPU, where
-    the interpreter runs every stage count alike): the table's entry."""
+    shallower or register-capped twin where decode_config.occupancy_twin says so for the tasks
+    handed out in `launch_order` (None: product_launch_order; same bits, more programs per SM).
+    sm_count None (the CPU, where the interpreter runs every stage count alike): the table's
+    entry."""
+    order = product_launch_order(plan) if launch_order is None else launch_order
+    check_launch_order(order)
     one_per_task = SCHEDULE_MODES[plan.schedule] == 0
     keys = plan.work_kv_end - plan.work_kv_start
     sm_count = sm_count if one_per_task else None
@@ -409,8 +417,8 @@ def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
                           programs=plan.num_tasks, sm_count=sm_count,
                           equal_tasks=tasks_of_one_length(keys),
                           one_task=sm_count is not None
-                          and fits_one_task(keys, plan.num_kv_heads, sm_count),
-                          item_keys=keys)
+                          and fits_one_task(keys, plan.num_kv_heads, sm_count, order),
+                          item_keys=keys, launch_order=order)
 
 
 MERGES = ("chunked", "blocks", "tail")
@@ -430,7 +438,7 @@ FLAT_CPU_SM_COUNT = 4
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None, merge: str = "chunked",
                    merge_pdl: bool = True, flat_programs: int | None = None,
-                   launch_order: str = "plan") -> DecodeLaunch:
+                   launch_order: str | None = None) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
@@ -446,10 +454,12 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     flat_programs: with a config of flat_per_sm > 0, the program count of the flattened stage 1
         (default flat_per_sm x the SM count, FLAT_CPU_SM_COUNT SMs without a GPU); 1.., capped
         at the task count.
-    launch_order: one of LAUNCH_ORDERS: "plan" (the default) or "longest-first" (a static
-        schedule's tasks launched longest item first, every KV head of an item together; the
-        same bits: each task still runs alone in one program). Not with persistent schedules,
-        the flattened stage 1 or the tail merge, whose programs take tasks in their own order.
+    launch_order: one of LAUNCH_ORDERS: "plan" or "longest-first" (a static schedule's tasks
+        launched longest item first, every KV head of an item together; the same bits: each
+        task still runs alone in one program). Not with persistent schedules, the flattened
+        stage 1 or the tail merge, whose programs take tasks in their own order. None (the
+        default): the product's, product_launch_order where it can run, else "plan"; the
+        configuration a None config picks follows the same order.
     """
     if merge not in MERGES:
         raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
@@ -460,7 +470,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     sm_count = (torch.cuda.get_device_properties(device).multi_processor_count
                 if device.type == "cuda" else None)
     if config is None:
-        config = launch_config(plan, shape, cache.kv_dtype, sm_count)
+        config = launch_config(plan, shape, cache.kv_dtype, sm_count,
+                               None if merge != "tail" else "plan")
         if _v_path_obstacle(config, "v_pairs", cache):
             # The table's -vp entry where it cannot run: the same loop reading V byte-wise.
             config = dataclasses.replace(config, v_pairs=False)
@@ -472,6 +483,9 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         raise ValueError(f"merge: 'tail' not allowed with the flattened stage 1 ({config.label()})")
     if flat_programs is not None and flat_programs < 1:
         raise ValueError(f"flat_programs: {flat_programs} out of range; allowed: 1 and above")
+    if launch_order is None:
+        launch_order = ("plan" if config.flat_per_sm or merge == "tail"
+                        else product_launch_order(plan))
     check_launch_order(launch_order)
     longest_first = launch_order == "longest-first"
     if longest_first and (mode != 0 or config.flat_per_sm or merge == "tail"):
@@ -511,6 +525,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     return DecodeLaunch(
         plan=plan,
         config=config,
+        launch_order=launch_order,
         mode=mode,
         grid=grid,
         items=as_dev(items),
@@ -681,6 +696,7 @@ __all__ = [
     "KernelConfig",
     "decode",
     "default_config",
+    "product_launch_order",
     "launch_config",
     "prepare_decode",
     "query_rows_to_f16",

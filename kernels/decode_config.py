@@ -52,6 +52,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from kvtune.kernels.plan import check_launch_order
+
 REGIMES = ("many", "many-large-group", "one-per-sm")
 LARGE_GROUP = 4  # G above this: "many-large-group"
 HEAD_DIMS = (64, 128, 256)
@@ -576,43 +578,74 @@ def _task_keys(item_keys, num_kv_heads: int, slots: int, slots_name: str) -> np.
 
 
 def in_order_finish(item_keys, num_kv_heads: int, slots: int,
-                    stop_above: float = math.inf) -> float:
+                    stop_above: float = math.inf, launch_order: str = "plan") -> float:
     """When a static grid's tasks finish on `slots` program slots, in units of the longest task:
     the tasks (item_keys, keys per work item >= 0, repeated for each of num_kv_heads >= 1 KV
-    heads, items fastest: the 2-D grid's launch order) go in order to the slot that frees first,
-    a task taking time in proportion to its keys. 1.0 for at most `slots` tasks and for an empty
-    or all-zero plan. stop_above: return as soon as the finish exceeds it (a lower bound then).
-    slots >= 1."""
+    heads) go in launch order to the slot that frees first, a task taking time in proportion to
+    its keys. launch_order (kernels.plan.LAUNCH_ORDERS): "plan" the 2-D grid's, items fastest;
+    "longest-first" the items by descending keys, each item's KV heads together. 1.0 for at most
+    `slots` tasks and for an empty or all-zero plan. stop_above: return as soon as the finish
+    exceeds it (a lower bound then). slots >= 1."""
+    check_launch_order(launch_order)
     keys = _task_keys(item_keys, num_kv_heads, slots, "slots")
     if keys.size * num_kv_heads <= slots or keys.max() == 0:
         return 1.0
+    if launch_order == "longest-first":
+        tasks = np.repeat(-np.sort(-keys, kind="stable"), num_kv_heads)
+    else:
+        tasks = np.tile(keys, num_kv_heads)
     longest = keys.max()
     free = [0.0] * slots  # when each slot frees, a heap
     finish = 0.0
-    for _ in range(num_kv_heads):
-        for k in keys:
-            end = heapq.heappop(free) + k
-            finish = max(finish, end)
-            if finish > stop_above * longest:
-                return finish / longest
-            heapq.heappush(free, end)
+    for k in tasks.tolist():
+        end = heapq.heappop(free) + k
+        finish = max(finish, end)
+        if finish > stop_above * longest:
+            return finish / longest
+        heapq.heappush(free, end)
     return finish / longest
 
 
-def fits_one_task(item_keys, num_kv_heads: int, sm_count: int) -> bool:
+def fits_one_task(item_keys, num_kv_heads: int, sm_count: int,
+                  launch_order: str = "plan") -> bool:
     """Whether one program per SM would run a static grid's tasks within ONE_TASK_SLACK x the
-    longest task's time (in_order_finish on sm_count >= 1 slots). True for at most sm_count
-    tasks; for an empty plan too."""
+    longest task's time (in_order_finish on sm_count >= 1 slots, in launch_order). True for at
+    most sm_count tasks; for an empty plan too."""
     keys = _task_keys(item_keys, num_kv_heads, sm_count, "sm_count")
     tasks = keys.size * num_kv_heads
     if tasks > sm_count and keys.sum() * num_kv_heads > ONE_TASK_SLACK * keys.max() * sm_count:
         return False  # more work than sm_count SMs hold in that time, whatever the order
-    return in_order_finish(keys, num_kv_heads, sm_count, ONE_TASK_SLACK) <= ONE_TASK_SLACK
+    return in_order_finish(keys, num_kv_heads, sm_count, ONE_TASK_SLACK,
+                           launch_order) <= ONE_TASK_SLACK
+
+
+def late_round_twin(config: KernelConfig, twin: KernelConfig, head_dim: int,
+                    kv_element_bytes: int, sm_count: int, item_keys, num_kv_heads: int,
+                    slack: float) -> KernelConfig:
+    """For tasks of many lengths launched longest first: `twin` (same bits, more programs per
+    SM) where `config`'s slots (its programs per SM x sm_count), handed the tasks longest first,
+    would finish them later than `slack` x the longest task while the twin's would not
+    (in_order_finish, "longest-first"); else `config`. Longest first, the long tasks start at
+    once and the short ones backfill the slots they leave, so the deeper pipeline keeps its
+    faster programs wherever its slots hold the long tasks; the twin's extra slots pay only where
+    they save a late round. H200, twenty-ninth session, call 1 (docs/PERFORMANCE.md): the
+    entry bn64-w4-s4-pa against its twin s3 on skew80 plans of 448-2,256 programs 6-8% faster
+    (both finish in about one long task), 664 programs within 1% (both late); the twin 12%
+    faster on 272 programs of llama3-8b skew80 B=8 balanced-2x (264 entry slots: eight tasks
+    late) and the one-KV-head twins 1-10% faster where the entry's one program per SM leaves
+    the long tasks a second round (llama3-70b-tp8 skew80 B=64 fixed-2048 and uniform B=256
+    balanced-2x)."""
+    entry_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, config)] * sm_count
+    twin_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)] * sm_count
+    if in_order_finish(item_keys, num_kv_heads, entry_slots, slack, "longest-first") <= slack:
+        return config
+    late = in_order_finish(item_keys, num_kv_heads, twin_slots, slack, "longest-first")
+    return twin if late <= slack else config
 
 
 def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                 sm_count: int, item_keys=None, num_kv_heads: int = 1,
-                equal_tasks: bool = True) -> KernelConfig:
+                equal_tasks: bool = True, launch_order: str = "plan") -> KernelConfig:
     """`config`, or its register-capped twin (CAPPED_TWIN; same bits, more programs per SM).
 
     programs: the launch's programs (one per task, >= 1) on sm_count SMs; item_keys: keys per work
@@ -625,12 +658,21 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     (CAPPED_BACKFILL_MAX_ROUNDS), and not where more long tasks than SMs are longer than
     CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin runs only where it holds all `programs` in one
     wave while the entry, handed the tasks in launch order, would finish them later than
-    CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for an entry with
-    no capped twin: `config`."""
+    CAPPED_TWIN_SLACK x the longest task (in_order_finish). Tasks of many lengths launched
+    longest first (launch_order, kernels.plan.LAUNCH_ORDERS): `late_round_twin`, with
+    ONE_TASK_SLACK for a cheap twin and CAPPED_TWIN_SLACK for a costlier one (H200, call 1 of the
+    twenty-ninth session: the fp8 entry 6-16% faster than its cheap twin on skew80 plans of 720
+    and 2,256 programs, the twin's backfill rule's cases). Without item_keys, or for an entry
+    with no capped twin: `config`."""
+    check_launch_order(launch_order)
     key = (head_dim, kv_element_bytes, config)
     capped = CAPPED_TWIN.get(key)
     if capped is None or item_keys is None:
         return config
+    if not equal_tasks and launch_order == "longest-first":
+        cheap = CAPPED_TWIN_COST[key] <= CAPPED_TWIN_MAX_COST
+        return late_round_twin(config, capped, head_dim, kv_element_bytes, sm_count, item_keys,
+                               num_kv_heads, ONE_TASK_SLACK if cheap else CAPPED_TWIN_SLACK)
     entry_per_sm = RESIDENT_PER_SM[key]
     capped_per_sm = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)]
     if programs < entry_per_sm * sm_count:
@@ -659,7 +701,8 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
 
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                    sm_count: int, equal_tasks: bool, one_task: bool = False,
-                   item_keys=None, num_kv_heads: int = 1) -> KernelConfig:
+                   item_keys=None, num_kv_heads: int = 1,
+                   launch_order: str = "plan") -> KernelConfig:
     """`config`, or its one-stage-shallower twin (SHALLOW_TWIN), which fits more programs per SM
     and computes the same bits; then, for the entry or twin so chosen, its register-capped twin
     where `capped_twin` says so (CAPPED_TWIN; same bits again). The deep entry stays where no SM
@@ -676,10 +719,18 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     fits_one_task of the plan): then each long task has an SM of its own under the deep entry,
     while the twin's second slot puts short tasks beside long ones (H100, sixteenth session).
     The choice never changes a request's arithmetic, so a result stays independent of the rest
-    of the batch."""
+    of the batch.
+    launch_order (kernels.plan.LAUNCH_ORDERS): with "longest-first", tasks of many lengths take
+    the twin only by `late_round_twin` (item_keys given; else the entry): the long tasks start
+    first, so no short task waits behind a late long one for the twin's extra slot to hide."""
+    check_launch_order(launch_order)
     key = (head_dim, kv_element_bytes, config)
     twin = SHALLOW_TWIN.get(key)
-    if twin is not None:
+    if twin is not None and not equal_tasks and launch_order == "longest-first":
+        if item_keys is not None:
+            config = late_round_twin(config, twin, head_dim, kv_element_bytes, sm_count,
+                                     item_keys, num_kv_heads, ONE_TASK_SLACK)
+    elif twin is not None:
         if programs <= sm_count:
             # Every program has an SM of its own under either entry, so the twin's extra
             # resident program buys nothing and the deeper pipeline streams faster
@@ -696,7 +747,7 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
                 return config
         config = twin
     return capped_twin(config, head_dim, kv_element_bytes, programs, sm_count, item_keys,
-                       num_kv_heads, equal_tasks)
+                       num_kv_heads, equal_tasks, launch_order)
 
 
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
@@ -704,7 +755,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
                    group_size: int = 1, programs: int | None = None,
                    sm_count: int | None = None, equal_tasks: bool = True,
                    one_task: bool = False, item_keys=None,
-                   decode_launch: bool = True) -> KernelConfig:
+                   decode_launch: bool = True, launch_order: str = "plan") -> KernelConfig:
     """The stage-1 configuration for a head_dim (64/128/256), KV page dtype and page size.
 
     dtype: the dtype of the K/V pages (torch.float8_e4m3fn for an fp8 cache). ctas_per_sm: the
@@ -722,7 +773,8 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
     whether the tasks are of one length (tasks_of_one_length), one_task (fits_one_task) and
     item_keys (keys per work item, for the register-capped twins of CAPPED_TWIN);
     with programs and sm_count, the entry may give way to its shallower twin (occupancy_twin),
-    which computes the same bits.
+    which computes the same bits. launch_order: the order stage 1 hands out its tasks
+    (kernels.plan.LAUNCH_ORDERS), for the twins' rules.
     """
     key = config_key(head_dim, element_bytes(dtype), num_kv_heads, ctas_per_sm, group_size)
     if page_size < SMALL_PAGE and key in SMALL_PAGE_TABLE:
@@ -737,7 +789,7 @@ def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
         config = CONFIG_TABLE[key]
     if programs is not None and sm_count is not None:
         config = occupancy_twin(config, head_dim, key[1], programs, sm_count, equal_tasks,
-                                one_task, item_keys, num_kv_heads)
+                                one_task, item_keys, num_kv_heads, launch_order)
     return config
 
 
@@ -749,5 +801,5 @@ __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS", "CAPPED_BACKFILL_MAX_TASK
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN", "WAVE_FILL_MARGIN_BY_TWIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
-           "capped_twin", "in_order_finish", "occupancy_twin", "regime",
+           "capped_twin", "in_order_finish", "occupancy_twin", "late_round_twin", "regime",
            "tasks_of_one_length", "wave_fill"]

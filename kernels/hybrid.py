@@ -878,7 +878,11 @@ def decode_parts(plan: HybridPlan, cache: PagedKVCache) -> dict:
     # The merge as an ordinary launch: a programmatic-dependent merge puts its waiting programs
     # on the SMs while stage 1 runs, beside the prefill programs a colocated step places there,
     # and no hybrid step has been timed that way (docs/KERNEL_NOTES.md, sixteenth session).
-    parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub, merge_pdl=False),
+    # The plan's launch order: every hybrid file and the hybrid simulator's decode launches were
+    # validated with it; the decode-only product's longest-first order is not yet timed beside
+    # prefill programs (twenty-ninth session).
+    parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub, merge_pdl=False,
+                                             launch_order="plan"),
              "decode_cache": sub}
     if np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size)):
         parts["decode_rows"] = (int(rows[0]), int(rows[0] + rows.size))

@@ -67,6 +67,8 @@ class SimulatorBackend:
             extra={
                 "sim_stage1_us": result.stage1_us,
                 "sim_merge_us": result.merge_us,
+                # The order the model handed the tasks out in, replayed so (harness/fidelity.py).
+                "launch_order": result.launch_order,
                 "sim_model": self.device.name,
                 "sim_kernel": self.kernel,
                 "sim_calibrated": self.calibrated,

@@ -79,9 +79,10 @@ class TritonBackend:
         which merges in stage 1's tail, measured slower on an H100).
     merge_pdl: launch the chunked merge as stage 1's programmatic dependent
         (kernels.decode.prepare_decode's merge_pdl; on by default, where the GPU has it).
-    launch_order: stage 1's launch order, one of kernels.plan.LAUNCH_ORDERS ("plan", the
-        default; "longest-first": a static plan's items longest first, KV heads inner, the same
-        bits; refused by prepare_decode for persistent plans).
+    launch_order: stage 1's launch order, one of kernels.plan.LAUNCH_ORDERS ("plan";
+        "longest-first": a static plan's items longest first, KV heads inner, the same bits;
+        refused by prepare_decode for persistent plans), or None (the default): the product's,
+        kernels.plan.product_launch_order. Rows record the order that ran ("launch_order").
     Raises BackendUnavailable (one line) when torch_device is "cuda" and there is no CUDA GPU,
     ValueError for an unknown timer name.
     """
@@ -91,7 +92,7 @@ class TritonBackend:
     def __init__(self, device: DeviceSpec | None = None, timer=None, *, cold_l2: bool = True,
                  stopping=None, torch_device: str = "cuda", config=None,
                  merge: str = "chunked", merge_pdl: bool = True,
-                 launch_order: str = "plan") -> None:
+                 launch_order: str | None = None) -> None:
         import torch
 
         from kvtune.harness.timing import TIMERS
@@ -110,7 +111,8 @@ class TritonBackend:
         if merge not in decode_module.MERGES:
             raise ValueError(f"merge: {merge!r} not allowed; allowed: "
                              f"{', '.join(decode_module.MERGES)}")
-        check_launch_order(launch_order)
+        if launch_order is not None:
+            check_launch_order(launch_order)
         self._decode = decode_module
         self.launch_order = launch_order
         self.merge = merge
@@ -185,7 +187,8 @@ class TritonBackend:
             return Measurement(status="failed", checked=True, rel_error=check.rel_error,
                                message=f"verification failed: {check.message}")
         launch = self._launch(plan, inputs)
-        extra = {"kernel_launches": launch.num_launches, "kernel_config": str(launch.config)}
+        extra = {"kernel_launches": launch.num_launches, "kernel_config": str(launch.config),
+                 "launch_order": launch.launch_order}
         if not isinstance(self.timer, str):
             out = inputs.q.new_empty(inputs.q.shape)
             samples = self._time(lambda: self._decode.run_decode(launch, inputs.q, inputs.cache,

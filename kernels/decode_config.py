@@ -619,33 +619,54 @@ def fits_one_task(item_keys, num_kv_heads: int, sm_count: int,
                            launch_order) <= ONE_TASK_SLACK
 
 
-def late_round_twin(config: KernelConfig, twin: KernelConfig, head_dim: int,
-                    kv_element_bytes: int, sm_count: int, item_keys, num_kv_heads: int,
-                    slack: float) -> KernelConfig:
-    """For tasks of many lengths launched longest first: `twin` (same bits, more programs per
-    SM) where `config`'s slots (its programs per SM x sm_count), handed the tasks longest first,
-    would finish them later than `slack` x the longest task while the twin's would not
-    (in_order_finish, "longest-first"); else `config`. Longest first, the long tasks start at
-    once and the short ones backfill the slots they leave, so the deeper pipeline keeps its
-    faster programs wherever its slots hold the long tasks; the twin's extra slots pay only where
-    they save a late round. H200, twenty-ninth session, call 1 (docs/PERFORMANCE.md): the
-    entry bn64-w4-s4-pa against its twin s3 on skew80 plans of 448-2,256 programs 6-8% faster
-    (both finish in about one long task), 664 programs within 1% (both late); the twin 12%
+def longest_first_config(config: KernelConfig, head_dim: int, kv_element_bytes: int,
+                         sm_count: int, item_keys, num_kv_heads: int) -> KernelConfig:
+    """For tasks of many lengths launched longest first: `config` (a table entry) or one of its
+    same-bits twins, the chain entry -> SHALLOW_TWIN -> the CAPPED_TWIN of the last (each with
+    more programs per SM). The first of the chain whose slots (its programs per SM x sm_count),
+    handed the tasks longest first, finish them within ONE_TASK_SLACK x the longest task
+    (in_order_finish, "longest-first"); a costly capped twin (CAPPED_TWIN_COST above
+    CAPPED_TWIN_MAX_COST) only where the configuration before it would finish later than
+    CAPPED_TWIN_SLACK. Where none does, the entry: then every SM streams for several rounds
+    and the deeper pipeline's faster programs count most. Why: longest first, the long tasks
+    start at once and the short ones backfill the slots they leave, so the entry keeps its
+    faster programs wherever its slots hold the long tasks; a twin's extra slots pay only where
+    they save a late round. H200, twenty-ninth session, call 1 (docs/PERFORMANCE.md): the entry
+    bn64-w4-s4-pa against its twin s3 on skew80 plans of 448-2,256 programs 6-8% faster (the
+    entry finishes in about one long task), 664 programs within 1% (both late); the twin 12%
     faster on 272 programs of llama3-8b skew80 B=8 balanced-2x (264 entry slots: eight tasks
-    late) and the one-KV-head twins 1-10% faster where the entry's one program per SM leaves
-    the long tasks a second round (llama3-70b-tp8 skew80 B=64 fixed-2048 and uniform B=256
-    balanced-2x)."""
-    entry_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, config)] * sm_count
-    twin_slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, twin)] * sm_count
-    if in_order_finish(item_keys, num_kv_heads, entry_slots, slack, "longest-first") <= slack:
+    late); the fp8 entry 6-16% faster than its capped twin on skew80 plans of 720 and 2,256
+    programs (the entry on time); the one-KV-head twins 1-10% faster where the entry's one
+    program per SM leaves long tasks a second round (llama3-70b-tp8 skew80 B=64 fixed-2048,
+    uniform B=256 balanced-2x)."""
+    chain = [config]
+    twin = SHALLOW_TWIN.get((head_dim, kv_element_bytes, config))
+    if twin is not None:
+        chain.append(twin)
+    capped = CAPPED_TWIN.get((head_dim, kv_element_bytes, chain[-1]))
+    if capped is not None:
+        chain.append(capped)
+    if len(chain) == 1:
         return config
-    late = in_order_finish(item_keys, num_kv_heads, twin_slots, slack, "longest-first")
-    return twin if late <= slack else config
+    late = []
+    for i, candidate in enumerate(chain):
+        slots = RESIDENT_PER_SM[(head_dim, kv_element_bytes, candidate)] * sm_count
+        late.append(in_order_finish(item_keys, num_kv_heads, slots, CAPPED_TWIN_SLACK,
+                                    "longest-first"))
+        if late[-1] > ONE_TASK_SLACK:
+            continue
+        key = (head_dim, kv_element_bytes, chain[i - 1]) if i else None
+        costly = (i > 0 and CAPPED_TWIN.get(key) == candidate
+                  and CAPPED_TWIN_COST[key] > CAPPED_TWIN_MAX_COST)
+        if costly and late[i - 1] <= CAPPED_TWIN_SLACK:
+            return chain[i - 1]
+        return candidate
+    return config
 
 
 def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                 sm_count: int, item_keys=None, num_kv_heads: int = 1,
-                equal_tasks: bool = True, launch_order: str = "plan") -> KernelConfig:
+                equal_tasks: bool = True) -> KernelConfig:
     """`config`, or its register-capped twin (CAPPED_TWIN; same bits, more programs per SM).
 
     programs: the launch's programs (one per task, >= 1) on sm_count SMs; item_keys: keys per work
@@ -658,21 +679,13 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     (CAPPED_BACKFILL_MAX_ROUNDS), and not where more long tasks than SMs are longer than
     CAPPED_BACKFILL_MAX_TASK_KEYS. A costlier twin runs only where it holds all `programs` in one
     wave while the entry, handed the tasks in launch order, would finish them later than
-    CAPPED_TWIN_SLACK x the longest task (in_order_finish). Tasks of many lengths launched
-    longest first (launch_order, kernels.plan.LAUNCH_ORDERS): `late_round_twin`, with
-    ONE_TASK_SLACK for a cheap twin and CAPPED_TWIN_SLACK for a costlier one (H200, call 1 of the
-    twenty-ninth session: the fp8 entry 6-16% faster than its cheap twin on skew80 plans of 720
-    and 2,256 programs, the twin's backfill rule's cases). Without item_keys, or for an entry
-    with no capped twin: `config`."""
-    check_launch_order(launch_order)
+    CAPPED_TWIN_SLACK x the longest task (in_order_finish). Without item_keys, or for an entry
+    with no capped twin: `config`. The rule for tasks launched in the plan's order; longest
+    first, tasks of many lengths take longest_first_config instead (occupancy_twin)."""
     key = (head_dim, kv_element_bytes, config)
     capped = CAPPED_TWIN.get(key)
     if capped is None or item_keys is None:
         return config
-    if not equal_tasks and launch_order == "longest-first":
-        cheap = CAPPED_TWIN_COST[key] <= CAPPED_TWIN_MAX_COST
-        return late_round_twin(config, capped, head_dim, kv_element_bytes, sm_count, item_keys,
-                               num_kv_heads, ONE_TASK_SLACK if cheap else CAPPED_TWIN_SLACK)
     entry_per_sm = RESIDENT_PER_SM[key]
     capped_per_sm = RESIDENT_PER_SM[(head_dim, kv_element_bytes, capped)]
     if programs < entry_per_sm * sm_count:
@@ -721,16 +734,17 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     The choice never changes a request's arithmetic, so a result stays independent of the rest
     of the batch.
     launch_order (kernels.plan.LAUNCH_ORDERS): with "longest-first", tasks of many lengths take
-    the twin only by `late_round_twin` (item_keys given; else the entry): the long tasks start
-    first, so no short task waits behind a late long one for the twin's extra slot to hide."""
+    longest_first_config instead (the entry where item_keys is None): the long tasks start
+    first, so no short task waits behind a late long one for a twin's extra slot to hide."""
     check_launch_order(launch_order)
     key = (head_dim, kv_element_bytes, config)
+    if not equal_tasks and launch_order == "longest-first":
+        if item_keys is None:
+            return config
+        return longest_first_config(config, head_dim, kv_element_bytes, sm_count, item_keys,
+                                    num_kv_heads)
     twin = SHALLOW_TWIN.get(key)
-    if twin is not None and not equal_tasks and launch_order == "longest-first":
-        if item_keys is not None:
-            config = late_round_twin(config, twin, head_dim, kv_element_bytes, sm_count,
-                                     item_keys, num_kv_heads, ONE_TASK_SLACK)
-    elif twin is not None:
+    if twin is not None:
         if programs <= sm_count:
             # Every program has an SM of its own under either entry, so the twin's extra
             # resident program buys nothing and the deeper pipeline streams faster
@@ -747,7 +761,7 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
                 return config
         config = twin
     return capped_twin(config, head_dim, kv_element_bytes, programs, sm_count, item_keys,
-                       num_kv_heads, equal_tasks, launch_order)
+                       num_kv_heads, equal_tasks)
 
 
 def default_config(head_dim: int, dtype: torch.dtype, page_size: int,
@@ -801,5 +815,5 @@ __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS", "CAPPED_BACKFILL_MAX_TASK
            "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN", "WAVE_FILL_MARGIN_BY_TWIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
-           "capped_twin", "in_order_finish", "occupancy_twin", "late_round_twin", "regime",
+           "capped_twin", "in_order_finish", "occupancy_twin", "longest_first_config", "regime",
            "tasks_of_one_length", "wave_fill"]

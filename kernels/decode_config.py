@@ -733,12 +733,19 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     while the twin's second slot puts short tasks beside long ones (H100, sixteenth session).
     The choice never changes a request's arithmetic, so a result stays independent of the rest
     of the batch.
+    An entry of one program per SM (RESIDENT_PER_SM 1: the one-KV-head 16-bit entry) takes
+    longest_first_config for equal tasks too: its lone program leaves the SM's bandwidth unused
+    (0.5-0.7 of copy), so wherever its one slot per SM leaves tasks a second round, a twin's
+    second program adds bandwidth rather than contention (H200, twenty-ninth session, call 5:
+    the rule picked the fastest of the three on all twelve page-16 cases of llama3-70b-tp8,
+    where wave fill had given -r80 on 265 tasks, 7% slower than s2-pa).
     launch_order (kernels.plan.LAUNCH_ORDERS): with "longest-first", tasks of many lengths take
     longest_first_config instead (the entry where item_keys is None): the long tasks start
     first, so no short task waits behind a late long one for a twin's extra slot to hide."""
     check_launch_order(launch_order)
     key = (head_dim, kv_element_bytes, config)
-    if not equal_tasks and launch_order == "longest-first":
+    lone = RESIDENT_PER_SM.get(key) == 1
+    if launch_order == "longest-first" and (not equal_tasks or lone):
         if item_keys is None:
             return config
         return longest_first_config(config, head_dim, kv_element_bytes, sm_count, item_keys,

@@ -331,7 +331,20 @@ def test_launch_config_takes_the_twin_for_one_program_per_task_on_a_known_device
     static = policies.get("fixed-split", chunk_tokens=2048).plan(kv, shape, device)
     persistent = policies.get("fixed-split", chunk_tokens=2048,
                               schedule="persistent-round-robin").plan(kv, shape, device)
-    assert launch_config(static, shape, torch.bfloat16, 132) == SHALLOW_TWIN[(128, 2, entry)]
+    twin = SHALLOW_TWIN[(128, 2, entry)]
+    # In the plan's order the skewed plan's tasks of many lengths take the twin; longest first
+    # (the product's order) 824 long tasks outnumber both configurations' slots, so neither
+    # finishes in about one long task and the deeper entry streams faster (H200, twenty-ninth
+    # session: 6-8% on such plans).
+    assert launch_config(static, shape, torch.bfloat16, 132, "plan") == twin
+    assert launch_config(static, shape, torch.bfloat16, 132) == entry
+    # Longest first, the twin where its extra slots save a late round: skew80 B=8 cut into
+    # about two programs per SM (272 tasks on 264 entry slots; measured 12% faster).
+    few = fixed_total_kv_lens(8, 262_144, (80,))
+    chunk = int(np.ceil(few.sum() * 8 / (132 * 2) / 16)) * 16
+    balanced = policies.get("fixed-split", chunk_tokens=chunk).plan(few, shape, device)
+    assert balanced.num_tasks == 272
+    assert launch_config(balanced, shape, torch.bfloat16, 132) == twin
     # No SM count (the CPU) or a persistent grid (programs are not tasks): the table's entry.
     assert launch_config(static, shape, torch.bfloat16, None) == entry
     assert launch_config(persistent, shape, torch.bfloat16, 132) == entry

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Session 29, call 6 (H200): the final rule (decode_config.longest_first_config, also for equal
+# Ready for the next session with device time (H200; written in the twenty-ninth session, not
+# run: its device time was spent): the final rule (decode_config.longest_first_config, also for equal
 # tasks on the one-program-per-SM entry; set on call 5's page-16 cases) on llama3-70b-tp8 matrix
 # variants it was not set on: 196,608 tokens at page 16, page 1 and fp16 at page 16 (bench_kernels
 # --sections shapes against FlashInfer 0.5.3 on the same plans: paced CUDA events, cold L2,
 # checked against float64 first; copy measured in each process).
-#   bash benchmarks/gpu_calls/s29_call6.sh
+#   bash benchmarks/gpu_calls/longest_first_heldout_check.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name --format=csv,noheader

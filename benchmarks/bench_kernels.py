@@ -72,7 +72,8 @@ from kvtune.kernels.decode import (
     run_decode,
 )
 from kvtune.kernels.paged import KV_TORCH_DTYPES, PagedKVCache, make_queries
-from kvtune.kernels.plan import DTYPE_BYTES, LAUNCH_ORDERS, AttentionShape, build_plan
+from kvtune.kernels.plan import (DTYPE_BYTES, LAUNCH_ORDERS, AttentionShape, build_plan,
+                                 product_launch_order)
 from kvtune.kernels.reference import decode_reference, relative_error
 from kvtune.workloads.distributions import fixed_total_kv_lens
 
@@ -849,7 +850,10 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                     row.update(_quiet_fields("triton", tri))
                     row.update({"triton_us": tri.latency_us, "triton_status": tri.status,
                                 "triton_rel_error": tri.rel_error,
-                                "triton_config": cfg.label(), "triton_merge": runner.triton.merge,
+                                "triton_config": cfg.label(),
+                                "triton_launch_order": (runner.launch_order
+                                                        or product_launch_order(plan)),
+                                "triton_merge": runner.triton.merge,
                                 "triton_merge_pdl": runner.triton.merge_pdl,
                                 "triton_frac_of_copy": _frac(tri, runner.ceiling),
                                 "triton_message": tri.message[:200]})

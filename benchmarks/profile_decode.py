@@ -24,9 +24,10 @@ case's stage 2 through kernels/merge.py instead of the default kernels/merge_chu
 kernels/merge_tail.py, no stage 2); --merge-pdl on launches the chunked merge as stage 1's
 programmatic dependent (sm_90+), and --time then also times the same launch without it
 (no_pdl_median_us); --versus MERGE times the case with another merge beside it (versus_*, checked
-too); --versus-order longest-first times the same launch with its tasks launched longest item
-first (prepare_decode's launch_order; versus_order_*, checked too), --launch-order sets the
-case's own. --rounds N alternates the two N times (the row's medians are the last round's, "rounds"
+too); --versus-order ORDER times the same launch with its tasks handed out in another order
+(prepare_decode's launch_order; versus_order_*, checked too), --launch-order sets the case's own
+(default the product's: longest first for static plans; so --launch-order plan --versus-order
+longest-first compares the two). --rounds N alternates the two N times (the row's medians are the last round's, "rounds"
 has each), so a disturbed period shows as rounds apart, not as a difference between them.
 --graph replays the case's launches from a CUDA graph and checks them bit for bit against the
 eager launch (with --time, the replay is timed too).

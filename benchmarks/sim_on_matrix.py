@@ -2,7 +2,7 @@
 for both kernels, and whether it picks the faster plan of each case.
 
     python benchmarks/sim_on_matrix.py SHAPES.csv [SHAPES.csv ...] --device-model h100
-        [--json OUT.json] [--total-tokens 196608]
+        [--json OUT.json] [--total-tokens 196608] [--triton-launch-order longest-first]
 
 SHAPES.csv: bench_kernels.py's `shapes` section (one row per case: Triton's and FlashInfer's
 time with the same plan). Every row with both kernels ok is rebuilt as bench_kernels built it
@@ -10,7 +10,9 @@ time with the same plan). Every row with both kernels ok is rebuilt as bench_ker
 device; a row whose chunk or task count does not rebuild stops the script) and simulated with
 the model of each kernel (`sim_model(device_model, "triton")` and
 `sim_model(device_model, "flashinfer-tensor-core")`, the shipped calibrations where there are
-some). Reported:
+some), kvtune's kernel in the launch order the row ran (its triton_launch_order; "plan" where
+it records none: rows from before the twenty-ninth session, whose kernel launched every plan in
+its own order; --triton-launch-order overrides). Reported:
 - latency error, simulated / GPU - 1, per (shape, KV type) and overall, per kernel;
 - the FlashInfer / Triton ratio: simulated against measured (the kernel choice);
 - plan choice: for every (variant, distribution, batch) measured under both plans, whether the
@@ -34,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from kvtune.harness.device import sim_model
 from kvtune.harness.sim_model import simulate
+from kvtune.kernels.plan import LAUNCH_ORDERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_kernels import TOTAL_TOKENS, rebuild_matrix_case  # noqa: E402
@@ -41,9 +44,11 @@ from bench_kernels import TOTAL_TOKENS, rebuild_matrix_case  # noqa: E402
 KERNELS = (("triton", "triton_us"), ("flashinfer-tensor-core", "flashinfer_us"))
 
 
-def load_rows(paths: list[str], device, total_tokens: int = TOTAL_TOKENS) -> list[dict]:
+def load_rows(paths: list[str], device, total_tokens: int = TOTAL_TOKENS,
+              triton_launch_order: str | None = None) -> list[dict]:
     """Rows with both kernels ok, each with its rebuilt shape and plan (matrix batches of
-    total_tokens)."""
+    total_tokens) and the launch order kvtune's kernel ran it in (triton_launch_order, else the
+    row's, else "plan")."""
     rows = []
     for path in paths:
         with open(path, newline="") as f:
@@ -58,8 +63,10 @@ def load_rows(paths: list[str], device, total_tokens: int = TOTAL_TOKENS) -> lis
                 except ValueError as exc:
                     raise SystemExit(f"{path}: {r['variant']} {r['dist']} B={r['batch']} "
                                      f"{r['plan']} {exc}") from None
+                order = triton_launch_order or r.get("triton_launch_order") or "plan"
                 rows.append({"variant": r["variant"], "dist": r["dist"], "batch": int(r["batch"]),
                              "plan_name": r["plan"], "shape": shape, "plan": plan,
+                             "launch_order": order,
                              "gpu_us": {k: float(r[col]) for k, col in KERNELS}})
     return rows
 
@@ -112,15 +119,20 @@ def main(argv=None) -> int:
     ap.add_argument("--total-tokens", type=int, default=TOTAL_TOKENS,
                     help="the tokens the rows' batches were built with (bench_kernels.py "
                          "--total-tokens; default %(default)s)")
+    ap.add_argument("--triton-launch-order", choices=LAUNCH_ORDERS, default=None,
+                    help="the order kvtune's kernel ran every row in (default: each row's "
+                         "triton_launch_order, 'plan' where it has none)")
     args = ap.parse_args(argv)
     models = {k: sim_model(args.device_model, k) for k, _ in KERNELS}
     device = models["triton"].device
-    rows = load_rows(args.shapes, device, args.total_tokens)
+    rows = load_rows(args.shapes, device, args.total_tokens, args.triton_launch_order)
     if not rows:
         print("sim_on_matrix: error: no row with both kernels ok", file=sys.stderr)
         return 2
     for r in rows:
-        r["sim_us"] = {k: simulate(r["plan"], r["shape"], m.device, m.constants).time_us
+        r["sim_us"] = {k: simulate(r["plan"], r["shape"], m.device, m.constants,
+                                   launch_order=r["launch_order"] if k == "triton" else None
+                                   ).time_us
                        for k, m in models.items()}
     out = {"device_model": args.device_model, "rows": len(rows),
            "models": {k: m.label for k, m in models.items()}, "kernels": {}}

@@ -314,9 +314,10 @@ class FidelityReport:
 def launch_key(row) -> tuple | None:
     """What the GPU ran for a row, or None when the row does not say: the pieces per request,
     the schedule, the grid, the chunk (plan_notes chunk_tokens, or FlashInfer's chunk_pages x
-    page_size) and the compiled kernel configuration when the row names one (kvtune's Triton
-    kernel picks it from the plan's CTAs per SM). Two policies with the same key launched the
-    same kernel on the same pieces."""
+    page_size), the compiled kernel configuration when the row names one (kvtune's Triton
+    kernel picks it from the plan's CTAs per SM) and the launch order ("plan" where the row
+    records none). Two policies with the same key launched the same kernel on the same pieces
+    in the same order."""
     splits = row.get("splits")
     if _absent(splits):
         return None
@@ -333,8 +334,10 @@ def launch_key(row) -> tuple | None:
         chunk = None
     config = row.get("kernel_config")
     config = None if _absent(config) else str(config)
+    order = row.get("launch_order")
+    order = "plan" if _absent(order) else str(order)
     return (tuple(int(x) for x in split_counts), str(row.get("schedule")),
-            int(row.get("grid_size") or 0), chunk, config)
+            int(row.get("grid_size") or 0), chunk, config, order)
 
 
 def distinct_launches(group: pd.DataFrame, gpu_col: str, sim_col: str) -> pd.DataFrame:

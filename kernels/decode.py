@@ -104,7 +104,8 @@ SCHEDULE_MODES = {
 # model puts llama3-8b skew80 B=64 balanced-2x's stage 1 at 294 us in plan order, measured 307,
 # and 267 longest first). Measured on the H200 (twenty-ninth session, call 1: docs/
 # PERFORMANCE.md): the table entry longest first 264.7 us against 310.9 in plan order there, and
-# 1.00-1.27x on 15 skewed, uniform and fp8 cases; so the product's order (product_launch_order).
+# 0.99-1.36x on 15 skewed, uniform and fp8 cases (two losses of under 1%); so the product's order
+# (kernels.plan.product_launch_order).
 LONGEST_FIRST_MODE = 3
 LOG2_E = 1.4426950408889634
 

@@ -40,6 +40,11 @@ at most CAPPED_TWIN_MAX_COST) wherever the entry's slots are all taken, except, 
 first wave, equal tasks that fill the entry's waves better and tasks of many lengths holding
 more than CAPPED_BACKFILL_MAX_ROUNDS rounds of work (`capped_twin`; docs/KERNEL_NOTES.md "A
 register-capped twin for head_dim 256" and "Register-capped twins for fp8 and one KV head").
+Those rules were set on launches in the plan's order. The product launches static plans longest
+first (kernels.plan.product_launch_order); there tasks of many lengths, and equal tasks on an
+entry of one program per SM, take `longest_first_config`: the first of entry -> shallow twin ->
+capped twin whose slots finish the tasks, handed out longest first, in about one long task's
+time, else the entry (docs/KERNEL_NOTES.md "Longest first in the product").
 """
 
 from __future__ import annotations
@@ -621,8 +626,8 @@ def fits_one_task(item_keys, num_kv_heads: int, sm_count: int,
 
 def longest_first_config(config: KernelConfig, head_dim: int, kv_element_bytes: int,
                          sm_count: int, item_keys, num_kv_heads: int) -> KernelConfig:
-    """For tasks of many lengths launched longest first: `config` (a table entry) or one of its
-    same-bits twins, the chain entry -> SHALLOW_TWIN -> the CAPPED_TWIN of the last (each with
+    """For tasks launched longest first (of many lengths, or any on an entry of one program per
+    SM: occupancy_twin): `config` (a table entry) or one of its same-bits twins, the chain entry -> SHALLOW_TWIN -> the CAPPED_TWIN of the last (each with
     more programs per SM). The first of the chain whose slots (its programs per SM x sm_count),
     handed the tasks longest first, finish them within ONE_TASK_SLACK x the longest task
     (in_order_finish, "longest-first"); a costly capped twin (CAPPED_TWIN_COST above
@@ -635,7 +640,7 @@ def longest_first_config(config: KernelConfig, head_dim: int, kv_element_bytes: 
     bn64-w4-s4-pa against its twin s3 on skew80 plans of 448-2,256 programs 6-8% faster (the
     entry finishes in about one long task), 664 programs within 1% (both late); the twin 12%
     faster on 272 programs of llama3-8b skew80 B=8 balanced-2x (264 entry slots: eight tasks
-    late); the fp8 entry 6-16% faster than its capped twin on skew80 plans of 720 and 2,256
+    late); the fp8 entry 6-19% faster than its capped twin on skew80 plans of 720 and 2,256
     programs (the entry on time); the one-KV-head twins 1-10% faster where the entry's one
     program per SM leaves long tasks a second round (llama3-70b-tp8 skew80 B=64 fixed-2048,
     uniform B=256 balanced-2x)."""

@@ -364,8 +364,9 @@ def launch_item_order(plan: Plan, launch_order: str = "plan") -> np.ndarray:
 def product_launch_order(plan: Plan) -> str:
     """The launch order the product gives `plan`'s stage 1 (LAUNCH_ORDERS): "longest-first" for
     a static schedule (its tasks then start longest first, the same bits; H200, twenty-ninth
-    session, call 1: 3-27% faster on skew80 plans, 0-8% on uniform ones; docs/PERFORMANCE.md),
-    "plan" for a persistent one (its programs take tasks in their own order)."""
+    session, call 1: 1.03-1.36x the plan order's speed on skew80 plans but one, 0.99-1.00x on
+    166 one-KV-head tasks, and 1.01-1.09x on uniform ones; docs/PERFORMANCE.md), "plan" for a
+    persistent one (its programs take tasks in their own order)."""
     return "plan" if plan.is_persistent else "longest-first"
 
 

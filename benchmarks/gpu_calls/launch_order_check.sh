@@ -9,13 +9,16 @@
 # model puts longest-first 3-15% ahead on five of them; twenty-eighth session), uniform and
 # skewed controls that must not lose, and three fp8 cases (1 byte per element). Read
 # versus_order_median_us against median_us.
+# Ran as s29_call1.sh (twenty-ninth session), when the plan's order was profile_decode.py's
+# default; since longest first is (the product's order), the case names --launch-order plan.
 #   bash benchmarks/gpu_calls/launch_order_check.sh [OUT_DIR]
 out=${1:-$OUT}
 while read -r shape dist batch chunk kv; do
   for cfg in product entry; do
     c=""; [ $cfg = product ] && c="--config product"
     timeout 90 python3 benchmarks/profile_decode.py --shape $shape --dist $dist --batch $batch \
-      --chunk $chunk --kv-dtype ${kv:-bf16} $c --time --versus-order longest-first --rounds 3 \
+      --chunk $chunk --kv-dtype ${kv:-bf16} $c --time --launch-order plan \
+      --versus-order longest-first --rounds 3 \
       2>&1 \
       | grep '^{\|rror' | tee -a $out/launch_order.jsonl | python3 -c "
 import json, sys
@@ -51,5 +54,5 @@ CASES
 # the plan-order matrix of the twenty-fifth session is the reference for its launches.
 if [ "${MATRIX:-0}" = 1 ]; then
   timeout 420 python3 benchmarks/bench_kernels.py --sections copy,shapes --variants 0,3,4,5,7 \
-    --launch-order longest-first --out $out/matrix_lf 2>&1 | grep -v Warning | tail -30
+    --out $out/matrix_lf 2>&1 | grep -v Warning | tail -30
 fi

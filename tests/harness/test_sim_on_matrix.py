@@ -15,7 +15,7 @@ from kvtune.harness.sim_model import simulate
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["variant", "shape", "dtype", "kv_dtype", "page_size", "dist", "batch", "plan",
            "chunk_tokens", "num_tasks", "triton_us", "triton_status", "triton_config",
-           "flashinfer_us", "flashinfer_status"]
+           "triton_launch_order", "flashinfer_us", "flashinfer_status"]
 KERNELS = ("triton", "flashinfer-tensor-core")
 
 
@@ -28,11 +28,13 @@ def _script(name):
 
 
 def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False, total_tokens=None,
-           fi_cta_factor=None):
+           fi_cta_factor=None, triton_order="product"):
     """A shapes.csv whose times are the H100 models' own predictions (times scale[kernel][plan]
     where given); FlashInfer's with fp8_stream_efficiency = fi_fp8 (and fp8_cta_rate_factor =
     fi_cta_factor where given, else the shipped file's) for fp8 rows; batches of total_tokens
-    (default: the matrix's)."""
+    (default: the matrix's). triton_order: "product" (the model's default order, recorded in
+    the rows' triton_launch_order, as bench_kernels writes it today) or "old" (the plan's order
+    and no such column: rows from before the twenty-ninth session)."""
     bench = _script("bench_kernels")
     models = {k: sim_model("h100", k) for k in KERNELS}
     with open(path, "w", newline="") as f:
@@ -49,7 +51,11 @@ def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False, total_tokens=
                     c = replace(c, fp8_stream_efficiency=fi_fp8)
                     if fi_cta_factor is not None:
                         c = replace(c, fp8_cta_rate_factor=fi_cta_factor)
-                us[k] = simulate(plan, shape, m.device, c).time_us
+                order = "plan" if k == "triton" and triton_order == "old" else None
+                result = simulate(plan, shape, m.device, c, launch_order=order)
+                us[k] = result.time_us
+                if k == "triton":
+                    ran = result.launch_order
                 us[k] *= (scale or {}).get(k, {}).get(plan_name, 1.0)
             w.writerow({"variant": bench.variant_label(variant), "shape": variant[0],
                         "dtype": variant[1], "kv_dtype": variant[2], "page_size": variant[3],
@@ -57,7 +63,8 @@ def _write(path, cases, scale=None, fi_fp8=1.0, break_tasks=False, total_tokens=
                         "num_tasks": plan.num_tasks + (1 if break_tasks else 0),
                         "triton_us": us["triton"], "triton_status": "ok",
                         "triton_config": "bn64-w4-s4-pa", "flashinfer_us":
-                        us["flashinfer-tensor-core"], "flashinfer_status": "ok"})
+                        us["flashinfer-tensor-core"], "flashinfer_status": "ok",
+                        **({} if triton_order == "old" else {"triton_launch_order": ran})})
 
 
 BF16 = ("llama3-8b", "bf16", "bf16", 16)
@@ -65,10 +72,14 @@ FP8 = ("llama3-8b", "bf16", "fp8_e4m3", 16)
 TP8_FP8 = ("llama3-70b-tp8", "bf16", "fp8_e4m3", 16)
 
 
-def test_the_models_own_times_read_no_error_and_every_plan_right(tmp_path):
+@pytest.mark.parametrize("order", ["product", "old"])
+def test_the_models_own_times_read_no_error_and_every_plan_right(tmp_path, order):
+    # Rows of today's kernel (longest first, recorded) and of the old one (the plan's order,
+    # unrecorded) are each simulated in the order they ran.
     path = tmp_path / "shapes.csv"
     _write(path, [(BF16, "uniform", 64, "fixed-2048"), (BF16, "uniform", 64, "balanced-2x"),
-                  (BF16, "skew80", 8, "fixed-2048"), (BF16, "skew80", 8, "balanced-2x")])
+                  (BF16, "skew80", 8, "fixed-2048"), (BF16, "skew80", 8, "balanced-2x")],
+           triton_order=order)
     out = tmp_path / "out.json"
     assert _script("sim_on_matrix").main([str(path), "--device-model", "h100",
                                           "--json", str(out)]) == 0
@@ -140,3 +151,20 @@ def test_fit_recovers_flashinfers_fp8_share(tmp_path):
     with pytest.raises(SystemExit):  # FlashInfer has no configuration sweep to train on
         fit.main(["--kernel", "flashinfer-tensor-core", "--train-sweep", str(out),
                   "--held-out", str(held)])
+
+
+def test_the_launch_order_of_the_rows_moves_the_triton_reading(tmp_path):
+    # Skewed rows launched longest first, read as if they had run in the plan's order: the
+    # model's reading moves, so the order column is not decoration.
+    path = tmp_path / "shapes.csv"
+    _write(path, [(BF16, "skew80", 64, "balanced-2x")])
+    m = sim_model("h100", "triton")
+    rows = _script("sim_on_matrix").load_rows([str(path)], m.device)
+    assert [r["launch_order"] for r in rows] == ["longest-first"]
+    forced = _script("sim_on_matrix").load_rows([str(path)], m.device,
+                                                triton_launch_order="plan")
+    assert forced[0]["launch_order"] == "plan"
+    out = tmp_path / "out.json"
+    assert _script("sim_on_matrix").main([str(path), "--device-model", "h100", "--json",
+                                          str(out), "--triton-launch-order", "plan"]) == 0
+    assert json.loads(out.read_text())["kernels"]["triton"]["all"]["median_abs_error"] > 0.01

@@ -74,6 +74,7 @@ def test_verify_then_measure_fill_the_measurement():
     assert m.achieved_bytes_per_s == pytest.approx(batch.min_bytes / 20e-6)
     assert m.timer == "fixed" and m.cold_l2
     assert m.extra["kernel_launches"] == 2  # request 1 is split: stage 2 runs
+    assert m.extra["launch_order"] == "longest-first"  # the product's order for a static plan
     assert timer.calls == 3
 
 

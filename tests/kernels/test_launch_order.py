@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kvtune.kernels.decode import LAUNCH_ORDERS, KernelConfig, prepare_decode, run_decode
-from kvtune.kernels.plan import AttentionShape, build_plan
+from kvtune.kernels.plan import AttentionShape, build_plan, product_launch_order
 from kvtune.kernels.reference import decode_reference, relative_error
 from tests.kernels.kernel_cases import BOUNDS, copy_shared_requests, make_inputs
 
@@ -35,8 +35,10 @@ def test_longest_first_computes_the_plan_orders_bits(dtype):
     cache, q = make_inputs(kv, SHAPE, dtype)
     plan = build_plan(kv, 12, num_kv_heads=2, page_size=4)
     assert plan.num_split_requests >= 2
-    plain, launch_plain = _run(q, cache, plan)
+    plain, launch_plain = _run(q, cache, plan, launch_order="plan")
+    assert launch_plain.mode == 0 and launch_plain.launch_order == "plan"
     longest, launch = _run(q, cache, plan, launch_order="longest-first")
+    assert launch.launch_order == "longest-first"
     assert launch.mode == 3 and launch.grid == (plan.num_tasks,)
     keys = (launch.items[:, 2] - launch.items[:, 1]).numpy()
     assert (np.diff(keys) <= 0).all()  # longest item first
@@ -56,7 +58,8 @@ def test_longest_first_is_batch_invariant():
     cache_l, q_l = make_inputs(kv_large, SHAPE, torch.bfloat16)
     copy_shared_requests(cache_s, cache_l, len(kv_small))
     q_s = q_l[: len(kv_small)].clone()
-    out_s, _ = _run(q_s, cache_s, build_plan(kv_small, 8, num_kv_heads=2, page_size=4))
+    out_s, _ = _run(q_s, cache_s, build_plan(kv_small, 8, num_kv_heads=2, page_size=4),
+                    launch_order="plan")
     out_l, _ = _run(q_l, cache_l, build_plan(kv_large, 8, num_kv_heads=2, page_size=4),
                     launch_order="longest-first")
     assert torch.equal(out_s, out_l[: len(kv_small)])
@@ -78,3 +81,23 @@ def test_longest_first_is_refused_where_programs_take_tasks_in_their_own_order()
     with pytest.raises(ValueError, match="launch_order"):
         prepare_decode(persistent, cache, config=CONFIG, launch_order="longest-first")
     assert LAUNCH_ORDERS == ("plan", "longest-first")
+
+
+def test_the_product_launches_static_plans_longest_first_and_others_in_their_own_order():
+    """prepare_decode's default (launch_order None): product_launch_order where it can run, the
+    plan's order where programs take tasks themselves (persistent grids, the tail merge, the
+    flattened stage 1); each launch says which order it runs."""
+    kv = [9, 33, 2]
+    cache, _ = make_inputs(kv, SHAPE, torch.float32)
+    static = build_plan(kv, 8, num_kv_heads=2, page_size=4)
+    persistent = build_plan(kv, 8, num_kv_heads=2, page_size=4,
+                            schedule="persistent-heavy-first")
+    assert product_launch_order(static) == "longest-first"
+    assert product_launch_order(persistent) == "plan"
+    launch = prepare_decode(static, cache, config=CONFIG)
+    assert (launch.launch_order, launch.mode) == ("longest-first", 3)
+    assert prepare_decode(persistent, cache, config=CONFIG).launch_order == "plan"
+    assert prepare_decode(static, cache, config=CONFIG, merge="tail").launch_order == "plan"
+    flat = dataclasses.replace(CONFIG, flat_per_sm=1)
+    assert prepare_decode(static, cache, config=flat).launch_order == "plan"
+    assert prepare_decode(static, cache).launch_order == "longest-first"  # the table's config

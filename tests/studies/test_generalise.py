@@ -468,6 +468,9 @@ def test_launch_key_tells_kernel_configurations_apart():
            "plan_notes": json.dumps({"chunk_tokens": 2048}), "kernel_config": "bn64-w4-s4-pa"}
     assert launch_key(row) == launch_key(dict(row))
     assert launch_key(row) != launch_key({**row, "kernel_config": "bn128-w8-s3-pa"})
+    # The same pieces launched longest first are another launch; no order recorded: the plan's.
+    assert launch_key(row) != launch_key({**row, "launch_order": "longest-first"})
+    assert launch_key(row) == launch_key({**row, "launch_order": "plan"})
     assert launch_key({**row, "splits": None}) is None
 
 

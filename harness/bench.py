@@ -40,7 +40,9 @@ class BackendSettings:
     device model (a preset name or a calibration file) and the kernel it stands in for
     (sim_kernel: triton, flashinfer-tensor-core, flashinfer-cuda-core; None = triton or the
     calibration file's), GPU timer (auto, cupti, events, graph), L2 state, GPU stopping rule
-    ("KEY=VALUE,...") and FlashInfer's CUDA-graph mode (flashinfer backend only)."""
+    ("KEY=VALUE,..."), FlashInfer's CUDA-graph mode (flashinfer backend only) and kvtune's
+    stage-1 launch order (triton backend only: kernels.plan.LAUNCH_ORDERS; None the product's,
+    kernels.plan.product_launch_order for decodes and the plan's for hybrid batches)."""
 
     backend: str = "auto"
     device_model: str | None = None
@@ -49,6 +51,7 @@ class BackendSettings:
     warm_l2: bool = False
     stopping: str | None = None
     cuda_graph: bool = False
+    launch_order: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ def run_bench(settings: BenchSettings, command: str = "") -> BenchOutcome:
     check_output_dir(settings.out)
     opened = open_backend(m.backend, device_model_name=m.device_model, timer=m.timer,
                           cold_l2=not m.warm_l2, stopping=m.stopping, kernel=m.sim_kernel,
-                          cuda_graph=m.cuda_graph)
+                          cuda_graph=m.cuda_graph, launch_order=m.launch_order)
     try:
         check_cases_fit(opened.backend, cases)
     except ValueError:

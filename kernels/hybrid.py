@@ -76,6 +76,7 @@ from kvtune.kernels.hybrid_plan import (MAX_DECODE_Q_LEN, HybridPlan, decode_ker
                                         decodes_through_decode_kernel, gluon_prefill_chosen,
                                         widened_prefill_pages)
 from kvtune.kernels.paged import PagedKVCache
+from kvtune.kernels.plan import check_launch_order
 
 LOG2_E = 1.4426950408889634
 FIELDS = 9  # kind, req, q_row0, n_tok, pos0, kv_lo, kv_hi, part_row, head
@@ -755,7 +756,8 @@ class HybridLaunch:
 
 
 def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
-                   decode_kernel: bool | None = None) -> HybridLaunch:
+                   decode_kernel: bool | None = None,
+                   decode_launch_order: str = "plan") -> HybridLaunch:
     """Check `plan` against `cache` (and q_lens) and build the device tables.
 
     decode_kernel: run the decodes through kernels/decode.py (True) or the hybrid kernel's decode
@@ -763,7 +765,12 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
     knob, else the schedule's default). True needs every decode at
     q_len 1 and a schedule whose decodes launch on their own (hybrid_plan.decode_kernel_allowed:
     serial, streams, colocated, or no prefill).
+    decode_launch_order: the order those decodes' stage 1 hands out its tasks
+    (kernels.plan.LAUNCH_ORDERS; "plan", the default, is what every hybrid file was validated
+    with; "longest-first" is the decode-only product's order). Not used by the hybrid kernel's
+    own decode items.
     """
+    check_launch_order(decode_launch_order)
     if decode_kernel and not decode_kernel_allowed(plan):
         raise ValueError("decode_kernel: True needs decodes of q_len 1 in a serial, streams or "
                          "colocated schedule or a batch without prefill; allowed here: False or "
@@ -850,7 +857,7 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
     side = None
     if plan.schedule in TWO_STREAMS and device.type == "cuda":
         side = torch.cuda.Stream(device=device)
-    dk = decode_parts(plan, cache) if use_dk else {}
+    dk = decode_parts(plan, cache, decode_launch_order) if use_dk else {}
     return HybridLaunch(
         plan=plan, config=hybrid_config(plan, cache),
         prefill_tasks=as_dev(pre_tasks, FIELDS), decode_tasks=as_dev(dec_tasks, FIELDS),
@@ -868,9 +875,10 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
     )
 
 
-def decode_parts(plan: HybridPlan, cache: PagedKVCache) -> dict:
+def decode_parts(plan: HybridPlan, cache: PagedKVCache, launch_order: str = "plan") -> dict:
     """HybridLaunch's decode_* fields for decodes through kernels/decode.py: its launch of
-    plan.decode_plan over the decodes' own page tables, and where their query rows are."""
+    plan.decode_plan over the decodes' own page tables (stage 1 in `launch_order`), and where
+    their query rows are."""
     reqs = plan.decode_requests
     sub = cache.subset(reqs)
     q_start = np.concatenate(([0], np.cumsum(plan.q_lens)[:-1]))
@@ -878,11 +886,11 @@ def decode_parts(plan: HybridPlan, cache: PagedKVCache) -> dict:
     # The merge as an ordinary launch: a programmatic-dependent merge puts its waiting programs
     # on the SMs while stage 1 runs, beside the prefill programs a colocated step places there,
     # and no hybrid step has been timed that way (docs/KERNEL_NOTES.md, sixteenth session).
-    # The plan's launch order: every hybrid file and the hybrid simulator's decode launches were
-    # validated with it; the decode-only product's longest-first order is not yet timed beside
-    # prefill programs (twenty-ninth session).
+    # The plan's launch order by default (prepare_hybrid): every hybrid file and the hybrid
+    # simulator's decode launches were validated with it; the decode-only product's
+    # longest-first order is not yet timed beside prefill programs (twenty-ninth session).
     parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub, merge_pdl=False,
-                                             launch_order="plan"),
+                                             launch_order=launch_order),
              "decode_cache": sub}
     if np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size)):
         parts["decode_rows"] = (int(rows[0]), int(rows[0] + rows.size))

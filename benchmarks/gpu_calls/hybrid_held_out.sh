@@ -6,10 +6,13 @@
 # default 1, as the calls before the twenty-third session ran it; give ROUNDS=2 for a "never > 2%
 # slower" verdict, which one round cannot resolve: docs/PERFORMANCE.md). Rows go to
 # OUT_DIR/bench. MORE_POLICIES (comma-separated) are measured beside them in the same processes.
+# LAUNCH_ORDER (plan or longest-first): kvtune bench --launch-order, the order of the decodes'
+# own launch (default: the product's, the plan's for hybrid batches; twenty-ninth session).
 #   bash benchmarks/gpu_calls/hybrid_held_out.sh FILE OUT_DIR [TIMEOUT_S per command] [MORE_POLICIES]
 file=${1:?FILE} out=${2:?OUT_DIR} limit=${3:-120} more=${4:+,$4}
 P="--policies hybrid-serial,hybrid-tuned:path=$file$more --backend triton --timer events"
 P="$P --stopping quiet_retries=1 --rounds ${ROUNDS:-1} --no-progress --out $out/bench"
+[ -n "${LAUNCH_ORDER:-}" ] && P="$P --launch-order $LAUNCH_ORDER"
 run() { timeout $limit python3 -m kvtune bench --distribution hybrid "$@" $P 2>&1 \
           | grep -v Warning | tail -16 | cut -c1-260; }
 run --batch-sizes 24,40,96,192 --param chunk_tokens=1280 --param context_tokens=10240

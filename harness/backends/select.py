@@ -17,7 +17,7 @@ from kvtune.harness.device import (
     model_for_gpu_name,
     sim_model,
 )
-from kvtune.kernels.plan import DeviceSpec
+from kvtune.kernels.plan import DeviceSpec, check_launch_order
 
 DEFAULT_DEVICE_MODEL = "h100"
 TIMERS = ("auto", "cupti", "events", "graph")
@@ -98,6 +98,7 @@ def open_backend(
     stopping: str | None = None,
     kernel: str | None = None,
     cuda_graph: bool = False,
+    launch_order: str | None = None,
 ) -> OpenedBackend:
     """Open the backend `name` (auto, simulator, triton, flashinfer).
 
@@ -106,12 +107,19 @@ def open_backend(
     (triton, flashinfer-tensor-core, flashinfer-cuda-core; default triton, or a calibration
     file's own). timer/cold_l2: for GPU backends. cuda_graph: the flashinfer backend makes its
     wrappers with use_cuda_graph=True (padded grid, split-KV always on; ValueError for another
-    backend). Raises BackendUnavailable with one line when a GPU backend cannot run here.
+    backend). launch_order: the triton backend's stage-1 launch order (kernels.plan.
+    LAUNCH_ORDERS; None: the product's; ValueError for another backend, whose kernel hands out
+    its work itself). Raises BackendUnavailable with one line when a GPU backend cannot run here.
     """
     from kvtune.harness.environment import environment_record, measure_copy_bandwidth
 
     check_choices(name, device_model_name, timer, stopping, kernel)
+    if launch_order is not None:
+        check_launch_order(launch_order)
     chosen, why = resolve_backend_name(name)
+    if launch_order is not None and chosen != "triton":
+        raise ValueError(f"launch-order: a setting of kvtune's Triton kernel; backend {chosen!r} "
+                         "hands out its work in its own order (use --backend triton)")
     if cuda_graph and chosen != "flashinfer":
         raise ValueError(f"cuda-graph: a FlashInfer backend setting; backend {chosen!r} has no "
                          "CUDA-graph mode (use --backend flashinfer, or the policies' "
@@ -129,6 +137,8 @@ def open_backend(
         extra = {} if rule is None else {"stopping": rule}
         if cuda_graph:
             extra["cuda_graph"] = True
+        if launch_order is not None:
+            extra["launch_order"] = launch_order
         backend = cls(device=device, timer=timer, cold_l2=cold_l2, **extra)
         from kvtune.harness.timing import resolve_timer
 

@@ -50,7 +50,10 @@ def _launch(backend, plan: HybridPlan, inputs):
 
     launch = backend._launches.get(id(plan))
     if launch is None or launch.plan is not plan:
-        launch = prepare_hybrid(plan, inputs.cache, plan.q_lens)
+        # The decode part in the plan's order unless the backend was given another: the
+        # hybrid files were validated so (kernels/hybrid.py decode_parts).
+        launch = prepare_hybrid(plan, inputs.cache, plan.q_lens,
+                                decode_launch_order=backend.launch_order or "plan")
         backend._remember(backend._launches, plan, launch)
     return launch
 
@@ -80,6 +83,8 @@ def measure(backend, batch, plan: HybridPlan) -> Measurement:
     launch = _launch(backend, plan, inputs)
     extra = {"kernel_launches": launch.num_launches, "kernel_config": str(launch.config),
              "flops": batch.causal_flops}
+    if launch.decode_kernel is not None:  # the decodes' own launch, in this order
+        extra["launch_order"] = launch.decode_kernel.launch_order
     if not isinstance(backend.timer, str):
         out = inputs.q.new_empty(inputs.q.shape)
         samples = backend._time(lambda: run_hybrid(launch, inputs.q, inputs.cache, out=out))

@@ -97,6 +97,10 @@ def add_backend_arguments(p) -> None:
     p.add_argument("--cuda-graph", action="store_true",
                    help="flashinfer backend: wrappers with use_cuda_graph=True (padded grid, "
                         "split-KV always on), as serving engines decode")
+    p.add_argument("--launch-order", default=None,
+                   help="triton backend: the order stage 1 hands out its tasks, plan or "
+                        "longest-first (default: the product's, longest first for decodes, the "
+                        "plan's for hybrid batches)")
     p.add_argument("--stopping", metavar="KEY=VALUE,...",
                    help="GPU stopping rule (default nvbench's: min_samples=10,min_time_ms=50,"
                         "max_noise=0.005,timeout_s=5; and quiet_retries=5: measurements taken "
@@ -123,7 +127,8 @@ def backend_settings(args):
     return BackendSettings(backend=args.backend, device_model=args.device_model,
                            sim_kernel=getattr(args, "sim_kernel", None), timer=args.timer,
                            warm_l2=args.warm_l2, stopping=args.stopping,
-                           cuda_graph=bool(getattr(args, "cuda_graph", False)))
+                           cuda_graph=bool(getattr(args, "cuda_graph", False)),
+                           launch_order=getattr(args, "launch_order", None))
 
 
 def print_json(value) -> None:

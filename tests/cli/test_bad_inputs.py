@@ -241,3 +241,15 @@ def test_unknown_per_batch_families_are_refused(tmp_path, capsys, families):
     one_line(capsys, TUNE + ["--study", "f", "--out", tmp_path / "r", "--families", families],
              "families:", "makespan, adaptive")
     assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- launch order
+
+@pytest.mark.parametrize("order, words", [
+    ("fifo", ("launch_order: 'fifo' not allowed", "plan, longest-first")),
+    # The simulator (and FlashInfer) hand out their work themselves: a triton-only setting.
+    ("longest-first", ("launch-order", "backend 'simulator'", "--backend triton")),
+])
+def test_a_launch_order_the_backend_cannot_take_is_refused(tmp_path, capsys, order, words):
+    one_line(capsys, BENCH + ["--launch-order", order, "--out", tmp_path / "o"], *words)
+    assert not (tmp_path / "o").exists()

@@ -459,8 +459,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         launched longest item first, every KV head of an item together; the same bits: each
         task still runs alone in one program). Not with persistent schedules, the flattened
         stage 1 or the tail merge, whose programs take tasks in their own order. None (the
-        default): the product's, product_launch_order where it can run, else "plan"; the
-        configuration a None config picks follows the same order.
+        default): the product's, product_launch_order where it can run, else "plan". A None
+        config is chosen for the order the launch runs in, given or default.
     """
     if merge not in MERGES:
         raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
@@ -470,9 +470,12 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     mode = SCHEDULE_MODES[plan.schedule]
     sm_count = (torch.cuda.get_device_properties(device).multi_processor_count
                 if device.type == "cuda" else None)
+    # The order the launch runs in decides the configuration's twin, so it comes first: the
+    # product's where none is given (the plan's under the tail merge, whose programs take tasks
+    # in their own order).
+    order = launch_order or ("plan" if merge == "tail" else product_launch_order(plan))
     if config is None:
-        config = launch_config(plan, shape, cache.kv_dtype, sm_count,
-                               None if merge != "tail" else "plan")
+        config = launch_config(plan, shape, cache.kv_dtype, sm_count, order)
         if _v_path_obstacle(config, "v_pairs", cache):
             # The table's -vp entry where it cannot run: the same loop reading V byte-wise.
             config = dataclasses.replace(config, v_pairs=False)
@@ -484,9 +487,8 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         raise ValueError(f"merge: 'tail' not allowed with the flattened stage 1 ({config.label()})")
     if flat_programs is not None and flat_programs < 1:
         raise ValueError(f"flat_programs: {flat_programs} out of range; allowed: 1 and above")
-    if launch_order is None:
-        launch_order = ("plan" if config.flat_per_sm or merge == "tail"
-                        else product_launch_order(plan))
+    if launch_order is None:  # a flattened stage 1 (given config) takes tasks in its own order
+        launch_order = "plan" if config.flat_per_sm else order
     check_launch_order(launch_order)
     longest_first = launch_order == "longest-first"
     if longest_first and (mode != 0 or config.flat_per_sm or merge == "tail"):

@@ -101,3 +101,25 @@ def test_the_product_launches_static_plans_longest_first_and_others_in_their_own
     flat = dataclasses.replace(CONFIG, flat_per_sm=1)
     assert prepare_decode(static, cache, config=flat).launch_order == "plan"
     assert prepare_decode(static, cache).launch_order == "longest-first"  # the table's config
+
+
+def test_the_table_configuration_follows_the_order_asked(monkeypatch):
+    """A None config is chosen (launch_config) for the order the launch runs in: the plan's
+    when asked, the product's by default, the plan's under the tail merge."""
+    from kvtune.kernels import decode as decode_module
+
+    seen = []
+    real = decode_module.launch_config
+
+    def spy(plan, shape, kv_dtype, sm_count=None, launch_order=None):
+        seen.append(launch_order)
+        return real(plan, shape, kv_dtype, sm_count, launch_order)
+
+    monkeypatch.setattr(decode_module, "launch_config", spy)
+    kv = [9, 33, 2]
+    cache, _ = make_inputs(kv, SHAPE, torch.float32)
+    static = build_plan(kv, 8, num_kv_heads=2, page_size=4)
+    assert prepare_decode(static, cache, launch_order="plan").launch_order == "plan"
+    assert prepare_decode(static, cache).launch_order == "longest-first"
+    prepare_decode(static, cache, merge="tail")
+    assert seen == ["plan", "longest-first", "plan"]

@@ -51,6 +51,15 @@ def check_against_reference(q, cache, plan, config=None):
     return out, launch
 
 
+def small_inside_large(kv_small, kv_large, shape, dtype):
+    """The batch-invariance tests' pair: (small cache, its queries, large cache, its queries),
+    the large batch's first len(kv_small) requests holding the small one's pages and queries."""
+    cache_s, _ = make_inputs(kv_small, shape, dtype)
+    cache_l, q_l = make_inputs(kv_large, shape, dtype)
+    copy_shared_requests(cache_s, cache_l, len(kv_small))
+    return cache_s, q_l[: len(kv_small)].clone(), cache_l, q_l
+
+
 def copy_shared_requests(cache_small, cache_large, count: int) -> None:
     """Give the first `count` requests of cache_large the K/V pages of cache_small's (same
     values, other page ids): the batch-invariance tests' small batch inside a large one."""

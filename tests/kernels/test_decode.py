@@ -22,8 +22,8 @@ from kvtune.kernels.decode import (
 )
 from kvtune.kernels.plan import SCHEDULES, AttentionShape, DeviceSpec, build_plan
 from kvtune.kernels.reference import decode_reference, relative_error
-from tests.kernels.kernel_cases import (check_against_reference, copy_shared_requests,
-                                        make_inputs)
+from tests.kernels.kernel_cases import (check_against_reference, make_inputs,
+                                        small_inside_large)
 
 SMALL = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
 TINY_GPU = DeviceSpec("tiny", sm_count=4, l2_bytes=1 << 20, hbm_bytes_per_s=1e12,
@@ -164,10 +164,7 @@ def test_fixed_split_is_batch_invariant():
     policy = policies.get("fixed-split", chunk_tokens=8)
     kv_small = [21, 3, 12]
     kv_large = kv_small + [30, 1, 17, 8]
-    cache_s, _ = make_inputs(kv_small, shape, torch.bfloat16)
-    cache_l, q_l = make_inputs(kv_large, shape, torch.bfloat16)
-    copy_shared_requests(cache_s, cache_l, len(kv_small))
-    q_s = q_l[: len(kv_small)].clone()
+    cache_s, q_s, cache_l, q_l = small_inside_large(kv_small, kv_large, shape, torch.bfloat16)
     out_s = decode(q_s, cache_s, policy.plan(np.array(kv_small), shape, TINY_GPU))
     out_l = decode(q_l, cache_l, policy.plan(np.array(kv_large), shape, TINY_GPU))
     assert torch.equal(out_s, out_l[: len(kv_small)])

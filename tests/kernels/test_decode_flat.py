@@ -15,8 +15,8 @@ import torch
 from kvtune.kernels.decode import KernelConfig, prepare_decode, run_decode
 from kvtune.kernels.decode_flat import flat_assignment
 from kvtune.kernels.plan import AttentionShape, build_plan
-from tests.kernels.kernel_cases import (check_against_reference, copy_shared_requests,
-                                        make_inputs)
+from tests.kernels.kernel_cases import (check_against_reference, make_inputs,
+                                        small_inside_large)
 
 SMALL = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
 PAGE_AHEAD = KernelConfig(16, 4, 3, page_ahead=True)
@@ -67,10 +67,7 @@ def test_flat_is_batch_invariant():
     """A request's bits do not depend on the other requests, nor on which program ran it."""
     kv_small = [21, 3, 12]
     kv_large = kv_small + [30, 1, 17, 8]
-    cache_s, _ = make_inputs(kv_small, SMALL, torch.bfloat16)
-    cache_l, q_l = make_inputs(kv_large, SMALL, torch.bfloat16)
-    copy_shared_requests(cache_s, cache_l, len(kv_small))
-    q_s = q_l[: len(kv_small)].clone()
+    cache_s, q_s, cache_l, q_l = small_inside_large(kv_small, kv_large, SMALL, torch.bfloat16)
     out_s, _ = _run(q_s, cache_s, build_plan(kv_small, 8, num_kv_heads=2, page_size=4), FLAT,
                     flat_programs=1)
     out_l, _ = _run(q_l, cache_l, build_plan(kv_large, 8, num_kv_heads=2, page_size=4), FLAT,

@@ -14,7 +14,7 @@ import torch
 from kvtune.kernels.decode import LAUNCH_ORDERS, KernelConfig, prepare_decode, run_decode
 from kvtune.kernels.plan import AttentionShape, build_plan, product_launch_order
 from kvtune.kernels.reference import decode_reference, relative_error
-from tests.kernels.kernel_cases import BOUNDS, copy_shared_requests, make_inputs
+from tests.kernels.kernel_cases import BOUNDS, make_inputs, small_inside_large
 
 SHAPE = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4)
 CONFIG = KernelConfig(16, 4, 3, page_ahead=True)
@@ -54,10 +54,7 @@ def test_longest_first_is_batch_invariant():
     """A request's bits do not depend on the other requests nor on where its tasks launch."""
     kv_small = [21, 3, 12]
     kv_large = kv_small + [40, 1, 17, 8]
-    cache_s, _ = make_inputs(kv_small, SHAPE, torch.bfloat16)
-    cache_l, q_l = make_inputs(kv_large, SHAPE, torch.bfloat16)
-    copy_shared_requests(cache_s, cache_l, len(kv_small))
-    q_s = q_l[: len(kv_small)].clone()
+    cache_s, q_s, cache_l, q_l = small_inside_large(kv_small, kv_large, SHAPE, torch.bfloat16)
     out_s, _ = _run(q_s, cache_s, build_plan(kv_small, 8, num_kv_heads=2, page_size=4),
                     launch_order="plan")
     out_l, _ = _run(q_l, cache_l, build_plan(kv_large, 8, num_kv_heads=2, page_size=4),

@@ -633,20 +633,33 @@ def balanced_chunk_tokens(kv_lens, shape, sm_count: int, programs_per_sm: int = 
     return max(shape.page_size, int(math.ceil(want / shape.page_size)) * shape.page_size)
 
 
+def fixed_split_plan(kv_lens, shape, device, chunk) -> tuple:
+    """(plan, chunk tokens): the fixed-split plan of `chunk` tokens (an int >= 1), or of the
+    matrix's balanced-2x chunk (chunk "balanced": balanced_chunk_tokens on the device's SMs)."""
+    tokens = (balanced_chunk_tokens(kv_lens, shape, device.sm_count) if chunk == "balanced"
+              else int(chunk))
+    return policy_plan("fixed-split", kv_lens, shape, device, chunk_tokens=tokens), tokens
+
+
 def matrix_plan(plan_name: str, kv_lens, shape, device):
     """(plan, chunk tokens) of fixed-2048, balanced-2x or fa3 (FA3's persistent one-program-per-SM
     plan: Triton only, for the config sweep; chunk None)."""
     if plan_name == "fa3":
         return policy_plan("fa3", kv_lens, shape, device), None
-    chunk = 2048 if plan_name == "fixed-2048" else balanced_chunk_tokens(kv_lens, shape,
-                                                                          device.sm_count)
-    return policy_plan("fixed-split", kv_lens, shape, device, chunk_tokens=chunk), chunk
+    return fixed_split_plan(kv_lens, shape, device,
+                            2048 if plan_name == "fixed-2048" else "balanced")
+
+
+def matrix_kv_lens(dist: str, batch: int, total_tokens: int):
+    """The matrix's kv_lens: `batch` requests of `total_tokens` in all, uniform or skew80 (one
+    request of 80% of the tokens)."""
+    return fixed_total_kv_lens(batch, total_tokens, () if dist == "uniform" else (80,))
 
 
 def matrix_batch(dist: str, batch: int, shape, total_tokens: int, seed: int = 0):
     from kvtune.workloads.batch import DecodeBatch
 
-    kv = fixed_total_kv_lens(batch, total_tokens, () if dist == "uniform" else (80,))
+    kv = matrix_kv_lens(dist, batch, total_tokens)
     return DecodeBatch(kv, shape, seed=seed, distribution=dist, label=f"{dist} B={batch}")
 
 

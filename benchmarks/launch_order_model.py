@@ -18,7 +18,6 @@ import sys
 
 from kvtune.harness.device import device_model, is_calibration_path, load_calibration
 from kvtune.harness.sim_model import simulate
-from kvtune.workloads.distributions import fixed_total_kv_lens
 from kvtune.workloads.shapes import get_shape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -45,10 +44,8 @@ def case_rows(model_name: str = DEFAULT_MODEL) -> list[dict]:
     rows = []
     for name, dist, batch, chunk in CASES:
         shape = get_shape(name)
-        kv = fixed_total_kv_lens(batch, TOTAL_TOKENS, () if dist == "uniform" else (80,))
-        tokens = (bench_kernels.balanced_chunk_tokens(kv, shape, device.sm_count)
-                  if chunk == "balanced" else int(chunk))
-        plan = bench_kernels.policy_plan("fixed-split", kv, shape, device, chunk_tokens=tokens)
+        kv = bench_kernels.matrix_kv_lens(dist, batch, TOTAL_TOKENS)
+        plan = bench_kernels.fixed_split_plan(kv, shape, device, chunk)[0]
         kw = {} if constants is None else {"constants": constants}
         times = {order: simulate(plan, shape, device, launch_order=order, **kw).stage1_us
                  for order in ("plan", "longest-first")}

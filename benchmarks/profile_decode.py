@@ -60,7 +60,6 @@ from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.paged import PagedKVCache, make_queries
 from kvtune.kernels.reference import decode_reference, relative_error
-from kvtune.workloads.distributions import fixed_total_kv_lens
 from kvtune.workloads.shapes import get_shape
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -71,8 +70,7 @@ ERROR_BOUND = 2e-2  # bench_kernels.BOUND for 16-bit outputs
 
 def build_case(args):
     shape = get_shape(args.shape, page_size=args.page, dtype=args.dtype, kv_dtype=args.kv_dtype)
-    kv = fixed_total_kv_lens(args.batch, args.total_tokens,
-                             () if args.dist == "uniform" else (80,))
+    kv = bench_kernels.matrix_kv_lens(args.dist, args.batch, args.total_tokens)
     cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=args.seed)
     q = make_queries(args.batch, shape, device="cuda", seed=args.seed)
     return shape, kv, cache, q
@@ -80,10 +78,7 @@ def build_case(args):
 
 def make_plan(args, kv, shape):
     """The fixed-split plan of --chunk tokens, or of the matrix's balanced-2x chunk."""
-    device = bench_kernels.device_spec()
-    chunk = (bench_kernels.balanced_chunk_tokens(kv, shape, device.sm_count)
-             if args.chunk == "balanced" else int(args.chunk))
-    return bench_kernels.policy_plan("fixed-split", kv, shape, device, chunk_tokens=chunk)
+    return bench_kernels.fixed_split_plan(kv, shape, bench_kernels.device_spec(), args.chunk)[0]
 
 
 def sweep(args) -> int:

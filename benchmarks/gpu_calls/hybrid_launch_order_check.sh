@@ -8,7 +8,7 @@
 # shipped H200 file and kvtune's serial step; rows say launch_order. Compare each policy's
 # median per case across the two runs (different processes: read the serial step's drift
 # between them as the noise floor).
-#   bash benchmarks/gpu_calls/hybrid_launch_order_check.sh [OUT_DIR]
+#   [ROUNDS=2] [LIMIT_S=110] bash benchmarks/gpu_calls/hybrid_launch_order_check.sh [OUT_DIR]
 out=${1:-$OUT}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -16,7 +16,7 @@ date -u; nvidia-smi --query-gpu=name --format=csv,noheader
 file=benchmarks/gpu_calls/s28_hybrid_heuristic_h200_makespan.json
 for order in plan longest-first; do
   mkdir -p /tmp/h/$order
-  LAUNCH_ORDER=$order bash benchmarks/gpu_calls/hybrid_held_out.sh $file /tmp/h/$order 110
+  LAUNCH_ORDER=$order bash benchmarks/gpu_calls/hybrid_held_out.sh $file /tmp/h/$order ${LIMIT_S:-110}
   date -u
 done
 tar -C /tmp/h -czf $out/hybrid_order.tgz .

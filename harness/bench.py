@@ -42,7 +42,7 @@ class BackendSettings:
     calibration file's), GPU timer (auto, cupti, events, graph), L2 state, GPU stopping rule
     ("KEY=VALUE,..."), FlashInfer's CUDA-graph mode (flashinfer backend only) and kvtune's
     stage-1 launch order (triton backend only: kernels.plan.LAUNCH_ORDERS; None the product's,
-    kernels.plan.product_launch_order for decodes and the plan's for hybrid batches)."""
+    kernels.plan.product_launch_order, for decodes and hybrid steps' decode launches alike)."""
 
     backend: str = "auto"
     device_model: str | None = None

@@ -281,9 +281,10 @@ def replay(frame: pd.DataFrame, devices: dict, max_ctas_per_sm: int | None = Non
 def simulate_replay(rep: Replay, device: DeviceSpec, constants) -> np.ndarray:
     """Predicted latency (us) of every replayed row on `device` with `constants`; NaN where the
     row has no plan. A HybridPlan goes through the hybrid simulator (harness/sim_hybrid.py), a
-    decode Plan through harness/sim_model.py with the launch order the row ran in (its
-    "launch_order"; "plan" where it records none: FlashInfer's rows, and kvtune's Triton rows
-    from before the twenty-ninth session, whose kernel launched every plan in its own order)."""
+    decode Plan through harness/sim_model.py, each with the launch order the row's decodes ran in
+    (its "launch_order"; "plan" where it records none: FlashInfer's rows, and kvtune's Triton
+    rows from before the twenty-ninth session, whose kernel launched every plan in its own
+    order, or hybrid rows without a decode launch of kernels/decode.py)."""
     from kvtune.harness.sim_hybrid import simulate_hybrid
     from kvtune.harness.sim_model import simulate
     from kvtune.kernels.hybrid_plan import HybridPlan
@@ -292,10 +293,11 @@ def simulate_replay(rep: Replay, device: DeviceSpec, constants) -> np.ndarray:
     orders = (rep.frame["launch_order"].tolist() if "launch_order" in rep.frame
               else [None] * len(rep.plans))
     for i, (plan, shape) in enumerate(zip(rep.plans, rep.shapes)):
+        order = orders[i] if isinstance(orders[i], str) else "plan"
         if isinstance(plan, HybridPlan):
-            out[i] = simulate_hybrid(plan, shape, device, constants).time_us
+            out[i] = simulate_hybrid(plan, shape, device, constants,
+                                     decode_launch_order=order).time_us
         elif plan is not None:
-            order = orders[i] if isinstance(orders[i], str) else "plan"
             out[i] = simulate(plan, shape, device, constants, launch_order=order).time_us
     return out
 

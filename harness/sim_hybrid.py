@@ -23,6 +23,9 @@ items bandwidth-bound, co-located CTAs sharing an SM. A MODEL, never a measureme
   compute, bytes / bandwidth); a decode task in a one-launch kernel (fused, sm-aware) that also
   holds prefill tiles gets `one_launch_decode_efficiency` x its share of the bandwidth, its cap
   kept (decode_scaled_rates).
+- Decodes through kernels/decode.py start in that launch's order (decode_launch_order: the
+  product's, longest item first for a static plan, unless the plan's is asked for); the hybrid
+  kernel's own decode items head-major.
 - Dispatch: serial runs the prefill launch to its end, then the decode launch (each adds
   launch_us); streams queues the prefill CTAs then the decode CTAs of a second kernel (the block
   scheduler serves the first kernel first); fused queues the plan's one work list; sm-aware gives
@@ -46,7 +49,8 @@ from kvtune.harness.sim_model import cta_rate_cap_bytes_per_s as decode_launch_c
 from kvtune.kernels.hybrid_plan import (HybridPlan, decodes_through_decode_kernel,
                                         gluon_prefill_chosen, widened_prefill_pages)
 from kvtune.kernels.hybrid_policies import preset_key, tensor_flops_per_s
-from kvtune.kernels.plan import DTYPE_BYTES, AttentionShape, DeviceSpec
+from kvtune.kernels.plan import (DTYPE_BYTES, AttentionShape, DeviceSpec, check_launch_order,
+                                 launch_tasks, product_launch_order)
 
 
 # Decode programs that fit an SM beside the colocated schedule's prefill program, by prefill tile
@@ -257,15 +261,22 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                     constants: SimConstants = DEFAULT_CONSTANTS,
                     hybrid: HybridSimConstants = HybridSimConstants(),
                     widen_prefill: bool | None = None,
-                    decode_kernel: bool | None = None) -> HybridSimResult:
+                    decode_kernel: bool | None = None,
+                    decode_launch_order: str | None = None) -> HybridSimResult:
     """Predict the time of `plan` on `device` (module docstring). widen_prefill: whether an fp8
     step copies its prefill pages to 16 bits first (None: as the kernel decides,
     kernels/hybrid_plan.py `widened_prefill_pages`; False: the tiles widen where they load).
     decode_kernel: whether single-token decodes run kernels/decode.py (None: as the kernel
     decides, hybrid_plan.decodes_through_decode_kernel; False: the hybrid kernel's items, as
     every step ran before commit 73208f6 of the thirteenth session; True: decode.py wherever
-    hybrid_plan.decode_kernel_allowed, as prepare_hybrid(decode_kernel=True) runs it)."""
+    hybrid_plan.decode_kernel_allowed, as prepare_hybrid(decode_kernel=True) runs it).
+    decode_launch_order: the order the decodes through kernels/decode.py start in
+    (kernels.plan.LAUNCH_ORDERS; None: the product's, product_launch_order, as prepare_hybrid
+    launches them; "plan" for rows timed before the thirtieth session). The hybrid kernel's own
+    decode items always start head-major."""
     via_decode_kernel = decodes_through_decode_kernel(plan, decode_kernel)
+    if decode_launch_order is not None:
+        check_launch_order(decode_launch_order)
     widen_pages = widened_prefill_pages(plan, shape) if widen_prefill is not False else 0
     kind, flops, nbytes, rows = hybrid_tasks(plan, shape, widen_pages)
     if shape.kv_is_fp8:  # the fp8 terms: slower per byte, so priced as more bytes / more math
@@ -356,7 +367,8 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
     launch = constants.launch_us * 1e-6
     # One launch holding both kinds: its decode tasks run in CTAs sized for the prefill tile.
     one_launch_rate = hybrid.one_launch_decode_efficiency if 0 < P < n else 1.0
-    pre_ids, dec_ids = np.arange(P), np.arange(P, n)
+    pre_ids = np.arange(P)
+    dec_ids = P + decode_start_order(plan, via_decode_kernel, decode_launch_order)
     if plan.schedule == "serial":
         t = run(from_list(pre_ids), 0.0) + (launch if P else 0.0)
         t = run(from_list(dec_ids), t) + (launch if n > P else 0.0)
@@ -367,7 +379,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
                                      nbytes[P:] / shape.kv_bytes_per_token_per_head])
             order = np.argsort(-length, kind="stable")
         else:
-            order = np.arange(n)
+            order = np.concatenate([pre_ids, dec_ids])
         launches = 1 if plan.schedule == "fused" else (P > 0) + (n > P)
         rate = one_launch_rate if plan.schedule == "fused" else 1.0
         t = run(from_list(order), 0.0, rate) + launches * launch
@@ -378,7 +390,7 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
             for k in (kind_first, "d" if kind_first == "p" else "p"):
                 if nxt[k] < (P if k == "p" else n):
                     nxt[k] += 1
-                    return nxt[k] - 1
+                    return nxt[k] - 1 if k == "p" else int(dec_ids[nxt[k] - 1 - P])
             return None
 
         beside = COLOCATED_DECODE_SLOTS[plan.prefill_block_m]
@@ -431,6 +443,21 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         decode_us=float(end[P:].max() * 1e6) if n > P else 0.0,
         merge_us=merge_us, start_us=start * 1e6, end_us=end * 1e6, sm=where, kind=kind,
         slot=slot_of)
+
+
+def decode_start_order(plan: HybridPlan, via_decode_kernel: bool,
+                       launch_order: str | None = None) -> np.ndarray:
+    """Positions (0 .. decode tasks - 1, int64) of hybrid_tasks' head-major decode tasks in the
+    order they start: kernels/decode.py's launch order for decodes through it (launch_order;
+    None: product_launch_order of the decode plan), head-major for the hybrid kernel's items."""
+    dp = plan.decode_plan
+    if dp is None:
+        return np.zeros(0, dtype=np.int64)
+    if not via_decode_kernel:
+        return np.arange(dp.num_tasks, dtype=np.int64)
+    order = product_launch_order(dp) if launch_order is None else launch_order
+    item, head = launch_tasks(dp, order)
+    return head * dp.num_items + item
 
 
 def attend_task_decodes(plan: HybridPlan, decode_kernel: bool | None = None) -> bool:

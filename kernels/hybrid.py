@@ -757,7 +757,7 @@ class HybridLaunch:
 
 def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
                    decode_kernel: bool | None = None,
-                   decode_launch_order: str = "plan") -> HybridLaunch:
+                   decode_launch_order: str | None = None) -> HybridLaunch:
     """Check `plan` against `cache` (and q_lens) and build the device tables.
 
     decode_kernel: run the decodes through kernels/decode.py (True) or the hybrid kernel's decode
@@ -766,11 +766,13 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
     q_len 1 and a schedule whose decodes launch on their own (hybrid_plan.decode_kernel_allowed:
     serial, streams, colocated, or no prefill).
     decode_launch_order: the order those decodes' stage 1 hands out its tasks
-    (kernels.plan.LAUNCH_ORDERS; "plan", the default, is what every hybrid file was validated
-    with; "longest-first" is the decode-only product's order). Not used by the hybrid kernel's
-    own decode items.
+    (kernels.plan.LAUNCH_ORDERS); None, the default: the decode-only product's
+    (prepare_decode's default, longest first for a static plan; the hybrid files before the
+    thirtieth session were validated with "plan"). Not used by the hybrid kernel's own decode
+    items.
     """
-    check_launch_order(decode_launch_order)
+    if decode_launch_order is not None:
+        check_launch_order(decode_launch_order)
     if decode_kernel and not decode_kernel_allowed(plan):
         raise ValueError("decode_kernel: True needs decodes of q_len 1 in a serial, streams or "
                          "colocated schedule or a batch without prefill; allowed here: False or "
@@ -875,10 +877,10 @@ def prepare_hybrid(plan: HybridPlan, cache: PagedKVCache, q_lens=None, *,
     )
 
 
-def decode_parts(plan: HybridPlan, cache: PagedKVCache, launch_order: str = "plan") -> dict:
+def decode_parts(plan: HybridPlan, cache: PagedKVCache, launch_order: str | None = None) -> dict:
     """HybridLaunch's decode_* fields for decodes through kernels/decode.py: its launch of
-    plan.decode_plan over the decodes' own page tables (stage 1 in `launch_order`), and where
-    their query rows are."""
+    plan.decode_plan over the decodes' own page tables (stage 1 in `launch_order`; None: the
+    product's, prepare_decode's default), and where their query rows are."""
     reqs = plan.decode_requests
     sub = cache.subset(reqs)
     q_start = np.concatenate(([0], np.cumsum(plan.q_lens)[:-1]))
@@ -886,9 +888,10 @@ def decode_parts(plan: HybridPlan, cache: PagedKVCache, launch_order: str = "pla
     # The merge as an ordinary launch: a programmatic-dependent merge puts its waiting programs
     # on the SMs while stage 1 runs, beside the prefill programs a colocated step places there,
     # and no hybrid step has been timed that way (docs/KERNEL_NOTES.md, sixteenth session).
-    # The plan's launch order by default (prepare_hybrid): every hybrid file and the hybrid
-    # simulator's decode launches were validated with it; the decode-only product's
-    # longest-first order is not yet timed beside prefill programs (twenty-ninth session).
+    # The decode-only product's order by default (longest first for a static plan): on the 15
+    # held-out hybrid batches it took 0.82-1.00x of the plan order's time for the serial step
+    # and 0.86-1.00x for the H200 file, never more than 0.4% slower (H200, thirtieth session,
+    # call 1; docs/PERFORMANCE.md).
     parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub, merge_pdl=False,
                                              launch_order=launch_order),
              "decode_cache": sub}

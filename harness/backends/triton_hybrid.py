@@ -50,10 +50,10 @@ def _launch(backend, plan: HybridPlan, inputs):
 
     launch = backend._launches.get(id(plan))
     if launch is None or launch.plan is not plan:
-        # The decode part in the plan's order unless the backend was given another: the
-        # hybrid files were validated so (kernels/hybrid.py decode_parts).
+        # The decode part in the product's order unless the backend was given another
+        # (kernels/hybrid.py decode_parts).
         launch = prepare_hybrid(plan, inputs.cache, plan.q_lens,
-                                decode_launch_order=backend.launch_order or "plan")
+                                decode_launch_order=backend.launch_order)
         backend._remember(backend._launches, plan, launch)
     return launch
 

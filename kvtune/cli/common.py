@@ -99,8 +99,8 @@ def add_backend_arguments(p) -> None:
                         "split-KV always on), as serving engines decode")
     p.add_argument("--launch-order", default=None,
                    help="triton backend: the order stage 1 hands out its tasks, plan or "
-                        "longest-first (default: the product's, longest first for decodes, the "
-                        "plan's for hybrid batches)")
+                        "longest-first (default: the product's, longest first for a static plan, "
+                        "the decodes of hybrid steps too)")
     p.add_argument("--stopping", metavar="KEY=VALUE,...",
                    help="GPU stopping rule (default nvbench's: min_samples=10,min_time_ms=50,"
                         "max_noise=0.005,timeout_s=5; and quiet_retries=5: measurements taken "

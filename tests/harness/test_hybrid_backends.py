@@ -581,3 +581,43 @@ def test_suite_speedups_cover_every_case_measured_beside_serial_by_kind():
     assert not t.loc[("tuned", "all"), "never_2pct_slower"]
     assert t.loc[("tuned", "continuous"), "meets_1.25x"]
     assert t.loc[("hybrid-serial", "all"), "geomean_speedup_vs_serial"] == 1.0
+
+
+def test_decodes_through_decode_py_start_longest_first_as_the_kernel_launches_them():
+    """simulate_hybrid's decode launch of kernels/decode.py starts in the product's order
+    (longest item first, prepare_hybrid's default since the thirtieth session) unless the plan's
+    is asked for (rows timed before); the hybrid kernel's own items stay head-major."""
+    from kvtune.harness.sim_hybrid import decode_start_order
+    from kvtune.kernels.plan import launch_tasks
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2)
+    four_sms = DeviceSpec("h100", sm_count=4, l2_bytes=0, hbm_bytes_per_s=3.35e12,
+                          max_ctas_per_sm=1)
+    # Short decodes first in batch order, the long one last, then a prefill chunk: in the plan's
+    # order the long decode's two tasks start only after the short ones have taken every slot.
+    q_lens = [1] * 8 + [1, 256]
+    kv_lens = [2048] * 8 + [65536, 4096]
+    plan = policies.get("hybrid-serial", decode_policy="no-split").plan_hybrid(
+        q_lens, kv_lens, shape, four_sms)
+    dp = plan.decode_plan
+    assert plan.schedule == "serial" and not dp.is_persistent and (dp.splits == 1).all()
+    order = decode_start_order(plan, True)
+    item, head = launch_tasks(dp, "longest-first")
+    assert order.tolist() == (head * dp.num_items + item).tolist()
+    assert order[:2].tolist() == [8, 8 + dp.num_items]  # the long item's two KV heads first
+    assert decode_start_order(plan, True, "plan").tolist() == list(range(dp.num_tasks))
+    assert decode_start_order(plan, False).tolist() == list(range(dp.num_tasks))
+    default = simulate_hybrid(plan, shape, four_sms)
+    longest = simulate_hybrid(plan, shape, four_sms, decode_launch_order="longest-first")
+    in_plan = simulate_hybrid(plan, shape, four_sms, decode_launch_order="plan")
+    assert default.time_us == longest.time_us < in_plan.time_us
+    P = plan.num_prefill_tasks
+    long_tasks = P + np.array([8, 8 + dp.num_items])
+    # Longest first, the long tasks start with the decode launch; in the plan's order later.
+    assert default.start_us[long_tasks].max() == pytest.approx(default.start_us[P:].min())
+    assert in_plan.start_us[long_tasks].min() > in_plan.start_us[P:].min()
+    items = [simulate_hybrid(plan, shape, four_sms, decode_kernel=False,
+                             decode_launch_order=o).time_us for o in ("plan", "longest-first")]
+    assert items[0] == items[1]
+    with pytest.raises(ValueError, match="launch_order: 'fifo' not allowed"):
+        simulate_hybrid(plan, shape, four_sms, decode_launch_order="fifo")

@@ -64,3 +64,23 @@ def test_a_replayed_row_is_simulated_in_the_order_it_ran():
     assert bare.tolist() == [want["plan"]]
     assert want["longest-first"] != want["plan"]
     assert np.isfinite(out).all()
+
+
+def test_a_replayed_hybrid_row_is_simulated_in_the_order_its_decodes_ran():
+    # A hybrid row records the order of its decode.py launch; one without (before the thirtieth
+    # session the hybrid steps launched their decodes in the plan's order) replays in the plan's.
+    from kvtune.harness.sim_hybrid import simulate_hybrid
+    from kvtune.kernels.plan import AttentionShape
+
+    shape = AttentionShape(num_qo_heads=8, num_kv_heads=2)
+    q_lens, kv_lens = [1] * 300 + [512], [1024] * 299 + [131072, 4096]
+    plan = policies.get("hybrid-serial", decode_policy="no-split").plan_hybrid(
+        q_lens, kv_lens, shape, TRITON.device)
+    frame = pd.DataFrame({"launch_order": ["longest-first", None]})
+    out = simulate_replay(Replay(frame, [plan] * 2, [shape] * 2), TRITON.device,
+                          TRITON.constants)
+    want = {order: simulate_hybrid(plan, shape, TRITON.device, TRITON.constants,
+                                   decode_launch_order=order).time_us
+            for order in ("longest-first", "plan")}
+    assert want["longest-first"] < want["plan"]
+    assert out.tolist() == [want["longest-first"], want["plan"]]

@@ -579,8 +579,8 @@ def test_hybrid_tuned_file_refuses_another_shape_naming_the_field():
 
 def test_the_decode_part_launches_in_the_order_asked_with_the_same_bits():
     """prepare_hybrid(decode_launch_order=...): the decodes' own launch (kernels/decode.py) in the
-    plan's order by default (what the hybrid files were validated with) or longest first, the
-    same bits either way; another order is refused naming the field."""
+    product's order by default (longest first for a static plan, as the decode-only product) or
+    in the plan's, the same bits either way; another order is refused naming the field."""
     from kvtune.kernels.hybrid import run_hybrid
 
     shape = AttentionShape(num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=4,
@@ -590,12 +590,12 @@ def test_the_decode_part_launches_in_the_order_asked_with_the_same_bits():
     cache = PagedKVCache.from_lengths(kv_lens, shape, seed=8)
     q = make_hybrid_queries(q_lens, shape, seed=8)
     default = prepare_hybrid(plan, cache, q_lens, decode_kernel=True)
-    longest = prepare_hybrid(plan, cache, q_lens, decode_kernel=True,
-                             decode_launch_order="longest-first")
-    assert default.decode_kernel.launch_order == "plan"
-    assert longest.decode_kernel.launch_order == "longest-first"
+    in_plan = prepare_hybrid(plan, cache, q_lens, decode_kernel=True, decode_launch_order="plan")
+    assert not plan.decode_plan.is_persistent
+    assert default.decode_kernel.launch_order == "longest-first"
+    assert in_plan.decode_kernel.launch_order == "plan"
     outs = [run_hybrid(launch, q, cache, out=torch.full_like(q, float("nan")))
-            for launch in (default, longest)]
+            for launch in (default, in_plan)]
     assert torch.equal(outs[0], outs[1])
     assert relative_error(outs[1], attention_reference(q, cache, q_lens)) < 2e-2
     with pytest.raises(ValueError, match="launch_order: 'fifo' not allowed"):

@@ -288,8 +288,15 @@ _ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
 SMALL_PAGE = 16
+# H200, thirtieth session (docs/PERFORMANCE.md, call 5; FlashInfer 0.5.3 on the same plans,
+#   us): head_dim 256 at page 1, bn64-w4-s3 493.2 / 494.0 / 494.1 on uniform B = 8 / 64 / 256
+#   fixed-2048 (FlashInfer 500.6 / 501.0 / 507.3), 487.7 on uniform B=64 balanced-2x (494.3),
+#   506.4 on skew80 B=64 balanced-2x (553.1), where the page-16 entry bn64-w4-s2 ran 526-531
+#   on all five (0.94-0.95x FlashInfer on the uniform ones), bn64-w8-s2 502-529, bn32-w4-s2
+#   535-657, bn128-w4-s2 663-692, bn128-w8-s2 600-613.
 SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (128, 2, "many"): _c(128, 4, 3),
+    (256, 2, "many"): _c(64, 4, 3),
     (128, 2, "many-large-group"): _c(128, 4, 2),
 }
 # Pages of at least LARGE_PAGE tokens use LARGE_PAGE_TABLE where it has an entry: at page 64 a

@@ -297,7 +297,12 @@ SMALL_PAGE = 16
 SMALL_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (128, 2, "many"): _c(128, 4, 3),
     (256, 2, "many"): _c(64, 4, 3),
-    (128, 2, "many-large-group"): _c(128, 4, 2),
+    # H200, thirtieth session (call 8, FlashInfer 0.5.3 on the same plans, us): g16 (G = 16)
+    #   at page 1, bn128-w4-s3 137.9 / 140.7 on uniform / skew80 B=8 fixed-2048 (FlashInfer
+    #   140.4 / 141.8) and 138.6 on uniform B=64 balanced-2x (162.3), where bn128-w4-s2, the
+    #   entry before, ran 153.8 / 156.0 / 144.8 (call 7: 0.91x FlashInfer on the first two);
+    #   the same pair as the G = 4 entry, so the same wave-fill twin rule.
+    (128, 2, "many-large-group"): _c(128, 4, 3),
 }
 # Pages of at least LARGE_PAGE tokens use LARGE_PAGE_TABLE where it has an entry: at page 64 a
 # 128-token tile is two contiguous runs of 16 KB per KV head, so the page-ahead gathers that

@@ -165,13 +165,16 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
         shipped = [dict(b) for b in doc["buckets"]] if settings.keep_shipped else []
         deferred = [dict(b) for b in doc["deferred_buckets"]]
         measured_ids = []
+        source = {"path": str(path), "run_id": doc.get("run_id"), "study": doc.get("study"),
+                  "command": command}
 
         def save_partial(unfinished: list) -> None:
             """What is decided so far, on disk before the next bucket (a run stopped by a time
-            limit keeps it); the unchecked buckets are listed, not shipped."""
+            limit keeps it); the unchecked buckets are listed, not shipped. It names FILE as the
+            finished file does (a partial file re-validated in turn keeps the chain)."""
             partial = {**doc, "study": settings.study, "run_id": writer.run_id,
                        "buckets": shipped, "deferred_buckets": deferred,
-                       "unfinished_buckets": unfinished}
+                       "unfinished_buckets": unfinished, "revalidated_from": source}
             tmp = writer.root / "hybrid_heuristic.partial.tmp"
             tmp.write_text(json.dumps(partial, indent=1, default=float))
             tmp.replace(writer.root / "hybrid_heuristic.partial.json")
@@ -244,8 +247,7 @@ def run_hybrid_revalidation(path: str, settings, command: str = "") -> dict:
     out = {**doc, "study": settings.study, "run_id": writer.run_id, "buckets": shipped,
            "deferred_buckets": deferred,
            "validation": overall_summary(shipped, deferred, how, measured_ids, []),
-           "revalidated_from": {"path": str(path), "run_id": doc.get("run_id"),
-                                "study": doc.get("study"), "command": command}}
+           "revalidated_from": source}
     target = writer.root / "hybrid_heuristic.json"
     target.write_text(json.dumps(out, indent=1, default=float))
     (writer.root / "hybrid_heuristic.partial.json").unlink(missing_ok=True)

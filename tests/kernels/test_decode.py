@@ -260,7 +260,10 @@ def test_config_table_is_complete_and_keyed_by_shape_and_occupancy_only():
     # Token-granular pages (SGLang's page size 1): the 16-bit head_dim-128 entries of several
     # programs per SM drop the page-ahead gather (measured slower there); one-per-sm keeps it.
     assert default_config(128, torch.bfloat16, 1, 2, num_kv_heads=8) == KernelConfig(128, 4, 3)
-    assert default_config(128, torch.bfloat16, 8, 2, num_kv_heads=4, group_size=8) == KernelConfig(128, 4, 2)
+    # G > 4 and head_dim 256 too (H200, thirtieth session: g16 and head_dim 256 at page 1).
+    assert default_config(128, torch.bfloat16, 8, 2, num_kv_heads=4, group_size=8) == KernelConfig(128, 4, 3)
+    assert default_config(256, torch.bfloat16, 1, 2, num_kv_heads=8, group_size=2) == KernelConfig(64, 4, 3)
+    assert default_config(256, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=2) == KernelConfig(64, 4, 2)
     assert default_config(128, torch.bfloat16, 1, 8, num_kv_heads=1).page_ahead
     assert default_config(128, torch.bfloat16, 16, 2) != default_config(128, torch.bfloat16, 1, 2)
     assert all(c in CANDIDATES[(k[0], k[1])] for k, c in SMALL_PAGE_TABLE.items())
@@ -633,6 +636,22 @@ def test_head_dim_64_takes_the_deeper_entry_only_where_equal_tasks_fill_its_wave
     hybrid = default_config(64, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=2,
                             decode_launch=False)
     assert hybrid == HYBRID_DECODE_TABLE[(64, 2, "many")] == shallow
+
+
+@pytest.mark.parametrize("heads,head_dim,want", [((4, 2), 256, KernelConfig(64, 4, 3)),
+                                                  ((16, 2), 128, KernelConfig(128, 4, 3))])
+def test_token_page_entries_of_head_dim_256_and_large_groups_match_the_reference(heads,
+                                                                                 head_dim, want):
+    # The page-1 entries of the thirtieth session (head_dim 256; G = 8), as the product's launch
+    # picks them, over requests shorter than, equal to and longer than one block, split and not.
+    shape = AttentionShape(num_qo_heads=heads[0], num_kv_heads=heads[1], head_dim=head_dim,
+                           page_size=1)
+    kv = [1, want.block_n, 2 * want.block_n + 7, 40]
+    plan = build_plan(kv, want.block_n - 3, num_kv_heads=heads[1], page_size=1, ctas_per_sm=2)
+    assert plan.num_split_requests >= 2
+    cache, q = make_inputs(kv, shape, torch.bfloat16)
+    _, launch = check_against_reference(q, cache, plan)
+    assert launch.config == want
 
 
 def test_token_pages_take_the_deeper_entry_only_where_equal_tasks_fill_its_waves():

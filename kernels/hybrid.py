@@ -889,8 +889,8 @@ def decode_parts(plan: HybridPlan, cache: PagedKVCache, launch_order: str | None
     # on the SMs while stage 1 runs, beside the prefill programs a colocated step places there,
     # and no hybrid step has been timed that way (docs/KERNEL_NOTES.md, sixteenth session).
     # The decode-only product's order by default (longest first for a static plan): on the 15
-    # held-out hybrid batches it took 0.82-1.00x of the plan order's time for the serial step
-    # and 0.86-1.00x for the H200 file, never more than 0.4% slower (H200, thirtieth session,
+    # held-out hybrid batches it took 0.82-1.01x of the plan order's time for the serial step
+    # and 0.86-1.01x for the H200 file, never more than 0.6% slower (H200, thirtieth session,
     # call 1; docs/PERFORMANCE.md).
     parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub, merge_pdl=False,
                                              launch_order=launch_order),

@@ -441,6 +441,10 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (128, 1, _vp(128, 4, 3)): 2, (128, 1, _cap(_vp(128, 4, 3), 168)): 3,
     # SMALL_PAGE_TABLE's (pages below SMALL_PAGE; the local compile at page size 1).
     (128, 2, _c(128, 4, 3)): 2, (128, 2, _c(128, 4, 2)): 3,
+    # Thirtieth session, local sm_90 compile at page size 1 (benchmarks/compile_survey.py
+    # --page 1): head_dim 256 bn64-w4-s3 204 registers, 74 KB -> 2 (registers); G = 8 / 16
+    # bn128-w4-s3 206 / 208 -> 2 and bn128-w4-s2 166 -> 3, as at G = 4.
+    (256, 2, _c(64, 4, 3)): 2,
     # head_dim 64 (G = 2): bn128-w4-s4-pa 151 registers, 102 KB -> 2 (shared memory);
     # bn128-w4-s3-pa 151, 70 KB -> 3 (registers and shared memory).
     (64, 2, _pa(128, 4, 4)): 2, (64, 2, _pa(128, 4, 3)): 3,

@@ -3,9 +3,10 @@
 CPU only; the simulator's columns are a model, not a measurement. Given the run folders of one
 `kvtune bench` of hybrid batches with `--launch-order plan` and one with `--launch-order
 longest-first` (benchmarks/gpu_calls/hybrid_launch_order_check.sh writes both), it plans each
-batch again with POLICY, simulates it with the decodes of kernels/decode.py started in either
-order (harness/sim_hybrid.py decode_start_order) and prints, per batch, the GPU's ratio
-longest first / plan order beside the model's, and the model's error on each run.
+batch of POLICY's rows again (harness/fidelity.py replay), simulates it with the decodes of
+kernels/decode.py started in either order (harness/sim_hybrid.py decode_start_order) and
+prints, per batch, the GPU's ratio longest first / plan order beside the model's, and the
+model's error on each run.
 
   python benchmarks/hybrid_order_model.py --plan-runs DIR... --longest-first-runs DIR...
       [--policy hybrid-serial] [--device-model h200]
@@ -16,20 +17,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from kvtune.harness.device import sim_model
-from kvtune.harness.sim_hybrid import simulate_hybrid
-from kvtune.kernels import policies
-from kvtune.kernels.plan import AttentionShape
+from kvtune.harness.fidelity import replay, simulate_replay
 
 ORDERS = ("plan", "longest-first")
 
 
 def median_rows(dirs: list[str], policy: str) -> pd.DataFrame:
     """One row per case of `policy` (its first row's lengths and shape, the median latency over
-    every row of the case in the folders' measurements.parquet)."""
+    every row of the case in the folders' measurements.parquet), indexed by case_id."""
     frames = [pd.read_parquet(p) for d in dirs for p in Path(d).rglob("measurements.parquet")]
     if not frames:
         raise SystemExit(f"no measurements.parquet under {dirs}")
@@ -50,23 +48,23 @@ def main() -> None:
     model = sim_model(args.device_model, "triton")
     runs = {"plan": median_rows(args.plan_runs, args.policy),
             "longest-first": median_rows(args.longest_first_runs, args.policy)}
-    policy = policies.get(args.policy)
+    cases = runs["plan"].index.intersection(runs["longest-first"].index)
+    # Each batch planned again on the model's device (harness/fidelity.py replay) and simulated
+    # with its decodes in either order (the rows' launch_order column, as simulate_replay reads it).
+    frame = runs["plan"].loc[cases].reset_index()
+    rep = replay(frame, {run: model.device for run in frame["run_id"].unique()})
+    sim = {}
+    for order in ORDERS:
+        rep.frame["launch_order"] = order
+        sim[order] = simulate_replay(rep, model.device, model.constants)
     print("| batch | GPU LF / plan | model LF / plan | model / GPU, plan | model / GPU, LF |")
     print("|---|---|---|---|---|")
-    for case_id in runs["plan"].index.intersection(runs["longest-first"].index):
-        row = runs["plan"].loc[case_id]
-        shape = AttentionShape(num_qo_heads=int(row["num_qo_heads"]),
-                               num_kv_heads=int(row["num_kv_heads"]),
-                               head_dim=int(row["head_dim"]), page_size=int(row["page_size"]),
-                               dtype=row["dtype"], kv_dtype=row["kv_dtype"])
-        plan = policy.plan_hybrid(np.asarray(row["q_lens"]), np.asarray(row["kv_lens"]), shape,
-                                  model.device)
-        sim = {o: simulate_hybrid(plan, shape, model.device, model.constants,
-                                  decode_launch_order=o).time_us for o in ORDERS}
+    for i, case_id in enumerate(cases):
         gpu = {o: float(runs[o].loc[case_id, "latency_us"]) for o in ORDERS}
         print(f"| {case_id} | {gpu['longest-first'] / gpu['plan']:.3f} | "
-              f"{sim['longest-first'] / sim['plan']:.3f} | {sim['plan'] / gpu['plan']:.3f} | "
-              f"{sim['longest-first'] / gpu['longest-first']:.3f} |")
+              f"{sim['longest-first'][i] / sim['plan'][i]:.3f} | "
+              f"{sim['plan'][i] / gpu['plan']:.3f} | "
+              f"{sim['longest-first'][i] / gpu['longest-first']:.3f} |")
 
 
 if __name__ == "__main__":

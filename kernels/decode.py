@@ -88,8 +88,7 @@ from kvtune.kernels.merge_chunked import ChunkedMerge, launch_chunked_merge, pre
 from kvtune.kernels.merge_tail import TAIL_ROWS, TailMerge, prepare_tail_merge, tail_merge
 from kvtune.kernels.paged import PagedKVCache
 from kvtune.kernels.plan import (LAUNCH_ORDERS, AttentionShape, Plan, check_launch_order,
-                                 product_launch_order,
-                                 launch_item_order)
+                                 launch_item_order, product_launch_order)
 
 
 SCHEDULE_MODES = {

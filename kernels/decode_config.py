@@ -643,9 +643,10 @@ def fits_one_task(item_keys, num_kv_heads: int, sm_count: int,
 def longest_first_config(config: KernelConfig, head_dim: int, kv_element_bytes: int,
                          sm_count: int, item_keys, num_kv_heads: int) -> KernelConfig:
     """For tasks launched longest first (of many lengths, or any on an entry of one program per
-    SM: occupancy_twin): `config` (a table entry) or one of its same-bits twins, the chain entry -> SHALLOW_TWIN -> the CAPPED_TWIN of the last (each with
-    more programs per SM). The first of the chain whose slots (its programs per SM x sm_count),
-    handed the tasks longest first, finish them within ONE_TASK_SLACK x the longest task
+    SM: occupancy_twin): `config` (a table entry) or one of its same-bits twins, the chain
+    entry -> SHALLOW_TWIN -> the CAPPED_TWIN of the last (each with more programs per SM). The
+    first of the chain whose slots (its programs per SM x sm_count), handed the tasks longest
+    first, finish them within ONE_TASK_SLACK x the longest task
     (in_order_finish, "longest-first"); a costly capped twin (CAPPED_TWIN_COST above
     CAPPED_TWIN_MAX_COST) only where the configuration before it would finish later than
     CAPPED_TWIN_SLACK. Where none does, the entry: then every SM streams for several rounds

@@ -384,13 +384,14 @@ def simulate_hybrid(plan: HybridPlan, shape: AttentionShape, device: DeviceSpec,
         rate = one_launch_rate if plan.schedule == "fused" else 1.0
         t = run(from_list(order), 0.0, rate) + launches * launch
     elif plan.schedule == "colocated":
-        nxt = {"p": 0, "d": P}
+        queue = {"p": pre_ids, "d": dec_ids}  # each kind's tasks in the order they start
+        nxt = {"p": 0, "d": 0}
 
         def take(kind_first: str):
             for k in (kind_first, "d" if kind_first == "p" else "p"):
-                if nxt[k] < (P if k == "p" else n):
+                if nxt[k] < queue[k].size:
                     nxt[k] += 1
-                    return nxt[k] - 1 if k == "p" else int(dec_ids[nxt[k] - 1 - P])
+                    return int(queue[k][nxt[k] - 1])
             return None
 
         beside = COLOCATED_DECODE_SLOTS[plan.prefill_block_m]

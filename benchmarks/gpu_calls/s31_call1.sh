@@ -4,7 +4,6 @@
 # head_dim 256 bf16 at 196,608 tokens, and the fp8 page-1 controls, each against FlashInfer 0.5.3
 # on the same plans.
 #   bash benchmarks/gpu_calls/s31_call1.sh
-#   bash benchmarks/gpu_calls/page1_heldout_check.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 date -u; nvidia-smi --query-gpu=name --format=csv,noheader

@@ -283,7 +283,17 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 #   bn128-w4-s3-pa-vp 122.0 (plain 139.7), head_dim 256 "many" bn64-w4-s3-pa-vp 293.1 (plain
 #   423.5, 0.85 of copy). The head_dim 64 / 256 "one-per-sm" entries are the -vp twins of the
 #   previous ones, not timed.
-_MANY_8 = {64: _vp(128, 4, 3), 128: _vp(128, 4, 3), 256: _vp(64, 4, 3)}
+# H200, thirty-first session (docs/PERFORMANCE.md, call 2; FlashInfer 0.5.3's fp8 decode on the
+#   same plans, us): head_dim 64 "many" -> bn64-w4-s4-pa-vp (uniform B=64 balanced-2x, 512
+#   tasks, 93.6 against 117.4 for bn128-w4-s3-pa-vp, FlashInfer 148.3; fixed-2048, 1,024 tasks,
+#   111.4 against 105.8, FlashInfer 159.6: 1.58x / 1.43x FlashInfer where the old entry gave
+#   1.26x / 1.51x); head_dim 256 "many" -> bn64-w4-s4-pa-vp (106 KB of shared memory: 2 programs
+#   per SM) with bn64-w4-s3-pa-vp (3 per SM) as its shallow twin: at page 1 on 512 equal tasks
+#   s4 263.5 against s3 338.3 (1.94 waves of two per SM against 1.29 of three), at page 16
+#   290-291 both; on 1,024 s3 270.2 against s4 303.1 at page 16 (275.3 / 278.2 at page 1); on
+#   skew80 B=64 balanced-2x (720 tasks) s4 299.3 against 355.8, on skew80 B=8 balanced-2x (272,
+#   eight more than two per SM) s3 303.0 against 353.0.
+_MANY_8 = {64: _vp(64, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
@@ -448,6 +458,11 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     # head_dim 64 (G = 2): bn128-w4-s4-pa 151 registers, 102 KB -> 2 (shared memory);
     # bn128-w4-s3-pa 151, 70 KB -> 3 (registers and shared memory).
     (64, 2, _pa(128, 4, 4)): 2, (64, 2, _pa(128, 4, 3)): 3,
+    # fp8 head_dim 256 (local sm_90 compile, G = 2): bn64-w4-s4-pa-vp 184 registers, 106 KB -> 2
+    # (shared memory); bn64-w4-s3-pa-vp 168 (page 1; 179 at page 16 from Triton 3.9, 168 from
+    # 3.6 in the tenth session), 74 KB -> 3 (the H200's skew80 B=8 balanced-2x: 272 tasks took
+    # 303.0 us with it, 353.0 with s4, as three per SM against two predicts).
+    (256, 1, _vp(64, 4, 4)): 2, (256, 1, _vp(64, 4, 3)): 3,
 }
 # A table entry -> its twin with one pipeline stage less: the same block, warps and loop, so the
 # same arithmetic in the same order and the same output bits (checked on the GPU: docs/
@@ -459,6 +474,8 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE and from LARGE_PAGE
     # head_dim 64's "many" entry; also its "one-per-sm" entry (the same kernel; unmeasured there).
     (64, 2, _pa(128, 4, 4)): _pa(128, 4, 3),
+    # fp8 head_dim 256's "many" entry (and its "one-per-sm" one, the same kernel; unmeasured).
+    (256, 1, _vp(64, 4, 4)): _vp(64, 4, 3),
 }
 # A table entry (or a shallow twin) -> the same kernel compiled under a register cap (-rN: same
 # arithmetic, same bits; one program more per SM, each perhaps slower: spills, less overlap).
@@ -549,6 +566,10 @@ WAVE_FILL_MARGIN = 0.1
 # against 162.5 (H100, sixteenth session: 1,024 tasks 201.8 against 203.9, the twin again).
 WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
     (64, 2, _pa(128, 4, 4)): 0.2,
+    # fp8 head_dim 256 (H200, thirty-first session, call 2): on 1,024 equal tasks (deep fill
+    # 0.97, twin 0.86) s3 270.2 us against s4 303.1 at page 16; on 512 (0.97 against 0.65) s4
+    # 263.5 against 338.3 at page 1.
+    (256, 1, _vp(64, 4, 4)): 0.2,
 }
 DEEP_FILL_MIN = 0.9
 # "Tasks of one length": at least EQUAL_SHARE of the work items have at least EQUAL_RATIO of the

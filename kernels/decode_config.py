@@ -283,17 +283,17 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 #   bn128-w4-s3-pa-vp 122.0 (plain 139.7), head_dim 256 "many" bn64-w4-s3-pa-vp 293.1 (plain
 #   423.5, 0.85 of copy). The head_dim 64 / 256 "one-per-sm" entries are the -vp twins of the
 #   previous ones, not timed.
-# H200, thirty-first session (docs/PERFORMANCE.md, call 2; FlashInfer 0.5.3's fp8 decode on the
-#   same plans, us): head_dim 64 "many" -> bn64-w4-s4-pa-vp (uniform B=64 balanced-2x, 512
-#   tasks, 93.6 against 117.4 for bn128-w4-s3-pa-vp, FlashInfer 148.3; fixed-2048, 1,024 tasks,
-#   111.4 against 105.8, FlashInfer 159.6: 1.58x / 1.43x FlashInfer where the old entry gave
-#   1.26x / 1.51x); head_dim 256 "many" -> bn64-w4-s4-pa-vp (106 KB of shared memory: 2 programs
-#   per SM) with bn64-w4-s3-pa-vp (3 per SM) as its shallow twin: at page 1 on 512 equal tasks
-#   s4 263.5 against s3 338.3 (1.94 waves of two per SM against 1.29 of three), at page 16
+# H200, thirty-first session (docs/PERFORMANCE.md, calls 2-4; FlashInfer 0.5.3's fp8 decode on
+#   the same plans, us): head_dim 256 "many" -> bn64-w4-s4-pa-vp (106 KB of shared memory: 2
+#   programs per SM) with bn64-w4-s3-pa-vp (3 per SM) as its shallow twin: at page 1 on 512 equal
+#   tasks s4 263.5 against s3 338.3 (1.94 waves of two per SM against 1.29 of three), at page 16
 #   290-291 both; on 1,024 s3 270.2 against s4 303.1 at page 16 (275.3 / 278.2 at page 1); on
 #   skew80 B=64 balanced-2x (720 tasks) s4 299.3 against 355.8, on skew80 B=8 balanced-2x (272,
-#   eight more than two per SM) s3 303.0 against 353.0.
-_MANY_8 = {64: _vp(64, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
+#   eight more than two per SM) s3 303.0 against 353.0. head_dim 64 keeps bn128-w4-s3-pa-vp: it
+#   was faster than bn64-w4-s4-pa-vp on 7 of 8 plans (skew80 balanced-2x B = 8 / 64 / 256 115.2 /
+#   130.5 / 130.5 against 131.0 / 155.9 / 158.0), slower only on uniform B=64 balanced-2x (512
+#   tasks of 4,096 keys: 117.4 against 93.6, FlashInfer 148.3).
+_MANY_8 = {64: _vp(128, 4, 3), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.

@@ -292,8 +292,13 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 #   eight more than two per SM) s3 303.0 against 353.0. head_dim 64 keeps bn128-w4-s3-pa-vp: it
 #   was faster than bn64-w4-s4-pa-vp on 7 of 8 plans (skew80 balanced-2x B = 8 / 64 / 256 115.2 /
 #   130.5 / 130.5 against 131.0 / 155.9 / 158.0), slower only on uniform B=64 balanced-2x (512
-#   tasks of 4,096 keys: 117.4 against 93.6, FlashInfer 148.3).
-_MANY_8 = {64: _vp(128, 4, 3), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
+#   tasks of 4,096 keys: 117.4 against 93.6, FlashInfer 148.3). There the entry's 148 registers
+#   from Triton 3.6 (tenth session) fit three programs per SM, 1.29 waves; under a 120-register
+#   cap, the same bits, four (call 5): 94.7 us, and 100.9 against 107.4 on 1,024 tasks, 111.1
+#   against 115.8 on skew80 B=8 balanced-2x, 131.3 against 130.8 on skew80 B=64 balanced-2x
+#   (-r96, five per SM: 90.5 / 104.4 / 106.9 / 133.2). So the head_dim 64 entry is the capped
+#   kernel.
+_MANY_8 = {64: _cap(_vp(128, 4, 3), 120), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
@@ -390,7 +395,7 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3),
                _cap(_c(64, 4, 2), 168), _c(64, 4, 3), _c(64, 8, 2)),  # the last two: page 1
     (64, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(128, 8, 3), _vp(64, 4, 4),
-              _vp(256, 8, 3), _ws(128, 4, 3, 4)),
+              _vp(256, 8, 3), _ws(128, 4, 3, 4), _cap(_vp(128, 4, 3), 120)),
     (128, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(64, 4, 4), _vp(64, 4, 3),
                _vp(128, 8, 3), _vp(128, 8, 4), _vp(256, 8, 3), _vp(64, 2, 4), _vp(64, 8, 4),
                _ws(64, 2, 4, 2), _cap(_vp(128, 4, 3), 168)),
@@ -571,6 +576,18 @@ WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
     # 263.5 against 338.3 at page 1.
     (256, 1, _vp(64, 4, 4)): 0.2,
 }
+# SHALLOW_TWIN keys whose twin also runs tasks of many lengths launched longest first where
+# neither the entry nor the twin finishes them within ONE_TASK_SLACK x the longest task (several
+# rounds of short tasks: longest_first_config keeps the entry there otherwise). fp8 head_dim 256
+# (H200, thirty-first session, call 5): skew80 fixed-2048 plans of 2,048-key tasks, 4.0-4.2
+# rounds of the entry's slots, 3.0 of the twin's: s3 274.3 / 283.9 us against s4 316.3 / 332.7
+# at page 16 (B = 64 / 256), 278.0 against 314.5 at page 1 (B=256); where the entry finishes
+# in one long task (skew80 balanced-2x, 7,952-key pieces: B=256 1.01, B=64 1.05) it stays, 319.2
+# against 353.4 and 299.3 against 355.8. The 16-bit head_dim-128 pair measured within 1% there
+# (twenty-ninth session), so it keeps the entry.
+SEVERAL_ROUNDS_TWIN: frozenset[tuple[int, int, KernelConfig]] = frozenset({
+    (256, 1, _vp(64, 4, 4)),
+})
 DEEP_FILL_MIN = 0.9
 # "Tasks of one length": at least EQUAL_SHARE of the work items have at least EQUAL_RATIO of the
 # longest item's keys (a fixed-split plan of long requests: every chunk but the ragged tails).
@@ -671,7 +688,9 @@ def longest_first_config(config: KernelConfig, head_dim: int, kv_element_bytes: 
     (in_order_finish, "longest-first"); a costly capped twin (CAPPED_TWIN_COST above
     CAPPED_TWIN_MAX_COST) only where the configuration before it would finish later than
     CAPPED_TWIN_SLACK. Where none does, the entry: then every SM streams for several rounds
-    and the deeper pipeline's faster programs count most. Why: longest first, the long tasks
+    and the deeper pipeline's faster programs count most; for the entries of
+    SEVERAL_ROUNDS_TWIN, whose twin streams faster over several rounds, the shallow twin.
+    Why: longest first, the long tasks
     start at once and the short ones backfill the slots they leave, so the entry keeps its
     faster programs wherever its slots hold the long tasks; a twin's extra slots pay only where
     they save a late round. H200, twenty-ninth session, call 1 (docs/PERFORMANCE.md): the entry
@@ -704,6 +723,8 @@ def longest_first_config(config: KernelConfig, head_dim: int, kv_element_bytes: 
         if costly and late[i - 1] <= CAPPED_TWIN_SLACK:
             return chain[i - 1]
         return candidate
+    if (head_dim, kv_element_bytes, config) in SEVERAL_ROUNDS_TWIN and twin is not None:
+        return twin
     return config
 
 
@@ -862,7 +883,8 @@ __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS", "CAPPED_BACKFILL_MAX_TASK
            "CAPPED_TWIN_MAX_COST", "CAPPED_TWIN",
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "HYBRID_DECODE_TABLE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
-           "RESIDENT_PER_SM", "SHALLOW_TWIN", "SMALL_PAGE", "SMALL_PAGE_TABLE",
+           "RESIDENT_PER_SM", "SEVERAL_ROUNDS_TWIN", "SHALLOW_TWIN", "SMALL_PAGE",
+           "SMALL_PAGE_TABLE",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN", "WAVE_FILL_MARGIN_BY_TWIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
            "capped_twin", "in_order_finish", "occupancy_twin", "longest_first_config", "regime",

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from kvtune.kernels.decode_config import (CAPPED_TWIN, CAPPED_TWIN_COST, CAPPED_TWIN_MAX_COST,
-                                          RESIDENT_PER_SM, SHALLOW_TWIN, KernelConfig,
+                                          CONFIG_TABLE, RESIDENT_PER_SM, SEVERAL_ROUNDS_TWIN,
+                                          SHALLOW_TWIN, KernelConfig,
                                           in_order_finish, longest_first_config,
                                           occupancy_twin)
 from kvtune.kernels.plan import LAUNCH_ORDERS, build_plan, launch_tasks
@@ -84,6 +85,22 @@ def test_a_costly_capped_twin_runs_only_where_the_entry_is_well_late():
     assert longest_first_config(HD256, 256, 2, SMS, [10] * 8 + [3] * 2, 1) == HD256
     lone = KernelConfig.from_label("bn32-w2-s2")  # no twin of either kind: itself
     assert longest_first_config(lone, 128, 2, SMS, [10] * 40, 1) == lone
+
+
+def test_a_several_rounds_twin_runs_where_neither_finishes_in_one_long_task():
+    # fp8 head_dim 256: the entry fits 2 programs per SM (8 slots on 4 SMs), its twin 3 (12).
+    entry = CONFIG_TABLE[(256, 1, "many")]
+    twin = SHALLOW_TWIN[(256, 1, entry)]
+    assert (256, 1, entry) in SEVERAL_ROUNDS_TWIN
+    assert RESIDENT_PER_SM[(256, 1, entry)] == 2 and RESIDENT_PER_SM[(256, 1, twin)] == 3
+    assert longest_first_config(entry, 256, 1, SMS, [10] * 6 + [1] * 10, 1) == entry  # on time
+    assert longest_first_config(entry, 256, 1, SMS, [10] * 10 + [1] * 4, 1) == twin  # 12 slots
+    # Several rounds under both (40 long tasks on 8 or 12 slots): the twin, where the 16-bit
+    # head_dim-128 pair, not in the set, keeps its entry.
+    assert longest_first_config(entry, 256, 1, SMS, [10] * 40 + [1] * 9, 1) == twin
+    deep16 = KernelConfig.from_label("bn64-w4-s4-pa")
+    assert (128, 2, deep16) not in SEVERAL_ROUNDS_TWIN
+    assert longest_first_config(deep16, 128, 2, SMS, [10] * 40 + [1] * 9, 1) == deep16
 
 
 def test_occupancy_twin_uses_the_longest_first_rule_for_many_lengths_and_lone_entries():

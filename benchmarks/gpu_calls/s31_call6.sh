@@ -3,7 +3,7 @@
 # bn128-w4-s3-pa-vp-r120 (the old entry capped to fit four programs per SM); head_dim 256 is
 # bn64-w4-s4-pa-vp with its shallow twin bn64-w4-s3-pa-vp by wave fill (margin 0.2), longest first,
 # and SEVERAL_ROUNDS_TWIN (the twin where neither finishes in about one long task). Which cases set
-# a rule: head_dim 256 pages 16 and 1, 10 of their 24 (calls 2 and 5); head_dim 64 page 16, 5 of 12
+# a rule: head_dim 256 pages 16 and 1, 10 of their 24 (calls 2 and 5); head_dim 64 page 16, 4 of 12
 # (call 5); head_dim 256 page 64 and head_dim 64 pages 1 and 64 are held out. Each bench_kernels
 # --sections shapes against FlashInfer 0.5.3's fp8 decode on the same plans (paced CUDA events,
 # cold L2, checked against float64 first; copy measured in each process, fractions at 1 byte per

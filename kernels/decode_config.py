@@ -338,9 +338,12 @@ LARGE_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 }
 # The hybrid kernels' decode tiles (default_config(decode_launch=False)) where they differ from
 # the decode launch's entry: they keep the tile they were checked and timed with when the entry
-# moved (head_dim 64, twenty-fifth session).
+# moved (head_dim 64, twenty-fifth session; fp8 head_dim 256, thirty-first session: the hybrid
+# kernel takes the entry's block, warps and stages, and its decode items were checked with three).
 HYBRID_DECODE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (64, 2, "many"): _pa(128, 4, 3),
+    (256, 1, "many"): _vp(64, 4, 3),
+    (256, 1, "many-large-group"): _vp(64, 4, 3),
 }
 CONFIG_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     **{(d, 2, "many"): c for d, c in _MANY_16.items()},

@@ -18,6 +18,7 @@ from kvtune.kernels.decode import (
     KernelConfig,
     decode,
     default_config,
+    launch_config,
     prepare_decode,
     run_decode,
 )
@@ -635,6 +636,44 @@ def test_head_dim_64_takes_the_deeper_entry_only_where_equal_tasks_fill_its_wave
     hybrid = default_config(64, torch.bfloat16, 16, 2, num_kv_heads=8, group_size=2,
                             decode_launch=False)
     assert hybrid == HYBRID_DECODE_TABLE[(64, 2, "many")] == shallow
+
+
+@pytest.mark.parametrize("batch,skew,chunk,tasks,want_stages", [
+    (64, (), 4096, 512, 4),      # 1.94 waves of two per SM, 1.29 of three: the deep entry
+    (64, (), 2048, 1024, 3),     # fills 0.97 / 0.86: the twin streams faster (margin 0.2)
+    (64, (80,), 7952, 720, 4),   # longest first, the entry's slots finish in one long task
+    (8, (80,), 7952, 272, 3),    # eight tasks late under two per SM, on time under three
+    (64, (80,), 2048, 1328, 3),  # several rounds under both: SEVERAL_ROUNDS_TWIN
+    (256, (80,), 2048, 2864, 3),
+])
+def test_fp8_head_dim_256_picks_the_faster_of_its_pair_on_the_h200_plans(batch, skew, chunk,
+                                                                          tasks, want_stages):
+    # H200, thirty-first session (docs/PERFORMANCE.md, calls 2 and 5): on each of these plans
+    # the configuration picked here was the faster of bn64-w4-s4-pa-vp and bn64-w4-s3-pa-vp.
+    from kvtune.workloads.distributions import fixed_total_kv_lens
+
+    shape = AttentionShape(num_qo_heads=16, num_kv_heads=8, head_dim=256, page_size=16,
+                           kv_dtype="fp8_e4m3")
+    device = DeviceSpec("h200", sm_count=132, l2_bytes=60 * 2**20, hbm_bytes_per_s=4.8e12)
+    kv = fixed_total_kv_lens(batch, 262_144, skew)
+    plan = policies.get("fixed-split", chunk_tokens=chunk).plan(kv, shape, device)
+    assert plan.num_tasks == tasks
+    config = launch_config(plan, shape, torch.float8_e4m3fn, 132)
+    assert config == KernelConfig(64, 4, want_stages, page_ahead=True, v_pairs=True)
+    # The hybrid kernel's decode items keep the three stages they were checked with.
+    assert default_config(256, torch.float8_e4m3fn, 16, 2, num_kv_heads=8, group_size=2,
+                          decode_launch=False).num_stages == 3
+
+
+def test_fp8_head_dim_64_entry_is_the_capped_kernel():
+    # Triton 3.6 gives bn128-w4-s3-pa-vp 148 registers (three per SM); capped at 120, the same
+    # bits, four fit (H200, thirty-first session, call 5: faster or within 0.4% on four plans).
+    from kvtune.kernels.decode_config import CANDIDATES, CONFIG_TABLE
+
+    entry = CONFIG_TABLE[(64, 1, "many")]
+    assert entry == KernelConfig(128, 4, 3, page_ahead=True, v_pairs=True, max_registers=120)
+    assert dataclasses.replace(entry, max_registers=None) == CONFIG_TABLE[(128, 1, "many")]
+    assert entry in CANDIDATES[(64, 1)]
 
 
 @pytest.mark.parametrize("heads,head_dim,want", [((4, 2), 256, KernelConfig(64, 4, 3)),

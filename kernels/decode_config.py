@@ -401,7 +401,7 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
               _vp(256, 8, 3), _ws(128, 4, 3, 4), _cap(_vp(128, 4, 3), 120)),
     (128, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(64, 4, 4), _vp(64, 4, 3),
                _vp(128, 8, 3), _vp(128, 8, 4), _vp(256, 8, 3), _vp(64, 2, 4), _vp(64, 8, 4),
-               _ws(64, 2, 4, 2), _cap(_vp(128, 4, 3), 168)),
+               _ws(64, 2, 4, 2), _cap(_vp(128, 4, 3), 168), _cap(_vp(128, 4, 2), 128)),
     (256, 1): (_pa(64, 4, 3), _vp(64, 4, 3), _vp(64, 4, 4), _vp(32, 4, 4), _vp(64, 8, 3),
                _vp(128, 8, 3)),
 }
@@ -457,6 +457,9 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (256, 2, _c(64, 4, 2)): 2, (256, 2, _cap(_c(64, 4, 2), 168)): 3,
     (128, 2, _cap(_pa(128, 8, 2), 80)): 3,
     (128, 1, _vp(128, 4, 3)): 2, (128, 1, _cap(_vp(128, 4, 3), 168)): 3,
+    # Thirty-first session: bn128-w4-s2-pa-vp-r128, 128 registers (no spill in a local compile),
+    # 40 KB -> 4 (registers).
+    (128, 1, _cap(_vp(128, 4, 2), 128)): 4,
     # SMALL_PAGE_TABLE's (pages below SMALL_PAGE; the local compile at page size 1).
     (128, 2, _c(128, 4, 3)): 2, (128, 2, _c(128, 4, 2)): 3,
     # Thirtieth session, local sm_90 compile at page size 1 (benchmarks/compile_survey.py
@@ -591,6 +594,19 @@ WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
 SEVERAL_ROUNDS_TWIN: frozenset[tuple[int, int, KernelConfig]] = frozenset({
     (256, 1, _vp(64, 4, 4)),
 })
+# A table entry -> a same-bits twin of more programs per SM (one stage less and a register cap)
+# for launches of short tasks only: more tasks than the entry's slots and none longer than
+# SHORT_TASK_MAX_KEYS. fp8 head_dim 128 (H200, thirty-first session, call 7; llama3-8b page 16,
+# us): bn128-w4-s2-pa-vp-r128 (four per SM) 145.2 against the entry's 156.9 (and its capped twin's
+# 153.6) on 1,024 tasks of 2,048 keys, 136.1 against 143.6 on 512 of 4,096, 154.7 against 180.3
+# (159.2) on skew80 B=256 fixed-2048 (2,864 tasks of up to 2,048 keys); slower where tasks are
+# long: 181.9 against 144.5 (the capped twin) on 320 tasks of 6,553 keys, 204.1 against 155.1 on
+# skew80 B=64 balanced-2x (720, up to 7,952 keys): four long programs on an SM share its
+# bandwidth for as long as they last.
+SHORT_TASK_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
+    (128, 1, _vp(128, 4, 3)): _cap(_vp(128, 4, 2), 128),
+}
+SHORT_TASK_MAX_KEYS = 4096
 DEEP_FILL_MIN = 0.9
 # "Tasks of one length": at least EQUAL_SHARE of the work items have at least EQUAL_RATIO of the
 # longest item's keys (a fixed-split plan of long requests: every chunk but the ragged tails).
@@ -779,6 +795,22 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
     return config if keep else capped
 
 
+def short_task_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
+                    sm_count: int, item_keys=None, num_kv_heads: int = 1) -> KernelConfig | None:
+    """The SHORT_TASK_TWIN of `config` where the launch's `programs` (one per task, >= 1) outnumber
+    the entry's slots (RESIDENT_PER_SM x sm_count) and no work item (item_keys, keys per item,
+    for each of num_kv_heads KV heads) is longer than SHORT_TASK_MAX_KEYS; None otherwise (no such
+    twin, no item_keys, or an empty plan). Same bits as `config`."""
+    key = (head_dim, kv_element_bytes, config)
+    twin = SHORT_TASK_TWIN.get(key)
+    if twin is None or item_keys is None:
+        return None
+    keys = _task_keys(item_keys, num_kv_heads, sm_count, "sm_count")
+    if keys.size == 0 or programs <= RESIDENT_PER_SM[key] * sm_count:
+        return None
+    return twin if keys.max() <= SHORT_TASK_MAX_KEYS else None
+
+
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                    sm_count: int, equal_tasks: bool, one_task: bool = False,
                    item_keys=None, num_kv_heads: int = 1,
@@ -808,9 +840,15 @@ def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, p
     where wave fill had given -r80 on 265 tasks, 7% slower than s2-pa).
     launch_order (kernels.plan.LAUNCH_ORDERS): with "longest-first", tasks of many lengths take
     longest_first_config instead (the entry where item_keys is None): the long tasks start
-    first, so no short task waits behind a late long one for a twin's extra slot to hide."""
+    first, so no short task waits behind a late long one for a twin's extra slot to hide.
+    Before all of this, an entry with a SHORT_TASK_TWIN takes it for launches of short tasks
+    (short_task_twin)."""
     check_launch_order(launch_order)
     key = (head_dim, kv_element_bytes, config)
+    short = short_task_twin(config, head_dim, kv_element_bytes, programs, sm_count, item_keys,
+                            num_kv_heads)
+    if short is not None:
+        return short
     lone = RESIDENT_PER_SM.get(key) == 1
     if launch_order == "longest-first" and (not equal_tasks or lone):
         if item_keys is None:
@@ -887,7 +925,7 @@ __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS", "CAPPED_BACKFILL_MAX_TASK
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "HYBRID_DECODE_TABLE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
            "RESIDENT_PER_SM", "SEVERAL_ROUNDS_TWIN", "SHALLOW_TWIN", "SMALL_PAGE",
-           "SMALL_PAGE_TABLE",
+           "SMALL_PAGE_TABLE", "SHORT_TASK_MAX_KEYS", "SHORT_TASK_TWIN", "short_task_twin",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN", "WAVE_FILL_MARGIN_BY_TWIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
            "capped_twin", "in_order_finish", "occupancy_twin", "longest_first_config", "regime",

@@ -513,8 +513,11 @@ def test_cheap_capped_twin_wherever_the_entry_slots_are_all_taken():
     assert CAPPED_TWIN_COST[(128, 1, fp8)] <= CAPPED_TWIN_MAX_COST
 
     def pick(keys, heads, equal=True):
-        return occupancy_twin(fp8, 128, 1, len(keys) * heads, 132, equal, False, keys, heads)
+        # The capped twin's rule alone (occupancy_twin would first take the SHORT_TASK_TWIN of
+        # launches of short tasks: test_short_task_twin_only_for_many_short_tasks).
+        return capped_twin(fp8, 128, 1, len(keys) * heads, 132, keys, heads, equal)
 
+    assert occupancy_twin(fp8, 128, 1, 264, 132, True, False, [992] * 264, 1) == fp8_capped
     # Fewer programs than the entry's 264 slots: the entry (llama3-70b-tp8 fixed-2048, 128).
     assert pick([2048] * 128, 1) == fp8
     # Exactly its slots, or up to the twin's 396, whatever the lengths: the twin (H100:
@@ -565,6 +568,33 @@ def test_cheap_capped_twin_wherever_the_entry_slots_are_all_taken():
     # An entry without a capped twin, or no item keys: unchanged.
     assert capped_twin(one, 128, 2, 400, 132, [1] * 400) == one
     assert capped_twin(fp8, 128, 1, 400, 132, None) == fp8
+
+
+def test_short_task_twin_only_for_many_short_tasks():
+    # H200, thirty-first session, call 7 (llama3-8b fp8 page 16): bn128-w4-s2-pa-vp-r128, four
+    # programs per SM, was faster on 1,024 and 2,864 tasks of up to 2,048 keys and on 512 of
+    # 4,096, slower on 320 of 6,553 and on skew80 balanced-2x pieces of 7,952.
+    from kvtune.kernels.decode_config import (CAPPED_TWIN, CONFIG_TABLE, RESIDENT_PER_SM,
+                                              SHORT_TASK_MAX_KEYS, SHORT_TASK_TWIN,
+                                              occupancy_twin, short_task_twin)
+
+    fp8 = CONFIG_TABLE[(128, 1, "many")]
+    short = SHORT_TASK_TWIN[(128, 1, fp8)]
+    assert dataclasses.replace(short, num_stages=3, max_registers=None) == fp8  # same bits
+    assert RESIDENT_PER_SM[(128, 1, short)] == 4 > RESIDENT_PER_SM[(128, 1, fp8)]
+
+    def pick(keys, heads, equal=True):
+        return occupancy_twin(fp8, 128, 1, len(keys) * heads, 132, equal, False, keys, heads)
+
+    assert pick([2048] * 128, 8) == short                        # 1,024 tasks of 2,048
+    assert pick([SHORT_TASK_MAX_KEYS] * 64, 8) == short          # 512 of 4,096
+    assert pick([2048] * 103 + [206] * 255, 8, False) == short   # skew80 B=256 fixed-2048
+    assert pick([6553] * 40, 8) == CAPPED_TWIN[(128, 1, fp8)]    # 320 long: the capped twin
+    assert pick([7952] * 27 + [832] * 63, 8, False) != short     # skew80 B=64 balanced-2x
+    # Not where the entry's own slots hold every task, nor without the plan's keys.
+    assert short_task_twin(fp8, 128, 1, 264, 132, [1000] * 264, 1) is None
+    assert short_task_twin(fp8, 128, 1, 1000, 132, None, 1) is None
+    assert short_task_twin(fp8, 128, 1, 1000, 132, [], 1) is None
 
 
 def test_in_order_finish_counts_in_longest_tasks():

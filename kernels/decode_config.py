@@ -603,10 +603,19 @@ SEVERAL_ROUNDS_TWIN: frozenset[tuple[int, int, KernelConfig]] = frozenset({
 # long: 181.9 against 144.5 (the capped twin) on 320 tasks of 6,553 keys, 204.1 against 155.1 on
 # skew80 B=64 balanced-2x (720, up to 7,952 keys): four long programs on an SM share its
 # bandwidth for as long as they last.
+# Call 8, the rule as first set (tasks up to 4,096 keys, every shape) on the matrix: llama3-8b
+# 12/12 at 1.4x FlashInfer and 6/12 at 0.85 of copy (the twenty-ninth session: 1/12); held out,
+# faster on every fixed-2048 plan of G = 7, 8 and 16 (qwen2.5-7b page 1: 76.4-87.6 us against
+# 84.9-97.2), slower on their balanced-2x plans, whose 3,984-key pieces alternate with short ones
+# (96.6-108.5 against 82.4-99.6), and on llama3-70b-tp8's (one KV head: skew80 B=256 fixed-2048
+# 51.8 us, 1.32x FlashInfer, where the entry reached 1.4x on every case). So it runs only for
+# several KV heads, and for tasks of one length up to SHORT_TASK_MAX_KEYS or of any lengths up to
+# SHORT_TASK_MIXED_MAX_KEYS.
 SHORT_TASK_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 1, _vp(128, 4, 3)): _cap(_vp(128, 4, 2), 128),
 }
 SHORT_TASK_MAX_KEYS = 4096
+SHORT_TASK_MIXED_MAX_KEYS = 2048
 DEEP_FILL_MIN = 0.9
 # "Tasks of one length": at least EQUAL_SHARE of the work items have at least EQUAL_RATIO of the
 # longest item's keys (a fixed-split plan of long requests: every chunk but the ragged tails).
@@ -797,18 +806,21 @@ def capped_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, prog
 
 def short_task_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                     sm_count: int, item_keys=None, num_kv_heads: int = 1) -> KernelConfig | None:
-    """The SHORT_TASK_TWIN of `config` where the launch's `programs` (one per task, >= 1) outnumber
-    the entry's slots (RESIDENT_PER_SM x sm_count) and no work item (item_keys, keys per item,
-    for each of num_kv_heads KV heads) is longer than SHORT_TASK_MAX_KEYS; None otherwise (no such
-    twin, no item_keys, or an empty plan). Same bits as `config`."""
+    """The SHORT_TASK_TWIN of `config` where the shape has several KV heads (num_kv_heads >= 2),
+    the launch's `programs` (one per task, >= 1) outnumber the entry's slots (RESIDENT_PER_SM x
+    sm_count) and the work items (item_keys, keys per item, for each KV head) are short: of one
+    length (tasks_of_one_length) and at most SHORT_TASK_MAX_KEYS, or of any lengths and at most
+    SHORT_TASK_MIXED_MAX_KEYS; None otherwise (no such twin, no item_keys, an empty plan). Same
+    bits as `config`."""
     key = (head_dim, kv_element_bytes, config)
     twin = SHORT_TASK_TWIN.get(key)
     if twin is None or item_keys is None:
         return None
     keys = _task_keys(item_keys, num_kv_heads, sm_count, "sm_count")
-    if keys.size == 0 or programs <= RESIDENT_PER_SM[key] * sm_count:
+    if keys.size == 0 or num_kv_heads < 2 or programs <= RESIDENT_PER_SM[key] * sm_count:
         return None
-    return twin if keys.max() <= SHORT_TASK_MAX_KEYS else None
+    limit = SHORT_TASK_MAX_KEYS if tasks_of_one_length(keys) else SHORT_TASK_MIXED_MAX_KEYS
+    return twin if keys.max() <= limit else None
 
 
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
@@ -925,7 +937,8 @@ __all__ = ["CANDIDATES", "CAPPED_BACKFILL_MAX_ROUNDS", "CAPPED_BACKFILL_MAX_TASK
            "CAPPED_TWIN_COST", "CAPPED_TWIN_SLACK", "CONFIG_TABLE", "DEEP_FILL_MIN", "EQUAL_RATIO",
            "EQUAL_SHARE", "HYBRID_DECODE_TABLE", "LARGE_GROUP", "ONE_TASK_SLACK", "REGIMES",
            "RESIDENT_PER_SM", "SEVERAL_ROUNDS_TWIN", "SHALLOW_TWIN", "SMALL_PAGE",
-           "SMALL_PAGE_TABLE", "SHORT_TASK_MAX_KEYS", "SHORT_TASK_TWIN", "short_task_twin",
+           "SMALL_PAGE_TABLE", "SHORT_TASK_MAX_KEYS", "SHORT_TASK_MIXED_MAX_KEYS",
+           "SHORT_TASK_TWIN", "short_task_twin",
            "LARGE_PAGE", "LARGE_PAGE_TABLE", "WAVE_FILL_MARGIN", "WAVE_FILL_MARGIN_BY_TWIN",
            "KernelConfig", "config_key", "default_config", "element_bytes", "fits_one_task",
            "capped_twin", "in_order_finish", "occupancy_twin", "longest_first_config", "regime",

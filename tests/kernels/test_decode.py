@@ -591,6 +591,10 @@ def test_short_task_twin_only_for_many_short_tasks():
     assert pick([2048] * 103 + [206] * 255, 8, False) == short   # skew80 B=256 fixed-2048
     assert pick([6553] * 40, 8) == CAPPED_TWIN[(128, 1, fp8)]    # 320 long: the capped twin
     assert pick([7952] * 27 + [832] * 63, 8, False) != short     # skew80 B=64 balanced-2x
+    # Pieces of 3,984 keys beside short ones (G = 7-16 balanced-2x plans, call 8: slower) and one
+    # KV head (llama3-70b-tp8: slower) keep the entry's rules.
+    assert pick([3984, 112] * 64, 4, False) != short
+    assert pick([2048] * 103 + [206] * 255, 1, False) != short
     # Not where the entry's own slots hold every task, nor without the plan's keys.
     assert short_task_twin(fp8, 128, 1, 264, 132, [1000] * 264, 1) is None
     assert short_task_twin(fp8, 128, 1, 1000, 132, None, 1) is None

@@ -6,18 +6,25 @@ kvtune's Triton kernel, and judge it on fp8 rows it was not fitted on.
     python benchmarks/fit_fp8_sim.py --kernel flashinfer-tensor-core --device-model h100
         --train-shapes S.csv --held-out SHAPES.csv      # FlashInfer's fp8 decode, same plans
         [--fit-cta-factor]      # also SimConstants.fp8_cta_rate_factor, on a joint grid
+    python benchmarks/fit_fp8_sim.py --rows product --fit-knee --train-shapes S.csv ...
+        --held-out SHAPES.csv   # rows of the product's launch; also fp8_head_dim_knee
 
 Order of work (nothing is written into the project; --json writes the numbers printed):
 1. Rows. --train-sweep: bench_kernels.py's `shape-configs` section (results.json); --train-shapes
    and --held-out: its `shapes` section (shapes.csv). Kept: fp8_e4m3 KV, status ok, and the
-   configuration the kernel runs by default, i.e. CONFIG_TABLE's entry for the row's key
-   (kernels/decode_config.py); every other row is dropped, with a count.
+   configuration the kernel runs by default: with --rows table (the default) CONFIG_TABLE's
+   entry for the row's key (kernels/decode_config.py), with --rows product the configuration
+   the product launches the plan with today (kernels.decode.launch_config on the model's SMs,
+   in the row's launch order: an entry or one of its same-bits twins; shapes.csv rows only);
+   every other row is dropped, with a count.
 2. Replay. Each row's batch and plan are rebuilt as bench_kernels built them (`matrix_batch`,
    `matrix_plan`, 262,144 tokens, seed 0) on the model's device, and checked against the row's
    chunk and task count; a row that does not rebuild stops the script.
 3. Fit. fp8_stream_efficiency alone, the model's other constants held (a 16-bit calibration):
    a grid 0.200, 0.205, .. 1.000, minimising the median |log(simulated / GPU)| over the
    training rows; ties go to the largest value (the smaller change to the bytes-only model).
+   --fit-knee fits fp8_head_dim_knee (0, 2, .. 128 head_dim columns) with it on a joint grid,
+   refined around the best (ties: the smaller knee, then the larger efficiency).
 4. Judge. Training and held-out errors (simulated / GPU - 1) before (the model as loaded) and
    after (the fitted value): median, median absolute, range, overall and per shape, and per
    row. Held-out rows that repeat a training case (same shape, distribution, batch and plan,
@@ -53,7 +60,18 @@ def table_config(shape, plan) -> str:
     return CONFIG_TABLE[key].label()
 
 
-def _row(name, variant, dist, batch, plan_name, gpu_us, config, chunk, tasks, device, source):
+def product_config(shape, plan, device, launch_order) -> str:
+    """The label of the configuration the product launches `plan` with today on `device`
+    (kernels.decode.launch_config on its SMs, tasks in launch_order; None: the product's)."""
+    import torch
+    from kvtune.kernels.decode import launch_config
+
+    return launch_config(plan, shape, torch.float8_e4m3fn, device.sm_count,
+                         launch_order or None).label()
+
+
+def _row(name, variant, dist, batch, plan_name, gpu_us, config, chunk, tasks, device, source,
+         launch_order=None):
     """One replayable row; variant: bench_kernels' (shape name, dtype, kv_dtype, page size)."""
     try:
         shape, plan = rebuild_matrix_case(variant, dist, batch, plan_name, device, chunk, tasks)
@@ -61,7 +79,9 @@ def _row(name, variant, dist, batch, plan_name, gpu_us, config, chunk, tasks, de
         raise SystemExit(f"{source}: {name} {exc}") from None
     return {"name": name, "case": (variant, dist, int(batch), plan_name),
             "shape": shape, "plan": plan, "gpu_us": float(gpu_us), "config": config,
-            "default": config == table_config(shape, plan), "source": source}
+            "default": config == table_config(shape, plan),
+            "product": config == product_config(shape, plan, device, launch_order),
+            "launch_order": launch_order or None, "source": source}
 
 
 def sweep_rows(path: str, device) -> list[dict]:
@@ -95,23 +115,26 @@ def shape_rows(path: str, device, kernel: str = "triton") -> list[dict]:
                        (r["shape"], r["dtype"], r["kv_dtype"], int(r["page_size"])),
                        r["dist"], r["batch"], r["plan"], r[f"{col}_us"],
                        r["triton_config"] if col == "triton" else kernel, r["chunk_tokens"],
-                       r["num_tasks"], device, path)
+                       r["num_tasks"], device, path, r.get("triton_launch_order"))
             if col != "triton":
-                row["default"] = True
+                row["default"] = row["product"] = True
             out.append(row)
     return out
 
 
-def keep_default(rows: list[dict], label: str) -> list[dict]:
-    kept = [r for r in rows if r["default"]]
-    print(f"{label}: {len(kept)} rows run the table's entry; {len(rows) - len(kept)} other "
+def keep_default(rows: list[dict], label: str, which: str = "table") -> list[dict]:
+    """The rows that ran the table's entry (which "table") or the product's launch ("product")."""
+    kept = [r for r in rows if r["default" if which == "table" else "product"]]
+    what = "the table's entry" if which == "table" else "the product's configuration"
+    print(f"{label}: {len(kept)} rows run {what}; {len(rows) - len(kept)} other "
           "configurations dropped")
     return kept
 
 
 def errors(rows: list[dict], device, constants: SimConstants) -> np.ndarray:
-    """simulated / GPU - 1 per row."""
-    return np.array([simulate(r["plan"], r["shape"], device, constants).time_us / r["gpu_us"] - 1
+    """simulated / GPU - 1 per row (each in the launch order it ran in; None: the product's)."""
+    return np.array([simulate(r["plan"], r["shape"], device, constants,
+                              r.get("launch_order")).time_us / r["gpu_us"] - 1
                      for r in rows])
 
 
@@ -142,6 +165,27 @@ def fit_with_cta_factor(rows: list[dict], device, start: SimConstants) -> tuple[
     facs = np.round(np.arange(max(0.2, fac0 - 0.05), min(1.0, fac0 + 0.05) + 1e-9, 0.01), 3)
     best = min(score(e, f) for e in effs for f in facs)
     return float(-best[1]), float(-best[2])
+
+
+KNEE_GRID = np.arange(0.0, 128.0001, 2.0)
+
+
+def fit_with_knee(rows: list[dict], device, start: SimConstants) -> tuple[float, float]:
+    """(fp8_stream_efficiency, fp8_head_dim_knee) minimising loss over `rows`: efficiency on a
+    0.05 grid from 0.20 to 1.00 and the knee on KNEE_GRID, then the efficiency on GRID's 0.005
+    step within 0.05 of the best and the knee within 4 of it on a step of 0.5; ties go to the
+    smaller knee, then the larger efficiency."""
+    def score(eff, knee):
+        c = replace(start, fp8_stream_efficiency=float(eff), fp8_head_dim_knee=float(knee))
+        return (loss(errors(rows, device, c)), knee, -eff)
+
+    coarse = np.round(np.arange(0.20, 1.0001, 0.05), 3)
+    best = min(score(e, k) for e in coarse for k in KNEE_GRID)
+    knee0, eff0 = best[1], -best[2]
+    effs = [e for e in GRID if abs(e - eff0) <= 0.05 + 1e-9]
+    knees = np.arange(max(0.0, knee0 - 4), knee0 + 4.0001, 0.5)
+    best = min(score(e, k) for e in effs for k in knees)
+    return float(-best[2]), float(best[1])
 
 
 def summary(err: np.ndarray) -> dict:
@@ -205,38 +249,57 @@ def main(argv=None) -> int:
     ap.add_argument("--fit-cta-factor", action="store_true",
                     help="also fit fp8_cta_rate_factor (the per-CTA cap's share for fp8), with "
                          "fp8_stream_efficiency on a joint grid")
+    ap.add_argument("--fit-knee", action="store_true",
+                    help="also fit fp8_head_dim_knee (a per-key cost in head_dim columns), with "
+                         "fp8_stream_efficiency on a joint grid")
+    ap.add_argument("--rows", choices=("table", "product"), default="table",
+                    help="keep rows that ran the table's entry (default) or the configuration "
+                         "the product launches today (entries and their same-bits twins)")
     ap.add_argument("--json", help="write the fitted value and every summary here")
     args = ap.parse_args(argv)
     if not args.train_sweep and not args.train_shapes:
         ap.error("give --train-sweep or --train-shapes")
     if args.kernel != "triton" and args.train_sweep:
         ap.error("--train-sweep holds Triton configurations only; give --train-shapes")
+    if args.fit_knee and args.fit_cta_factor:
+        ap.error("--fit-knee and --fit-cta-factor: give one")
+    if args.rows == "product" and args.train_sweep:
+        ap.error("--rows product: give --train-shapes (a sweep's rows are not the product's)")
 
     model = sim_model(args.device_model, args.kernel)
     device, loaded = model.device, model.constants
     print(f"model: {model.label}; fp8_stream_efficiency as loaded {loaded.fp8_stream_efficiency}")
     train = [r for p in args.train_sweep for r in sweep_rows(p, device)]
     train += [r for p in args.train_shapes for r in shape_rows(p, device, args.kernel)]
-    train = keep_default(train, "training")
+    train = keep_default(train, "training", args.rows)
     held = keep_default([r for p in args.held_out for r in shape_rows(p, device, args.kernel)],
-                        "held out")
+                        "held out", args.rows)
     if not train:
         raise SystemExit("training: no fp8 row with the table's configuration")
 
     # "before" = the bytes-only model
-    base = replace(loaded, fp8_stream_efficiency=1.0, fp8_cta_rate_factor=1.0)
+    base = replace(loaded, fp8_stream_efficiency=1.0, fp8_cta_rate_factor=1.0,
+                   fp8_head_dim_knee=0.0)
+    knee = 0.0
     if args.fit_cta_factor:
         value, factor = fit_with_cta_factor(train, device, base)
+    elif args.fit_knee:
+        (value, knee), factor = fit_with_knee(train, device, base), 1.0
     else:
         value, factor = fit(train, device, base), 1.0
-    fitted = replace(base, fp8_stream_efficiency=value, fp8_cta_rate_factor=factor)
+    fitted = replace(base, fp8_stream_efficiency=value, fp8_cta_rate_factor=factor,
+                     fp8_head_dim_knee=knee)
     print(f"fitted fp8_stream_efficiency = {value:.3f} (grid {GRID[0]:.3f}..{GRID[-1]:.3f}, "
           f"step 0.005; {len(train)} training rows)"
-          + (f", fp8_cta_rate_factor = {factor:.2f}" if args.fit_cta_factor else ""))
+          + (f", fp8_cta_rate_factor = {factor:.2f}" if args.fit_cta_factor else "")
+          + (f", fp8_head_dim_knee = {knee:.1f}" if args.fit_knee else ""))
     result = {"fp8_stream_efficiency": value, "kernel": args.kernel, "device_model": model.label,
               "train_files": args.train_sweep + args.train_shapes, "held_out_files": args.held_out}
     if args.fit_cta_factor:
         result["fp8_cta_rate_factor"] = factor
+    if args.fit_knee:
+        result["fp8_head_dim_knee"] = knee
+    result["rows"] = args.rows
     result["train"] = report("training", train, errors(train, device, base),
                              errors(train, device, fitted))
     train_cases = {r["case"] for r in train}

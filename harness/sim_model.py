@@ -160,6 +160,13 @@ class SimConstants:
         each CTA at about its 16-bit element rate, so one of its CTAs streams about half the
         bytes per second (llama3-70b-tp8, one KV head: bf16 60 us, fp8 59 us on an H100).
         Fitted with fp8_stream_efficiency by benchmarks/fit_fp8_sim.py --fit-cta-factor.
+    fp8_head_dim_knee: a per-key cost of the fp8 kernel in head_dim columns, >= 0: the fp8
+        stream share is fp8_stream_efficiency / (1 + knee / head_dim). Default 0.0 (one share
+        for every head_dim). Why: each key costs the kernel some work whatever its width (its
+        page id, its share of the softmax, the tile's dequantisation setup), so a narrow row
+        streams fewer bytes per second. On the H200 in the thirty-first session, full plans read
+        0.66 of copy at head_dim 64, 0.83-0.87 at 128 and 0.93 at 256 (docs/PERFORMANCE.md).
+        Fitted with fp8_stream_efficiency by benchmarks/fit_fp8_sim.py --fit-knee.
     """
 
     hbm_efficiency: float = 0.87
@@ -184,6 +191,7 @@ class SimConstants:
     fp8_stream_efficiency: float = 1.0
     fp8_cta_rate_factor: float = 1.0
     config_residency: bool = False
+    fp8_head_dim_knee: float = 0.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.hbm_efficiency, (int, float)) and 0 < self.hbm_efficiency <= 1.25):
@@ -207,6 +215,11 @@ class SimConstants:
                 and 0 < self.fp8_cta_rate_factor <= 1):
             raise ValueError(f"fp8_cta_rate_factor: {self.fp8_cta_rate_factor!r} out of "
                              "range; allowed: (0, 1]")
+        if not (isinstance(self.fp8_head_dim_knee, (int, float))
+                and not isinstance(self.fp8_head_dim_knee, bool)
+                and 0 <= self.fp8_head_dim_knee <= 1024):
+            raise ValueError(f"fp8_head_dim_knee: {self.fp8_head_dim_knee!r} out of range; "
+                             "allowed: 0..1024 (head_dim columns)")
         if not (isinstance(self.residency_exponent, (int, float)) and 0 <= self.residency_exponent <= 2):
             raise ValueError(
                 f"residency_exponent: {self.residency_exponent!r} out of range; allowed: 0..2"
@@ -369,9 +382,11 @@ def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSp
 def stream_bandwidth_bytes_per_us(shape: AttentionShape, bw_bytes_per_us: float,
                                   constants: SimConstants = DEFAULT_CONSTANTS) -> float:
     """The bandwidth the first launch's streaming tasks share, bytes/us: `bw_bytes_per_us`
-    (the device's at hbm_efficiency), times fp8_stream_efficiency for an fp8 KV cache."""
+    (the device's at hbm_efficiency), times fp8_stream_efficiency / (1 + fp8_head_dim_knee /
+    head_dim) for an fp8 KV cache."""
     if shape.kv_is_fp8:
-        return bw_bytes_per_us * constants.fp8_stream_efficiency
+        knee = 1.0 + constants.fp8_head_dim_knee / shape.head_dim
+        return bw_bytes_per_us * constants.fp8_stream_efficiency / knee
     return bw_bytes_per_us  # 16-bit KV: untouched, so its predictions stay bit for bit
 
 

@@ -1,6 +1,7 @@
-"""The simulator's fp8 term (SimConstants.fp8_stream_efficiency): it slows only fp8 KV shapes'
-first launch, leaves every 16-bit prediction bit for bit, loads as 1.0 from calibrations written
-before it, refuses values outside (0, 1], and benchmarks/fit_fp8_sim.py recovers it from rows."""
+"""The simulator's fp8 terms (SimConstants.fp8_stream_efficiency and fp8_head_dim_knee): they
+slow only fp8 KV shapes' first launch, leave every 16-bit prediction bit for bit, load as the
+bytes-only model from calibrations written before them, refuse values out of range, and
+benchmarks/fit_fp8_sim.py recovers them from rows."""
 
 from __future__ import annotations
 
@@ -37,6 +38,16 @@ PLANS = [
 ]
 
 
+def _bytes_only(constants: SimConstants) -> SimConstants:
+    """The constants without either fp8 term (fp8 streams like 16-bit KV at 1 byte/element)."""
+    return replace(constants, fp8_stream_efficiency=1.0, fp8_head_dim_knee=0.0)
+
+
+def _share(constants: SimConstants, head_dim: int) -> float:
+    """The fp8 stream share the terms give a head_dim."""
+    return constants.fp8_stream_efficiency / (1 + constants.fp8_head_dim_knee / head_dim)
+
+
 def _plan(i, shape, device=SHIPPED.device):
     name, params, kv = PLANS[i]
     return policies.get(name, **params).plan(np.asarray(kv, dtype=np.int64), shape, device)
@@ -55,9 +66,9 @@ def test_16bit_predictions_do_not_read_the_fp8_term(i, shape):
     for base in (SHIPPED.constants, DEFAULT_CONSTANTS):
         plan = _plan(i, shape)
         ref = simulate(plan, shape, SHIPPED.device, replace(base, fp8_stream_efficiency=1.0))
-        for value in (0.2, 0.5, 0.89):
+        for value, knee in ((0.2, 0.0), (0.5, 14.0), (0.89, 64.0)):
             other = simulate(plan, shape, SHIPPED.device,
-                             replace(base, fp8_stream_efficiency=value))
+                             replace(base, fp8_stream_efficiency=value, fp8_head_dim_knee=knee))
             assert _same_result(ref, other), (PLANS[i][0], value)
 
 
@@ -66,20 +77,21 @@ def test_fp8_at_one_is_the_model_without_the_field(i):
     # The default keeps fp8 predictions as they were: constants without the field (an older
     # calibration) predict exactly what 1.0 predicts.
     plan = _plan(i, FP8)
-    bytes_only = replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    bytes_only = _bytes_only(SHIPPED.constants)
     without = SimConstants.from_dict({k: v for k, v in SHIPPED.constants.to_dict().items()
-                                      if k != "fp8_stream_efficiency"})
+                                      if k not in ("fp8_stream_efficiency", "fp8_head_dim_knee")})
     assert DEFAULT_CONSTANTS.fp8_stream_efficiency == 1.0
+    assert DEFAULT_CONSTANTS.fp8_head_dim_knee == 0.0
     assert _same_result(simulate(plan, FP8, SHIPPED.device, bytes_only),
                         simulate(plan, FP8, SHIPPED.device, without))
 
 
 def test_shipped_calibration_slows_fp8_in_the_fitted_direction():
-    # The fit on call 1's fp8 rows found the bytes-only model too fast: a share below 1, and
-    # full-GPU fp8 plans predicted slower with it. Bytes and the merge launch are untouched.
-    value = SHIPPED.constants.fp8_stream_efficiency
-    assert 0.5 < value < 1.0
-    bytes_only = replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    # The fits on fp8 rows found the bytes-only model too fast: a share below 1 at head_dim 128
+    # (since the thirty-first session through the knee), and full-GPU fp8 plans predicted slower
+    # with it. Bytes and the merge launch are untouched.
+    assert 0.5 < _share(SHIPPED.constants, 128) < 1.0
+    bytes_only = _bytes_only(SHIPPED.constants)
     for i in range(len(PLANS)):
         plan = _plan(i, FP8)
         slow = simulate(plan, FP8, SHIPPED.device, SHIPPED.constants)
@@ -103,7 +115,7 @@ def test_one_program_per_sm_fp8_plans_barely_move():
     plan = policies.get("fixed-split", chunk_tokens=2048).plan(np.full(64, 4096), ONE_HEAD_FP8,
                                                                SHIPPED.device)
     assert plan.num_tasks == 128
-    bytes_only = replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    bytes_only = _bytes_only(SHIPPED.constants)
     lone = (simulate(plan, ONE_HEAD_FP8, SHIPPED.device, SHIPPED.constants).time_us
             / simulate(plan, ONE_HEAD_FP8, SHIPPED.device, bytes_only).time_us)
     full = (simulate(_plan(0, FP8), FP8, SHIPPED.device, SHIPPED.constants).time_us
@@ -118,10 +130,11 @@ def test_old_calibrations_without_the_field_load_as_bytes_only(tmp_path):
     data = json.loads((ROOT / "harness/calibrations/h200-triton.json").read_text())
     assert "fp8_stream_efficiency" in data["constants"]
     del data["constants"]["fp8_stream_efficiency"]
+    del data["constants"]["fp8_head_dim_knee"]
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     model = load_calibration(old)
-    assert model.constants == replace(SHIPPED.constants, fp8_stream_efficiency=1.0)
+    assert model.constants == _bytes_only(SHIPPED.constants)
     plan = _plan(0, FP8)
     assert simulate(plan, FP8, model.device, model.constants).time_us < \
         simulate(plan, FP8, SHIPPED.device, SHIPPED.constants).time_us
@@ -130,8 +143,10 @@ def test_old_calibrations_without_the_field_load_as_bytes_only(tmp_path):
     fitted = set()
     for other in sorted((ROOT / "harness/calibrations").glob("*.json")):
         source = json.loads(other.read_text())["source"]
-        value = load_calibration(other).constants.fp8_stream_efficiency
-        factor = load_calibration(other).constants.fp8_cta_rate_factor
+        constants = load_calibration(other).constants
+        value, factor = _share(constants, 128), constants.fp8_cta_rate_factor
+        # A knee only with the knee fit's provenance.
+        assert (constants.fp8_head_dim_knee > 0) == ("fp8_knee_fit" in source), other.name
         if "fp8_fit" in source:
             fitted.add(other.name)
             assert value < 1.0 and {"train_rows", "held_out_rows", "held_out"} <= \
@@ -183,16 +198,17 @@ def _fit_script():
     return fit_fp8_sim
 
 
-def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp", factor=1.0):
+def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp", factor=1.0, knee=0.0,
+                variant=("llama3-8b", "bf16", "fp8_e4m3", 16)):
     """A shapes.csv whose Triton times are the shipped model's at fp8_stream_efficiency=value
-    (and fp8_cta_rate_factor=factor)."""
+    (fp8_cta_rate_factor=factor, fp8_head_dim_knee=knee), for one matrix variant; config None:
+    the configuration the product launches each plan with."""
     constants = replace(SHIPPED.constants, fp8_stream_efficiency=value,
-                        fp8_cta_rate_factor=factor)
+                        fp8_cta_rate_factor=factor, fp8_head_dim_knee=knee)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, CSV_COLUMNS)
         w.writeheader()
         for dist, batch, plan_name in cases:
-            variant = ("llama3-8b", "bf16", "fp8_e4m3", 16)
             # The matrix's own builders: bench_kernels, which the fit script imports.
             bench = sys.modules["bench_kernels"]
             shape = bench.variant_shape(variant)
@@ -203,7 +219,8 @@ def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp", factor=1
                         "kv_dtype": variant[2], "page_size": variant[3], "dist": dist,
                         "batch": batch, "plan": plan_name, "chunk_tokens": chunk,
                         "num_tasks": plan.num_tasks, "triton_us": us, "triton_status": "ok",
-                        "triton_config": config})
+                        "triton_config": config or script.product_config(
+                            shape, plan, SHIPPED.device, None)})
 
 
 def test_fit_script_recovers_a_known_share(tmp_path, capsys):
@@ -241,6 +258,55 @@ def test_fit_script_recovers_a_known_share_and_cta_factor(tmp_path):
     assert result["fp8_stream_efficiency"] == pytest.approx(0.7)
     assert result["fp8_cta_rate_factor"] == pytest.approx(0.5)
     assert result["held_out"]["all"]["after"]["median_abs_error"] < 1e-9
+
+
+def test_fit_script_recovers_a_known_share_and_knee_on_the_products_launches(tmp_path, capsys):
+    script = _fit_script()
+    cases = [("uniform", 64, "fixed-2048"), ("uniform", 8, "balanced-2x")]
+    train, held, other = (tmp_path / n for n in ("train.csv", "held.csv", "other.csv"))
+    for name, variant in (("hd64", ("hd64", "bf16", "fp8_e4m3", 16)),
+                          ("hd256", ("hd256", "bf16", "fp8_e4m3", 16))):
+        _write_rows(tmp_path / f"{name}.csv", script, cases, 0.9, config=None, knee=14.0,
+                    variant=variant)
+    _write_rows(held, script, [("skew80", 64, "fixed-2048")], 0.9, config=None, knee=14.0)
+    # A row of a configuration the product does not launch for its plan is dropped.
+    _write_rows(other, script, [("uniform", 8, "fixed-2048")], 0.3, config="bn64-w4-s4-pa-vp")
+    out = tmp_path / "fit.json"
+    assert script.main(["--rows", "product", "--fit-knee", "--train-shapes",
+                        str(tmp_path / "hd64.csv"), "--train-shapes", str(tmp_path / "hd256.csv"),
+                        "--train-shapes", str(other), "--held-out", str(held),
+                        "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["fp8_stream_efficiency"] == pytest.approx(0.9)
+    assert result["fp8_head_dim_knee"] == pytest.approx(14.0)
+    assert result["held_out"]["all"]["after"]["median_abs_error"] < 1e-9
+    assert "1 other configurations dropped" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        script.main(["--fit-knee", "--fit-cta-factor", "--train-shapes", str(train),
+                     "--held-out", str(held)])
+
+
+def test_the_knee_slows_narrow_head_dims_more():
+    # A per-key cost in head_dim columns: the share falls with the knee, more at head_dim 64
+    # than at 256, and 0 is the single share.
+    base = replace(SHIPPED.constants, fp8_stream_efficiency=1.0, fp8_head_dim_knee=0.0)
+    kv = np.full(64, 4096)
+    ratios = {}
+    for head_dim in (64, 256):
+        shape = AttentionShape(num_qo_heads=16, num_kv_heads=8, head_dim=head_dim,
+                               kv_dtype="fp8_e4m3")
+        plan = policies.get("fixed-split", chunk_tokens=2048).plan(kv, shape, SHIPPED.device)
+        t0 = simulate(plan, shape, SHIPPED.device, base).stage1_us
+        t1 = simulate(plan, shape, SHIPPED.device,
+                      replace(base, fp8_head_dim_knee=32.0)).stage1_us
+        ratios[head_dim] = t1 / t0
+    assert ratios[64] > ratios[256] > 1.0
+
+
+@pytest.mark.parametrize("bad", [-1, -0.5, 1025, math.nan, math.inf, True, "14", None])
+def test_out_of_range_knees_are_refused_naming_the_field(bad):
+    with pytest.raises(ValueError, match=r"fp8_head_dim_knee: .* allowed: 0\.\.1024"):
+        SimConstants(fp8_head_dim_knee=bad)
 
 
 def test_a_gpu_row_replays_with_its_kv_cache_type():

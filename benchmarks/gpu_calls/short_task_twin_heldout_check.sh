@@ -3,10 +3,10 @@
 # run: its device time was spent): SHORT_TASK_TWIN narrowed after that session's call 8 (several
 # KV heads only; tasks of one length up to 4,096 keys or of any lengths up to 2,048) on the
 # held-out fp8 variants call 8 ran it on: qwen2.5-7b page 1 (G = 7), yi-6b page 16 (G = 8),
-# llama3-70b-tp8 page 16 (one KV head: back to the entry's rules), and MHA 32/32 page 16 (G = 1,
-# never timed with the rule). llama3-8b's launches are those of call 8. bench_kernels --sections shapes against FlashInfer 0.5.3's fp8 decode on the same
-# plans (paced CUDA events, cold L2, checked against float64 first). The first process compiles
-# FlashInfer.
+# llama3-70b-tp8 page 16 (one KV head: back to the entry's rules); and MHA 32/32 page 16 (G = 1,
+# never timed with the rule). llama3-8b's launches are those of call 8. bench_kernels --sections
+# shapes against FlashInfer 0.5.3's fp8 decode on the same plans (paced CUDA events, cold L2,
+# checked against float64 first). The first process compiles FlashInfer.
 #   bash benchmarks/gpu_calls/short_task_twin_heldout_check.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1

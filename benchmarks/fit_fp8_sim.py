@@ -149,25 +149,35 @@ def fit(rows: list[dict], device, start: SimConstants) -> float:
     return float(-min(scores)[1])
 
 
+COARSE_SHARE = np.round(np.arange(0.20, 1.0001, 0.05), 3)
+KNEE_GRID = np.arange(0.0, 128.0001, 2.0)
+
+
+def _fit_share_with(rows: list[dict], device, start: SimConstants, field: str, coarse, refine,
+                    tie) -> tuple[float, float]:
+    """(fp8_stream_efficiency, `field`) minimising loss over `rows`: the efficiency on
+    COARSE_SHARE and the field on `coarse`, then the efficiency on GRID's 0.005 step within 0.05
+    of the best and the field on refine(its best); tie(eff, value) orders equal losses."""
+    def score(eff, value):
+        c = replace(start, fp8_stream_efficiency=float(eff), **{field: float(value)})
+        return (loss(errors(rows, device, c)), *tie(eff, value))
+
+    best = min((score(e, v), e, v) for e in COARSE_SHARE for v in coarse)
+    eff0, value0 = best[1], best[2]
+    effs = [e for e in GRID if abs(e - eff0) <= 0.05 + 1e-9]
+    best = min((score(e, v), e, v) for e in effs for v in refine(value0))
+    return float(best[1]), float(best[2])
+
+
 def fit_with_cta_factor(rows: list[dict], device, start: SimConstants) -> tuple[float, float]:
     """(fp8_stream_efficiency, fp8_cta_rate_factor) minimising loss over `rows`: both on a
     0.05 grid from 0.20 to 1.00, then each refined around the best (efficiency on GRID's 0.005
     step, the factor on 0.01, within 0.05 of it); ties go to the larger values (the smaller
     change to the bytes-only model)."""
-    def score(eff, fac):
-        c = replace(start, fp8_stream_efficiency=float(eff), fp8_cta_rate_factor=float(fac))
-        return (loss(errors(rows, device, c)), -eff, -fac)
-
-    coarse = np.round(np.arange(0.20, 1.0001, 0.05), 3)
-    best = min(score(e, f) for e in coarse for f in coarse)
-    eff0, fac0 = -best[1], -best[2]
-    effs = [e for e in GRID if abs(e - eff0) <= 0.05 + 1e-9]
-    facs = np.round(np.arange(max(0.2, fac0 - 0.05), min(1.0, fac0 + 0.05) + 1e-9, 0.01), 3)
-    best = min(score(e, f) for e in effs for f in facs)
-    return float(-best[1]), float(-best[2])
-
-
-KNEE_GRID = np.arange(0.0, 128.0001, 2.0)
+    return _fit_share_with(
+        rows, device, start, "fp8_cta_rate_factor", COARSE_SHARE,
+        lambda f0: np.round(np.arange(max(0.2, f0 - 0.05), min(1.0, f0 + 0.05) + 1e-9, 0.01), 3),
+        lambda eff, fac: (-eff, -fac))
 
 
 def fit_with_knee(rows: list[dict], device, start: SimConstants) -> tuple[float, float]:
@@ -175,17 +185,10 @@ def fit_with_knee(rows: list[dict], device, start: SimConstants) -> tuple[float,
     0.05 grid from 0.20 to 1.00 and the knee on KNEE_GRID, then the efficiency on GRID's 0.005
     step within 0.05 of the best and the knee within 4 of it on a step of 0.5; ties go to the
     smaller knee, then the larger efficiency."""
-    def score(eff, knee):
-        c = replace(start, fp8_stream_efficiency=float(eff), fp8_head_dim_knee=float(knee))
-        return (loss(errors(rows, device, c)), knee, -eff)
-
-    coarse = np.round(np.arange(0.20, 1.0001, 0.05), 3)
-    best = min(score(e, k) for e in coarse for k in KNEE_GRID)
-    knee0, eff0 = best[1], -best[2]
-    effs = [e for e in GRID if abs(e - eff0) <= 0.05 + 1e-9]
-    knees = np.arange(max(0.0, knee0 - 4), knee0 + 4.0001, 0.5)
-    best = min(score(e, k) for e in effs for k in knees)
-    return float(-best[2]), float(best[1])
+    return _fit_share_with(
+        rows, device, start, "fp8_head_dim_knee", KNEE_GRID,
+        lambda k0: np.arange(max(0.0, k0 - 4), k0 + 4.0001, 0.5),
+        lambda eff, knee: (knee, -eff))
 
 
 def summary(err: np.ndarray) -> dict:

@@ -9,32 +9,13 @@
 # pages 1, 4, 16 and 64 with bn64-w4-s4-pa-vp (the thirty-first session: 263.5 us at page 1,
 # 291 at 16, 271.5 at 64: why page 16 reads less is not known).
 #   bash benchmarks/gpu_calls/page_size_probe.sh
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-date -u; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-sweep() {  # shape kv-dtype page configs case...
-  local shape=$1 kv=$2 page=$3 cfgs=$4; shift 4
-  for case in "$@"; do
-    IFS=: read dist batch chunk <<< "$case"
-    timeout 70 python3 benchmarks/profile_decode.py --shape $shape --kv-dtype $kv \
-      --page $page --dist $dist --batch $batch --chunk $chunk --configs $cfgs --flashinfer \
-      --settle-s 0 2>&1 | grep '^{\|rror' | sed "s/^{/{\"shape\": \"$shape\", \"page\": $page, /" \
-      >> $OUT/configs.jsonl
-    date -u
-  done
-}
+source benchmarks/gpu_calls/common.sh
+kvtune_install
 c=bn128-w4-s3,bn128-w4-s2,bn64-w4-s4-pa,bn64-w4-s3-pa
 for page in 2 4 8; do
-  sweep llama3-8b bf16 $page $c uniform:64:2048 uniform:64:balanced skew80:64:balanced
+  config_sweep llama3-8b bf16 $page $c uniform:64:2048 uniform:64:balanced skew80:64:balanced
 done
 for page in 1 4 16 64; do
-  sweep hd256 fp8_e4m3 $page bn64-w4-s4-pa-vp uniform:64:balanced
+  config_sweep hd256 fp8_e4m3 $page bn64-w4-s4-pa-vp uniform:64:balanced
 done
-python3 - <<'PY'
-import json, os
-rows = [json.loads(l) for l in open(os.environ["OUT"] + "/configs.jsonl") if l.startswith("{")]
-for r in rows:
-    print(r["shape"], r["page"], r["dist"], r["batch"], r["chunk"], r.get("num_tasks"),
-          r["backend"], r.get("config") or r.get("when"), r.get("status"),
-          round(r.get("matrix_us") or 0, 1), r.get("fraction_of_copy"))
-PY
+print_sweep

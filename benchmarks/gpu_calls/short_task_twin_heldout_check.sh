@@ -8,19 +8,9 @@
 # shapes against FlashInfer 0.5.3's fp8 decode on the same plans (paced CUDA events, cold L2,
 # checked against float64 first). The first process compiles FlashInfer.
 #   bash benchmarks/gpu_calls/short_task_twin_heldout_check.sh
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/site . 2>/dev/null
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-date -u; nvidia-smi --query-gpu=name --format=csv,noheader
-mkdir -p /tmp/m9
-run() {  # name, limit, then bench_kernels arguments
-  local name=$1 limit=$2; shift 2
-  timeout $((limit + 8)) python3 benchmarks/bench_kernels.py --sections shapes "$@" --settle-s 0 \
-    --time-limit-s $limit --out /tmp/m9/$name 2>&1 | grep 'cases ok\|rror' | head -3
-  rm -f /tmp/m9/$name/bench_log.txt
-  tar -C /tmp/m9 -czf $OUT/matrix.tgz .
-  date -u
-}
-run full-v24 45 --full --variants 24   # qwen2.5-7b fp8 p1
-run full-v34 25 --full --variants 34   # yi-6b fp8 p16
-run full-v16 25 --full --variants 16   # llama3-70b-tp8 fp8 p16
-run full-v43 40 --full --variants 43   # mha-32 fp8 p16
+source benchmarks/gpu_calls/common.sh
+kvtune_install
+matrix_run full-v24 45 --full --variants 24   # qwen2.5-7b fp8 p1
+matrix_run full-v34 25 --full --variants 34   # yi-6b fp8 p16
+matrix_run full-v16 25 --full --variants 16   # llama3-70b-tp8 fp8 p16
+matrix_run full-v43 40 --full --variants 43   # mha-32 fp8 p16

@@ -7,7 +7,7 @@
 # never timed with the rule). llama3-8b's launches are those of call 8. bench_kernels --sections
 # shapes against FlashInfer 0.5.3's fp8 decode on the same plans (paced CUDA events, cold L2,
 # checked against float64 first). The first process compiles FlashInfer.
-#   bash benchmarks/gpu_calls/short_task_twin_heldout_check.sh
+#   bash benchmarks/gpu_calls/s32_call1.sh (ran as the thirty-second session call 1)
 source benchmarks/gpu_calls/common.sh
 kvtune_install
 matrix_run full-v24 45 --full --variants 24   # qwen2.5-7b fp8 p1

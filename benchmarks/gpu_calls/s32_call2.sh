@@ -8,7 +8,7 @@
 # first; launches in the product's order). Then fp8 head_dim 256 uniform B=64 balanced-2x at
 # pages 1, 4, 16 and 64 with bn64-w4-s4-pa-vp (the thirty-first session: 263.5 us at page 1,
 # 291 at 16, 271.5 at 64: why page 16 reads less is not known).
-#   bash benchmarks/gpu_calls/page_size_probe.sh
+#   bash benchmarks/gpu_calls/s32_call2.sh (ran as the thirty-second session call 2)
 source benchmarks/gpu_calls/common.sh
 kvtune_install
 c=bn128-w4-s3,bn128-w4-s2,bn64-w4-s4-pa,bn64-w4-s3-pa

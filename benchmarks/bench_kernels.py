@@ -788,18 +788,32 @@ def _measure(backend, batch, plan):
         return Measurement(status="error", message=f"{type(exc).__name__}: {first}"[:300])
 
 
-def _read_fields(batch, plan, read_timer, runner, row) -> dict:
-    """The plan's read ceiling over the batch's pages (the cache the backends build: same kv_lens,
-    shape and seed, so the same page table): read_us, read_config, read_not_ok,
-    read_frac_of_copy (K and V bytes only) and triton_of_read (read_us / triton_us)."""
+def _parse_read_configs(labels: str | None):
+    """--read-configs as (BLOCK_N, warps, stages) tuples; None without it."""
+    if labels is None:
+        return None
     if str(Path(__file__).resolve().parent) not in sys.path:  # loaded from elsewhere (tests)
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from paged_read import read_ceiling
+    from paged_read import parse_read_configs
+
+    return parse_read_configs(labels)
+
+
+def _read_fields(batch, plan, read_timer, runner, row, read_configs=None) -> dict:
+    """The plan's read ceiling over the batch's pages (the cache the backends build: same kv_lens,
+    shape and seed, so the same page table), its tasks handed out in the Triton row's launch
+    order: read_us, read_config, read_not_ok, read_frac_of_copy (K and V bytes only) and
+    triton_of_read (read_us / triton_us). read_configs: (BLOCK_N, warps, stages) tuples, None
+    for paged_read.READ_CONFIGS."""
+    if str(Path(__file__).resolve().parent) not in sys.path:  # loaded from elsewhere (tests)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from paged_read import READ_CONFIGS, read_ceiling
 
     cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape,
                                       device=runner.triton.torch_device, seed=batch.seed)
     try:
-        read = read_ceiling(cache, plan, read_timer)
+        read = read_ceiling(cache, plan, read_timer, read_configs or READ_CONFIGS,
+                            row["triton_launch_order"])
     except Exception as exc:  # noqa: BLE001 - recorded as the case's result
         first = (str(exc).strip().splitlines() or [""])[0]
         return {"read_us": float("nan"), "read_message": f"{type(exc).__name__}: {first}"[:300]}
@@ -836,11 +850,12 @@ def _frac(meas, ceiling) -> float:
 
 
 def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_tokens,
-                   log, read_timer=None) -> list[dict]:
+                   log, read_timer=None, read_configs=None) -> list[dict]:
     """Per variant x distribution x batch x plan: verify then time Triton and FlashInfer on the
     same plan (both check their output against the float64 reference before any timing).
     read_timer (--read-ceiling): also the plan's paged-read ceiling (benchmarks/paged_read.py,
-    the best of READ_CONFIGS, each checked first), timed by read_timer(fn) -> {"median_us"}."""
+    the best of read_configs or READ_CONFIGS, each checked first, its tasks in the Triton
+    launch's order), timed by read_timer(fn) -> {"median_us"}."""
     rows = []
     for v in variants:
         shape = variant_shape(v)
@@ -883,7 +898,8 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                                     "flashinfer_message": runner.flashinfer_reason})
                     row["speed_vs_flashinfer"] = row["flashinfer_us"] / row["triton_us"]
                     if read_timer is not None:
-                        row.update(_read_fields(batch, plan, read_timer, runner, row))
+                        row.update(_read_fields(batch, plan, read_timer, runner, row,
+                                                read_configs))
                     rows.append(row)
                     log(f"shapes {row['variant']:28s} {dist:8s} B={batch_size:4d} "
                         f"{plan_name:11s} tasks {plan.num_tasks:6d} ({row['programs_per_sm']:5.2f}"
@@ -1132,6 +1148,10 @@ def main(argv=None) -> int:
                     help="shapes: also each plan's paged-read ceiling (benchmarks/paged_read.py: "
                          "its K/V bytes read through the page table with no attention, best of "
                          "three configurations, checked first) and the Triton kernel's share of it")
+    ap.add_argument("--read-configs", default=None,
+                    help="with --read-ceiling: the read's configurations, comma-separated "
+                         "bnN-wW-sS labels (default paged_read.READ_CONFIGS: bn32-w4-s3, "
+                         "bn64-w4-s2, bn64-w4-s3)")
     ap.add_argument("--time-limit-s", type=float, default=math.inf,
                     help="after this many seconds from the start, the shape-configs and shapes "
                          "sections start no new case (the skipped count is logged and stored); "
@@ -1156,6 +1176,7 @@ def main(argv=None) -> int:
                                   else DRY_RUN_VARIANTS, args.full)
         filter_sweep((), args.config_kv)  # a bad --config-kv fails before anything runs
         parse_sweep_cases(args.sweep_cases)
+        read_configs = _parse_read_configs(args.read_configs)
     except ValueError as exc:
         print(f"bench_kernels: error: {exc}", file=sys.stderr)
         return 2
@@ -1223,7 +1244,8 @@ def main(argv=None) -> int:
                          matrix_runner(), sweep, total_tokens, log)),
                      ("shapes", lambda: section_shapes(matrix_runner(), variants, dists, batches,
                                                        MATRIX_PLANS, total_tokens, log,
-                                                       read_timer=read_timer))):
+                                                       read_timer=read_timer,
+                                                       read_configs=read_configs))):
         if name not in sections:
             continue
         ts = time.time()

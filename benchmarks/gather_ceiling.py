@@ -50,8 +50,9 @@ from bench_kernels import (checked_decode, matrix_case, probe_start,  # noqa: E4
 
 from kvtune.kernels import triton_mode  # noqa: E402,F401 - before triton
 from kvtune.kernels.paged import PagedKVCache  # noqa: E402
-from paged_read import (READ_CONFIGS, STREAM_CONFIGS, plan_tasks, read_ceiling,  # noqa: E402
-                        reference_sums, stream_launchers, triton_launchers)
+from paged_read import (READ_CONFIGS, STREAM_CONFIGS, parse_read_configs,  # noqa: E402
+                        plan_tasks, read_ceiling, reference_sums, stream_launchers,
+                        triton_launchers)
 
 
 try:  # the TMA read needs Gluon's Hopper ops (Triton >= 3.5, NVIDIA backend)
@@ -159,13 +160,13 @@ def tma_launchers(cache, tasks, out, configs):
 
 def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceiling, spec,
              log, direct: bool = False, layouts=("shuffled", "in-order"),
-             stream_configs=()) -> list[dict]:
+             stream_configs=(), launch_order: str = "plan") -> list[dict]:
     shape, kv_lens, plan, chunk = matrix_case(variant, dist, batch, plan_name, spec)
-    tasks_np = plan_tasks(plan, shape.page_size)
+    tasks_np = plan_tasks(plan, shape.page_size, launch_order)
     tasks = torch.as_tensor(tasks_np, device="cuda")
     nbytes = int(np.sum(kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
     case = (f"{variant[0]} {variant[2]} p{variant[3]} {dist} B={batch} {plan_name} "
-            f"({tasks_np.shape[0]} tasks)")
+            f"({tasks_np.shape[0]} tasks{', longest first' if launch_order != 'plan' else ''})")
     rows = []
     for layout in layouts:
         cache = PagedKVCache.from_lengths(kv_lens, shape, device="cuda", seed=0,
@@ -262,6 +263,21 @@ CASES = (
     (("llama3-8b", "bf16", "fp8_e4m3", 16), "uniform", 64, "balanced-2x"),
     (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), "uniform", 256, "fixed-2048"),
 )
+def parse_case(text: str) -> tuple:
+    """--case SHAPE:KV_DTYPE:PAGE:DIST:BATCH:PLAN as a CASES entry (queries bf16); ValueError
+    naming the field otherwise (the shape itself is checked where the case is built)."""
+    parts = text.split(":")
+    if len(parts) != 6:
+        raise ValueError(f"--case: {text!r} not allowed; allowed: "
+                         "SHAPE:KV_DTYPE:PAGE:DIST:BATCH:PLAN")
+    shape, kv, page, dist, batch, plan = parts
+    if dist not in ("uniform", "skew80") or plan not in ("fixed-2048", "balanced-2x") \
+            or not page.isdigit() or not batch.isdigit():
+        raise ValueError(f"--case: {text!r}: DIST uniform or skew80, PLAN fixed-2048 or "
+                         "balanced-2x, PAGE and BATCH positive integers")
+    return (shape, "bf16", kv, int(page)), dist, int(batch), plan
+
+
 CONFIGS = tuple(itertools.product((32, 64, 128), (4, 8), (2, 3, 4)))
 # (pages per step, stages) of the TMA read: 2-8 pages of K and of V per barrier, 2-6 in flight.
 TMA_CONFIGS = ((2, 4), (4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (2, 8))
@@ -279,6 +295,16 @@ def main(argv=None) -> int:
     ap.add_argument("--direct", action="store_true",
                     help="also the Triton read with each task's page-table start in its task row")
     ap.add_argument("--cases", default="", metavar="I,J", help="indices into CASES")
+    ap.add_argument("--case", action="append", default=[],
+                    metavar="SHAPE:KV_DTYPE:PAGE:DIST:BATCH:PLAN",
+                    help="instead of CASES (repeatable): e.g. hd256:fp8_e4m3:16:uniform:64:"
+                         "balanced-2x (queries bf16; PLAN fixed-2048 or balanced-2x)")
+    ap.add_argument("--read-configs", default=None,
+                    help="the Triton read's configurations, comma-separated bnN-wW-sS labels "
+                         "(default: --triton's)")
+    ap.add_argument("--launch-order", default="plan", choices=("plan", "longest-first"),
+                    help="the order the read hands out its tasks (kernels.plan.launch_tasks; "
+                         "the product's for static plans is longest-first)")
     ap.add_argument("--stream", action="store_true",
                     help="also the stream read (STREAM_CONFIGS: the blocks of all tasks spread "
                          "evenly over 1-8 programs per SM)")
@@ -288,6 +314,12 @@ def main(argv=None) -> int:
                          "(uniform/skew80 x B 8/64/256 x fixed-2048/balanced-2x) with >= 2 "
                          "programs per SM, decode.py's launch beside the read ceiling")
     args = ap.parse_args(argv)
+    try:
+        given_cases = [parse_case(c) for c in args.case]
+        read_configs = parse_read_configs(args.read_configs) if args.read_configs else None
+    except ValueError as exc:
+        print(f"gather_ceiling: error: {exc}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     timer, cp, spec = probe_start(args.reps)
     ceiling = cp["bytes_per_s"]
@@ -305,14 +337,17 @@ def main(argv=None) -> int:
                     torch.cuda.empty_cache()
             write_probe_rows(os.path.join(args.out, "gather_matrix.json"), cp, rows)
         return 0
-    cases = [CASES[int(i)] for i in args.cases.split(",")] if args.cases else CASES
+    cases = (given_cases if given_cases
+             else [CASES[int(i)] for i in args.cases.split(",")] if args.cases else CASES)
     for variant, dist, batch, plan_name in cases[: args.max_cases]:
-        configs = CONFIGS if args.triton == "all" else READ_CONFIGS
+        configs = (read_configs if read_configs
+                   else CONFIGS if args.triton == "all" else READ_CONFIGS)
         tma = () if args.no_tma or not HAS_GLUON else TMA_CONFIGS
         rows += run_case(variant, dist, batch, plan_name, configs, tma, timer, ceiling, spec,
                          lambda s: print(s, flush=True), direct=args.direct,
                          layouts=args.layouts.split(","),
-                         stream_configs=STREAM_CONFIGS if args.stream else ())
+                         stream_configs=STREAM_CONFIGS if args.stream else (),
+                         launch_order=args.launch_order)
         write_probe_rows(os.path.join(args.out, "gather_ceiling.json"), cp, rows)
     return 0
 

@@ -14,6 +14,8 @@ on an H100; docs/PERFORMANCE.md, twenty-second session).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
@@ -118,15 +120,36 @@ def stream_blocks(tasks: np.ndarray, block_n: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.int32)
 
 
-def plan_tasks(plan, page_size: int) -> np.ndarray:
-    """int32 [items x heads, 8] (request, lo, hi, head, page_indptr[request], 0, 0, 0), heads
-    outer as decode.py's grid; page_indptr as PagedKVCache.from_lengths builds it."""
+def plan_tasks(plan, page_size: int, launch_order: str = "plan") -> np.ndarray:
+    """int32 [items x heads, 8] (request, lo, hi, head, page_indptr[request], 0, 0, 0) in the
+    order decode.py's stage 1 hands the tasks out (kernels.plan.launch_tasks): "plan" (heads
+    outer, the plan's item order) or "longest-first" (longest item first, its KV heads
+    together, the product's order for static plans); page_indptr as PagedKVCache.from_lengths
+    builds it."""
+    from kvtune.kernels.plan import launch_tasks
+
     pages = -(-np.asarray(plan.kv_lens, dtype=np.int64) // page_size)
     indptr = np.concatenate([[0], np.cumsum(pages)])
-    rows = [(int(plan.work_request[i]), int(plan.work_kv_start[i]), int(plan.work_kv_end[i]), h,
-             int(indptr[plan.work_request[i]]), 0, 0, 0)
-            for h in range(plan.num_kv_heads) for i in range(plan.num_items)]
+    items, heads = launch_tasks(plan, launch_order)
+    rows = [(int(plan.work_request[i]), int(plan.work_kv_start[i]), int(plan.work_kv_end[i]),
+             int(h), int(indptr[plan.work_request[i]]), 0, 0, 0) for i, h in zip(items, heads)]
     return np.asarray(rows, dtype=np.int32)
+
+
+def parse_read_configs(labels: str) -> tuple:
+    """(BLOCK_N, warps, stages) of each comma-separated label "bnN-wW-sS" (N 16..256, W 1..8,
+    S 1..6); ValueError naming the label otherwise."""
+    configs = []
+    for label in labels.split(","):
+        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)", label.strip())
+        if not m:
+            raise ValueError(f"--read-configs: {label!r} not allowed; allowed: bnN-wW-sS")
+        bn, w, st = (int(g) for g in m.groups())
+        if bn not in (16, 32, 64, 128, 256) or w not in (1, 2, 4, 8) or not 1 <= st <= 6:
+            raise ValueError(f"--read-configs: {label!r} out of range; allowed: N in 16..256 "
+                             "(a power of two), W in 1, 2, 4, 8, S in 1..6")
+        configs.append((bn, w, st))
+    return tuple(configs)
 
 
 def reference_sums(cache, tasks: np.ndarray) -> torch.Tensor:
@@ -177,11 +200,11 @@ def stream_launchers(cache, tasks_np, out, configs, sm_count: int):
         yield f"stream-bn{block_n}-w{warps}-s{stages}-x{per_sm}", go
 
 
-def read_ceiling(cache, plan, timer, configs=READ_CONFIGS) -> dict:
+def read_ceiling(cache, plan, timer, configs=READ_CONFIGS, launch_order: str = "plan") -> dict:
     """The best time of the plan's read over `configs`, each checked against float64 sums first:
     {"read_us", "read_config", "read_not_ok": configurations that failed the check}. timer(fn)
-    -> {"median_us", ...}. read_us is NaN when none passed."""
-    tasks_np = plan_tasks(plan, cache.shape.page_size)
+    -> {"median_us", ...}. read_us is NaN when none passed. launch_order: plan_tasks'."""
+    tasks_np = plan_tasks(plan, cache.shape.page_size, launch_order)
     tasks = torch.as_tensor(tasks_np, device=cache.k_pages.device)
     ref = reference_sums(cache, tasks_np)
     sums = torch.full((tasks_np.shape[0], cache.shape.head_dim), float("nan"),

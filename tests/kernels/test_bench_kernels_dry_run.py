@@ -59,6 +59,22 @@ def test_dry_run_shapes_with_the_read_ceiling(bench, tmp_path):
     assert header.endswith("| read of copy | Triton of read |")
 
 
+def test_dry_run_read_ceiling_with_given_configurations(bench, tmp_path, capsys):
+    """--read-configs: the read runs those configurations only; a bad label is one line, exit
+    2, before anything runs."""
+    out = tmp_path / "out"
+    assert bench.main(["--dry-run", "--sections", "shapes", "--variants", "12", "--total-tokens",
+                       "40", "--read-ceiling", "--read-configs", "bn16-w4-s2",
+                       "--out", str(out)]) == 0
+    rows = pd.read_csv(out / "shapes.csv")
+    assert (rows["read_config"] == "bn16-w4-s2").all() and (rows["read_not_ok"] == 0).all()
+    assert bench.main(["--dry-run", "--sections", "shapes", "--read-ceiling", "--read-configs",
+                       "bn16-w4", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("bench_kernels: error: --read-configs:")
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.parametrize("merge", ["blocks", "tail"])
 def test_dry_run_shapes_with_another_merge(bench, tmp_path, merge):
     """--merge blocks / tail: the matrix's Triton rows run kernels/merge.py or merge in stage

@@ -42,6 +42,35 @@ def test_tasks_carry_each_request_page_table_start():
         assert (covered == 1).all()
 
 
+def test_tasks_in_the_products_longest_first_order():
+    """launch_order "longest-first": the tasks in kernels.plan.launch_tasks' order (longest item
+    first, its KV heads together), the same task rows as the plan order, reordered."""
+    from kvtune.kernels.plan import launch_tasks
+
+    probe = load_benchmark("paged_read")
+    plan = build_plan(KV_LENS, 16, num_kv_heads=2, page_size=4)
+    plain = probe.plan_tasks(plan, 4)
+    lf = probe.plan_tasks(plan, 4, "longest-first")
+    items, heads = launch_tasks(plan, "longest-first")
+    assert (lf[:, 0] == plan.work_request[items]).all() and (lf[:, 3] == heads).all()
+    assert (lf[0::2, 3] == 0).all() and (lf[1::2, 3] == 1).all()
+    keys = lf[:, 2] - lf[:, 1]
+    assert (np.diff(keys[0::2]) <= 0).all()
+    assert sorted(map(tuple, lf.tolist())) == sorted(map(tuple, plain.tolist()))
+
+
+@pytest.mark.parametrize("labels, want", [("bn32-w4-s3", ((32, 4, 3),)),
+                                          ("bn128-w8-s4, bn64-w4-s2", ((128, 8, 4), (64, 4, 2)))])
+def test_read_config_labels(labels, want):
+    assert load_benchmark("paged_read").parse_read_configs(labels) == want
+
+
+@pytest.mark.parametrize("labels", ["bn48-w4-s3", "bn64-w3-s3", "bn64-w4-s0", "bn64-w4", ""])
+def test_read_config_labels_refused(labels):
+    with pytest.raises(ValueError, match="--read-configs"):
+        load_benchmark("paged_read").parse_read_configs(labels)
+
+
 def test_reference_sums_are_the_per_task_sums_of_k_plus_v():
     probe = load_benchmark("paged_read")
     shape = _shape()
@@ -150,3 +179,20 @@ def test_the_probes_matrix_case_and_checked_decode():
                                                           device="cpu")
     assert ok and err < 2e-2 and out.shape == q.shape and torch.isnan(out).all()
     assert cache.shape == small
+
+
+def test_case_option_names_a_matrix_case():
+    probe = load_benchmark("gather_ceiling")
+    assert probe.parse_case("hd256:fp8_e4m3:4:uniform:64:balanced-2x") == (
+        ("hd256", "bf16", "fp8_e4m3", 4), "uniform", 64, "balanced-2x")
+
+
+@pytest.mark.parametrize("argv", [["--case", "hd256:fp8_e4m3:4:uniform:64"],
+                                  ["--case", "hd256:fp8_e4m3:4:zipf:64:balanced-2x"],
+                                  ["--read-configs", "bn64-w4"]])
+def test_bad_case_or_configs_exit_2_before_any_gpu_work(argv, capsys, tmp_path):
+    probe = load_benchmark("gather_ceiling")
+    assert probe.main(argv + ["--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gather_ceiling: error: --")
+    assert not (tmp_path / "o").exists()

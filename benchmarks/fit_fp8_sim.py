@@ -25,6 +25,9 @@ Order of work (nothing is written into the project; --json writes the numbers pr
    training rows; ties go to the largest value (the smaller change to the bytes-only model).
    --fit-knee fits fp8_head_dim_knee (0, 2, .. 128 head_dim columns) with it on a joint grid,
    refined around the best (ties: the smaller knee, then the larger efficiency).
+   --inflight-exponents X,Y,..: the fit above at each SimConstants.inflight_exponent listed (the
+   per-CTA cap's scaling with KV bytes per token and head), keeping the value whose fit has the
+   lowest training loss (ties: the first listed).
 4. Judge. Training and held-out errors (simulated / GPU - 1) before (the model as loaded) and
    after (the fitted value): median, median absolute, range, overall and per shape, and per
    row. Held-out rows that repeat a training case (same shape, distribution, batch and plan,
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -191,6 +195,23 @@ def fit_with_knee(rows: list[dict], device, start: SimConstants) -> tuple[float,
         lambda eff, knee: (knee, -eff))
 
 
+def parse_exponents(text: str | None) -> list[float]:
+    """--inflight-exponents: comma-separated numbers in -4..4 ([] without the option)."""
+    if text is None:
+        return []
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            value = math.nan
+        if not -4 <= value <= 4:
+            raise ValueError(f"--inflight-exponents: {part!r} not allowed; allowed: numbers in "
+                             "-4..4, comma-separated")
+        out.append(value)
+    return out
+
+
 def summary(err: np.ndarray) -> dict:
     if not len(err):
         return {"rows": 0}
@@ -255,6 +276,12 @@ def main(argv=None) -> int:
     ap.add_argument("--fit-knee", action="store_true",
                     help="also fit fp8_head_dim_knee (a per-key cost in head_dim columns), with "
                          "fp8_stream_efficiency on a joint grid")
+    ap.add_argument("--inflight-exponents", default=None, metavar="X,Y",
+                    help="also choose SimConstants.inflight_exponent (the per-CTA cap scales "
+                         "with (KV bytes per token and head / 512) ** x) among these values "
+                         "(each in -4..4): the fp8 terms are fitted at each, and the value "
+                         "whose fit has the lowest training loss is kept (ties: the one "
+                         "listed first); default: the model's own, not refitted")
     ap.add_argument("--rows", choices=("table", "product"), default="table",
                     help="keep rows that ran the table's entry (default) or the configuration "
                          "the product launches today (entries and their same-bits twins)")
@@ -269,6 +296,10 @@ def main(argv=None) -> int:
     if args.rows == "product" and args.train_sweep:
         ap.error("--rows product: give --train-shapes (a sweep's rows are not the product's)")
 
+    try:
+        exponents = parse_exponents(args.inflight_exponents)
+    except ValueError as exc:
+        ap.error(str(exc))
     model = sim_model(args.device_model, args.kernel)
     device, loaded = model.device, model.constants
     print(f"model: {model.label}; fp8_stream_efficiency as loaded {loaded.fp8_stream_efficiency}")
@@ -283,15 +314,25 @@ def main(argv=None) -> int:
     # "before" = the bytes-only model
     base = replace(loaded, fp8_stream_efficiency=1.0, fp8_cta_rate_factor=1.0,
                    fp8_head_dim_knee=0.0)
-    knee = 0.0
-    if args.fit_cta_factor:
-        value, factor = fit_with_cta_factor(train, device, base)
-    elif args.fit_knee:
-        (value, knee), factor = fit_with_knee(train, device, base), 1.0
-    else:
-        value, factor = fit(train, device, base), 1.0
-    fitted = replace(base, fp8_stream_efficiency=value, fp8_cta_rate_factor=factor,
-                     fp8_head_dim_knee=knee)
+    choices = []
+    for exponent in exponents or [loaded.inflight_exponent]:
+        at = replace(base, inflight_exponent=exponent)
+        knee = 0.0
+        if args.fit_cta_factor:
+            value, factor = fit_with_cta_factor(train, device, at)
+        elif args.fit_knee:
+            (value, knee), factor = fit_with_knee(train, device, at), 1.0
+        else:
+            value, factor = fit(train, device, at), 1.0
+        candidate = replace(at, fp8_stream_efficiency=value, fp8_cta_rate_factor=factor,
+                            fp8_head_dim_knee=knee)
+        choices.append((loss(errors(train, device, candidate)), len(choices), candidate))
+        if exponents:
+            print(f"inflight_exponent {exponent:g}: training loss {choices[-1][0]:.4f} "
+                  f"(efficiency {value:.3f}, knee {knee:.1f}, cta factor {factor:.2f})")
+    fitted = min(choices, key=lambda c: c[:2])[2]
+    value, factor, knee = (fitted.fp8_stream_efficiency, fitted.fp8_cta_rate_factor,
+                           fitted.fp8_head_dim_knee)
     print(f"fitted fp8_stream_efficiency = {value:.3f} (grid {GRID[0]:.3f}..{GRID[-1]:.3f}, "
           f"step 0.005; {len(train)} training rows)"
           + (f", fp8_cta_rate_factor = {factor:.2f}" if args.fit_cta_factor else "")
@@ -302,6 +343,10 @@ def main(argv=None) -> int:
         result["fp8_cta_rate_factor"] = factor
     if args.fit_knee:
         result["fp8_head_dim_knee"] = knee
+    if exponents:
+        result["inflight_exponent"] = fitted.inflight_exponent
+        print(f"chosen inflight_exponent = {fitted.inflight_exponent:g} (as loaded "
+              f"{loaded.inflight_exponent:g}; 16-bit shapes of other KV bytes per token move too)")
     result["rows"] = args.rows
     result["train"] = report("training", train, errors(train, device, base),
                              errors(train, device, fitted))

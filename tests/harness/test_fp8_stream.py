@@ -199,12 +199,15 @@ def _fit_script():
 
 
 def _write_rows(path, script, cases, value, config="bn128-w4-s3-pa-vp", factor=1.0, knee=0.0,
-                variant=("llama3-8b", "bf16", "fp8_e4m3", 16)):
+                variant=("llama3-8b", "bf16", "fp8_e4m3", 16), exponent=None):
     """A shapes.csv whose Triton times are the shipped model's at fp8_stream_efficiency=value
-    (fp8_cta_rate_factor=factor, fp8_head_dim_knee=knee), for one matrix variant; config None:
-    the configuration the product launches each plan with."""
+    (fp8_cta_rate_factor=factor, fp8_head_dim_knee=knee, inflight_exponent=exponent or the
+    shipped one), for one matrix variant; config None: the configuration the product launches
+    each plan with."""
     constants = replace(SHIPPED.constants, fp8_stream_efficiency=value,
                         fp8_cta_rate_factor=factor, fp8_head_dim_knee=knee)
+    if exponent is not None:
+        constants = replace(constants, inflight_exponent=exponent)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, CSV_COLUMNS)
         w.writeheader()
@@ -284,6 +287,43 @@ def test_fit_script_recovers_a_known_share_and_knee_on_the_products_launches(tmp
     with pytest.raises(SystemExit):
         script.main(["--fit-knee", "--fit-cta-factor", "--train-shapes", str(train),
                      "--held-out", str(held)])
+
+
+def test_fit_script_chooses_the_inflight_exponent_the_rows_were_made_with(tmp_path, capsys):
+    # Rows made at exponent 0.5: head_dim 64 and 256 (128 and 512 KV bytes per token and head)
+    # with few programs per SM, where the per-CTA cap decides, and full plans, where the share
+    # does. Of the three exponents offered the fit keeps 0.5 and then reproduces every row.
+    script = _fit_script()
+    cases = [("uniform", 64, "fixed-2048"), ("uniform", 8, "balanced-2x"),
+             ("skew80", 8, "balanced-2x")]
+    for name in ("hd64", "hd256"):
+        _write_rows(tmp_path / f"{name}.csv", script, cases, 0.9, config=None, knee=14.0,
+                    variant=(name, "bf16", "fp8_e4m3", 16), exponent=0.5)
+    held = tmp_path / "held.csv"
+    _write_rows(held, script, [("skew80", 64, "balanced-2x")], 0.9, config=None, knee=14.0,
+                exponent=0.5)
+    out = tmp_path / "fit.json"
+    assert script.main(["--rows", "product", "--fit-knee", "--inflight-exponents", "0,0.5,1",
+                        "--train-shapes", str(tmp_path / "hd64.csv"), "--train-shapes",
+                        str(tmp_path / "hd256.csv"), "--held-out", str(held),
+                        "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["inflight_exponent"] == 0.5
+    assert result["fp8_head_dim_knee"] == pytest.approx(14.0)
+    assert result["held_out"]["all"]["after"]["median_abs_error"] < 1e-9
+    printed = capsys.readouterr().out
+    assert "inflight_exponent 1: training loss" in printed
+    assert "chosen inflight_exponent = 0.5" in printed
+
+
+@pytest.mark.parametrize("bad", ["x", "5", "0,,1"])
+def test_bad_inflight_exponents_are_refused(bad, tmp_path, capsys):
+    script = _fit_script()
+    with pytest.raises(SystemExit) as exc:
+        script.main(["--inflight-exponents", bad, "--train-shapes", str(tmp_path / "t.csv"),
+                     "--held-out", str(tmp_path / "h.csv")])
+    assert exc.value.code == 2
+    assert "--inflight-exponents:" in capsys.readouterr().err
 
 
 def test_the_knee_slows_narrow_head_dims_more():

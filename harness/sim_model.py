@@ -146,6 +146,12 @@ class SimConstants:
         programs, so a third program adds slots (latency hiding, backfill), not bandwidth; a
         launch with fewer gets the cap law's value at its own count. Default False (the count
         the constants give, as every calibration before the twenty-fourth session was fitted).
+    config_residency_law: with config_residency, a launch at more CTAs per SM than the
+        constants count gets the cap law's value at its own count too (cap x r ** -
+        residency_exponent), instead of the counted cap shared r ways. Default False (shared:
+        a program beyond the count adds slots, not bandwidth). True in the H200 Triton file
+        since the thirty-second session: the fp8 head_dim-64 entry runs four programs per SM,
+        and the shared rule put its long pieces 18-51% slower than the GPU ran them.
     fp8_stream_efficiency: share of the streaming bandwidth (hbm_bytes_per_s x hbm_efficiency)
         the first launch reaches when the shape's KV cache is fp8 (kv_dtype fp8_e4m3), 0 < x <= 1.
         Default 1.0: fp8 streams like 16-bit KV at 1 byte per element (the bytes-only model);
@@ -191,6 +197,7 @@ class SimConstants:
     fp8_stream_efficiency: float = 1.0
     fp8_cta_rate_factor: float = 1.0
     config_residency: bool = False
+    config_residency_law: bool = False
     fp8_head_dim_knee: float = 0.0
 
     def __post_init__(self) -> None:
@@ -240,7 +247,8 @@ class SimConstants:
             raise ValueError(
                 f"saturation_sharpness: {k!r} out of range; allowed: >= 0.5 (inf: a hard roofline)"
             )
-        for name in ("single_cta_variant", "one_program_per_task", "config_residency"):
+        for name in ("single_cta_variant", "one_program_per_task", "config_residency",
+                     "config_residency_law"):
             if type(getattr(self, name)) is not bool:  # 1 or "yes" is not a flag
                 raise ValueError(f"{name}: {getattr(self, name)!r} must be true or false")
         for name in ("block_tokens", "single_cta_block_tokens"):
@@ -372,9 +380,12 @@ def cta_rate_cap_bytes_per_s(plan: Plan, shape: AttentionShape, device: DeviceSp
     counted = resident_ctas_per_sm(plan, device, c)
     if resident is None:  # simulate passes the one it computed for the slots
         resident = resident_ctas_per_sm(plan, device, c, shape)
-    cap = c.cta_rate_cap_bytes_per_s * scale * min(counted, resident) ** -c.residency_exponent
+    at = resident if c.config_residency_law else min(counted, resident)
+    cap = c.cta_rate_cap_bytes_per_s * scale * at ** -c.residency_exponent
     if shape.kv_is_fp8:
         cap *= c.fp8_cta_rate_factor  # 1.0 unless fitted: 16-bit and old files bit for bit
+    if c.config_residency_law:
+        return cap
     # More CTAs per SM than the constants count (a twin's): the SM's rate shared by more.
     return cap * counted / resident if resident > counted else cap
 

@@ -474,6 +474,10 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     # 3.6 in the tenth session), 74 KB -> 3 (the H200's skew80 B=8 balanced-2x: 272 tasks took
     # 303.0 us with it, 353.0 with s4, as three per SM against two predicts).
     (256, 1, _vp(64, 4, 4)): 2, (256, 1, _vp(64, 4, 3)): 3,
+    # fp8 head_dim 64 (G = 2): bn128-w4-s3-pa-vp 148 registers from Triton 3.6, 48 KB -> 3
+    # (registers); its "many" entry under a 120-register cap -> 4 (thirty-first session,
+    # docs/PERFORMANCE.md call 5).
+    (64, 1, _vp(128, 4, 3)): 3, (64, 1, _cap(_vp(128, 4, 3), 120)): 4,
 }
 # A table entry -> its twin with one pipeline stage less: the same block, warps and loop, so the
 # same arithmetic in the same order and the same output bits (checked on the GPU: docs/

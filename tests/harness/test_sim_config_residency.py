@@ -92,3 +92,36 @@ def test_persistent_grids_keep_the_calibrations_count():
 def test_config_residency_must_be_a_flag():
     with pytest.raises(ValueError, match="config_residency"):
         SimConstants(config_residency=1)
+
+
+def test_the_law_gives_a_busier_launch_the_cap_at_its_own_count():
+    # config_residency_law: the capped twin's three programs per SM each get the cap law's value
+    # at three (cap x 3 ** -x), not the counted two's cap shared three ways; fewer than counted
+    # (the one-per-SM entry) reads the same either way. The H200 file turns it on.
+    law = dataclasses.replace(ON, config_residency_law=True)
+    shape = get_shape("llama3-8b", kv_dtype="fp8_e4m3")
+    plan = _plan(shape, [7952 * 33] + [7952] * 1, 7952)
+    x = ON.residency_exponent
+    assert x > 0
+    law_cap = cta_rate_cap_bytes_per_s(plan, shape, DEVICE, law)
+    assert law_cap == pytest.approx(ON.cta_rate_cap_bytes_per_s * 3 ** -x
+                                    * (shape.kv_bytes_per_token_per_head / 512)
+                                    ** ON.inflight_exponent)
+    assert law_cap > cta_rate_cap_bytes_per_s(plan, shape, DEVICE, ON)
+    one = _plan(get_shape("llama3-70b-tp8"), [32768] * 8, 2048)
+    assert (cta_rate_cap_bytes_per_s(one, get_shape("llama3-70b-tp8"), DEVICE, law)
+            == cta_rate_cap_bytes_per_s(one, get_shape("llama3-70b-tp8"), DEVICE, ON))
+    h200 = sim_model("h200", "triton")
+    assert h200.constants.config_residency_law is True
+    assert sim_model("h100", "triton").constants.config_residency_law is False
+    with pytest.raises(ValueError, match="config_residency_law"):
+        SimConstants(config_residency_law="yes")
+
+
+def test_the_fp8_head_dim_64_entry_runs_four_per_sm():
+    # Its 120-register cap fits four programs per SM (thirty-first session); the table says so,
+    # so the model gives its launches 528 slots on 132 SMs.
+    shape = get_shape("hd64", kv_dtype="fp8_e4m3")
+    plan = _plan(shape, [4096] * 64, 2048)
+    assert configured_ctas_per_sm(plan, shape, DEVICE) == 4
+    assert num_slots(plan, DEVICE, ON, shape) == 4 * DEVICE.sm_count

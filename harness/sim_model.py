@@ -150,8 +150,9 @@ class SimConstants:
         constants count gets the cap law's value at its own count too (cap x r ** -
         residency_exponent), instead of the counted cap shared r ways. Default False (shared:
         a program beyond the count adds slots, not bandwidth). True in the H200 Triton file
-        since the thirty-second session: the fp8 head_dim-64 entry runs four programs per SM,
-        and the shared rule put its long pieces 18-51% slower than the GPU ran them.
+        since the thirty-second session: with the fp8 head_dim-64 entry counted at its four
+        programs per SM, the shared rule put its balanced-2x launches 18-51% slower than the
+        GPU ran them (docs/PERFORMANCE.md).
     fp8_stream_efficiency: share of the streaming bandwidth (hbm_bytes_per_s x hbm_efficiency)
         the first launch reaches when the shape's KV cache is fp8 (kv_dtype fp8_e4m3), 0 < x <= 1.
         Default 1.0: fp8 streams like 16-bit KV at 1 byte per element (the bytes-only model);

@@ -788,15 +788,18 @@ def _measure(backend, batch, plan):
         return Measurement(status="error", message=f"{type(exc).__name__}: {first}"[:300])
 
 
-def _parse_read_configs(labels: str | None):
-    """--read-configs as (BLOCK_N, warps, stages) tuples; None without it."""
-    if labels is None:
-        return None
+def _paged_read():
+    """benchmarks/paged_read.py (the paged-read ceiling), imported beside this script."""
     if str(Path(__file__).resolve().parent) not in sys.path:  # loaded from elsewhere (tests)
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from paged_read import parse_read_configs
+    import paged_read
 
-    return parse_read_configs(labels)
+    return paged_read
+
+
+def _parse_read_configs(labels: str | None):
+    """--read-configs as (BLOCK_N, warps, stages) tuples; None without it."""
+    return None if labels is None else _paged_read().parse_read_configs(labels)
 
 
 def _read_fields(batch, plan, read_timer, runner, row, read_configs=None) -> dict:
@@ -805,15 +808,13 @@ def _read_fields(batch, plan, read_timer, runner, row, read_configs=None) -> dic
     order: read_us, read_config, read_not_ok, read_frac_of_copy (K and V bytes only) and
     triton_of_read (read_us / triton_us). read_configs: (BLOCK_N, warps, stages) tuples, None
     for paged_read.READ_CONFIGS."""
-    if str(Path(__file__).resolve().parent) not in sys.path:  # loaded from elsewhere (tests)
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from paged_read import READ_CONFIGS, read_ceiling
-
+    paged_read = _paged_read()
     cache = PagedKVCache.from_lengths(batch.kv_lens, batch.shape,
                                       device=runner.triton.torch_device, seed=batch.seed)
     try:
-        read = read_ceiling(cache, plan, read_timer, read_configs or READ_CONFIGS,
-                            row["triton_launch_order"])
+        read = paged_read.read_ceiling(cache, plan, read_timer,
+                                       read_configs or paged_read.READ_CONFIGS,
+                                       row["triton_launch_order"])
     except Exception as exc:  # noqa: BLE001 - recorded as the case's result
         first = (str(exc).strip().splitlines() or [""])[0]
         return {"read_us": float("nan"), "read_message": f"{type(exc).__name__}: {first}"[:300]}

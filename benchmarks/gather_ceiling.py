@@ -50,6 +50,7 @@ from bench_kernels import (checked_decode, matrix_case, probe_start,  # noqa: E4
 
 from kvtune.kernels import triton_mode  # noqa: E402,F401 - before triton
 from kvtune.kernels.paged import PagedKVCache  # noqa: E402
+from kvtune.kernels.plan import LAUNCH_ORDERS  # noqa: E402
 from paged_read import (READ_CONFIGS, STREAM_CONFIGS, parse_read_configs,  # noqa: E402
                         plan_tasks, read_ceiling, reference_sums, stream_launchers,
                         triton_launchers)
@@ -216,10 +217,12 @@ def run_case(variant, dist, batch, plan_name, configs, tma_configs, timer, ceili
     return rows
 
 
-def run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec, log) -> dict | None:
+def run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec, log,
+                    read_configs=READ_CONFIGS) -> dict | None:
     """decode.py's whole launch (the product's config for the plan, checked against the float64
-    reference) beside the read ceiling (best of the three Triton configurations, shuffled
-    pages) for one shape-matrix case with at least two programs per SM; None below that."""
+    reference) beside the read ceiling (best of read_configs, default the three Triton
+    configurations of READ_CONFIGS; shuffled pages) for one shape-matrix case with at least two
+    programs per SM; None below that."""
     from bench_kernels import min_bytes
 
     from kvtune.kernels.decode import run_decode
@@ -239,7 +242,7 @@ def run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec, log) 
     row["decode_us"] = dec["median_us"]
     row["decode_of_copy"] = min_bytes(kv_lens, shape) / (dec["median_us"] * 1e-6) / ceiling
     kv_bytes = int(np.sum(kv_lens)) * shape.num_kv_heads * shape.kv_bytes_per_token_per_head
-    read = read_ceiling(cache, plan, timer)
+    read = read_ceiling(cache, plan, timer, read_configs)
     if read["read_not_ok"]:
         log(f"{case}: {read['read_not_ok']} read configurations not ok")
     if read["read_config"]:
@@ -263,6 +266,8 @@ CASES = (
     (("llama3-8b", "bf16", "fp8_e4m3", 16), "uniform", 64, "balanced-2x"),
     (("llama3-70b-tp8", "bf16", "fp8_e4m3", 16), "uniform", 256, "fixed-2048"),
 )
+
+
 def parse_case(text: str) -> tuple:
     """--case SHAPE:KV_DTYPE:PAGE:DIST:BATCH:PLAN as a CASES entry (queries bf16); ValueError
     naming the field otherwise (the shape itself is checked where the case is built)."""
@@ -272,7 +277,7 @@ def parse_case(text: str) -> tuple:
                          "SHAPE:KV_DTYPE:PAGE:DIST:BATCH:PLAN")
     shape, kv, page, dist, batch, plan = parts
     if dist not in ("uniform", "skew80") or plan not in ("fixed-2048", "balanced-2x") \
-            or not page.isdigit() or not batch.isdigit():
+            or not page.isdigit() or not batch.isdigit() or int(page) < 1 or int(batch) < 1:
         raise ValueError(f"--case: {text!r}: DIST uniform or skew80, PLAN fixed-2048 or "
                          "balanced-2x, PAGE and BATCH positive integers")
     return (shape, "bf16", kv, int(page)), dist, int(batch), plan
@@ -301,8 +306,8 @@ def main(argv=None) -> int:
                          "balanced-2x (queries bf16; PLAN fixed-2048 or balanced-2x)")
     ap.add_argument("--read-configs", default=None,
                     help="the Triton read's configurations, comma-separated bnN-wW-sS labels "
-                         "(default: --triton's)")
-    ap.add_argument("--launch-order", default="plan", choices=("plan", "longest-first"),
+                         "(default: --triton's; with --matrix-variants, READ_CONFIGS)")
+    ap.add_argument("--launch-order", default="plan", choices=LAUNCH_ORDERS,
                     help="the order the read hands out its tasks (kernels.plan.launch_tasks; "
                          "the product's for static plans is longest-first)")
     ap.add_argument("--stream", action="store_true",
@@ -331,7 +336,8 @@ def main(argv=None) -> int:
             for dist, batch, plan_name in itertools.product(
                     ("uniform", "skew80"), (8, 64, 256), ("fixed-2048", "balanced-2x")):
                 row = run_matrix_case(variant, dist, batch, plan_name, timer, ceiling, spec,
-                                      lambda s: print(s, flush=True))
+                                      lambda s: print(s, flush=True),
+                                      read_configs or READ_CONFIGS)
                 if row is not None:
                     rows.append(row)
                     torch.cuda.empty_cache()

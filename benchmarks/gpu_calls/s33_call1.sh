@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ready for the next session with device time (written in the thirty-second session, not run):
+# Thirty-third session, call 1 (written in the thirty-second session):
 # Nsight Compute on the fp8 head_dim-256 V-pairs loop at pages 1, 4, 16 and 64. That session's
 # calls 2-5 found it 10-12% slower at pages 2-16 than at 1 and 64 (uniform B=64 balanced-2x,
 # 512 tasks: 268.7 / 303.3 / 293.6 / 272.1 us), with the same SASS at pages 2-64 and a pure
@@ -9,7 +9,7 @@
 # throughput, TLB-related stalls. Plain V (bn64-w4-s4-pa) at page 16 is the control: no page
 # effect. Each case is checked against float64 before ncu sees it (benchmarks/profile_gpu.sh,
 # --clock-control none, --set full). Then one line per case of the metrics that differ.
-#   bash benchmarks/gpu_calls/vpairs_page_ncu.sh
+#   bash benchmarks/gpu_calls/s33_call1.sh
 source benchmarks/gpu_calls/common.sh
 kvtune_install
 cases=/tmp/vpairs_cases.txt

@@ -86,6 +86,7 @@ def compile_kernel(head_dim: int, group: int, q_type: str, kv_type: str, cfg: Ke
         "Q_TO_FP16": kv_type == "fp8" and q_type == "bf16",
         "V_WIDE": cfg.v_widen and kv_type == "fp8", "ASM": True, "WARP_SPLIT": cfg.warp_split,
         "V_PAIRS": cfg.v_pairs and kv_type == "fp8", "TAIL_MERGE": tail_merge,
+        "PAGE_IDS_L2": cfg.page_ids_l2,
         "ROW": decode_flat_mod.ROW_FIELDS,
     }
     constexprs = {n: v for n, v in constexprs.items() if n in fn.arg_names}

@@ -79,7 +79,7 @@ from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 
 from kvtune.kernels.decode_steps import (
     kv_offsets, load_e4m3_as_f16, load_e4m3_pairs, online_softmax_step, online_softmax_step_pairs,
-    online_softmax_step_split, page_ids, query_rows_to_f16, token_rows)
+    online_softmax_step_split, page_ids, prefetch_page_ids_l2, query_rows_to_f16, token_rows)
 from kvtune.kernels.decode_config import (KernelConfig, default_config, fits_one_task,
                                           tasks_of_one_length)
 from kvtune.kernels.decode_flat import FlatSchedule, launch_flat, prepare_flat
@@ -125,6 +125,7 @@ def _attend_kernel(
     WARP_SPLIT: tl.constexpr, V_PAIRS: tl.constexpr, GDC_TRIGGER: tl.constexpr = False,
     row_job_ptr=None, job_row0_ptr=None, job_count_ptr=None, job_dest_ptr=None,
     job_parent_ptr=None, ticket_ptr=None, TAIL_MERGE: tl.constexpr = False,
+    PAGE_IDS_L2: tl.constexpr = False,
 ):
     if GDC_TRIGGER:
         # Programmatic dependent launch of the merge (DecodeLaunch.merge_pdl): it may be
@@ -162,6 +163,8 @@ def _attend_kernel(
         kv_hi = tl.load(items_ptr + item * 4 + 2)
         part_row = tl.load(items_ptr + item * 4 + 3)
         page_base = tl.load(page_indptr_ptr + req)
+        if PAGE_IDS_L2 and ASM:
+            prefetch_page_ids_l2(page_indices_ptr, page_base, kv_lo, kv_hi, PAGE_SIZE)
 
         qo_heads = head * G + offs_g
         q_offs = req.to(tl.int64) * stride_q_b + qo_heads[:, None] * stride_q_h + offs_d[None, :]
@@ -632,7 +635,7 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             shape.num_qo_heads * shape.head_dim,
             MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead,
             V_WIDE=cfg.v_widen and cache.is_fp8, WARP_SPLIT=cfg.warp_split,
-            **constants, **options, **_tail_args(launch.tail_merge),
+            PAGE_IDS_L2=cfg.page_ids_l2, **constants, **options, **_tail_args(launch.tail_merge),
         )
     if launch.tail_merge is not None:
         pass  # merged by stage 1 itself

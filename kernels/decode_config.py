@@ -97,6 +97,10 @@ class KernelConfig:
         tile is loaded while the current one ends (kernels/decode_flat.py; label -flN; needs
         page_ahead, not with prefetch, v_widen or warp_split). 16-bit: the bits of the same
         configuration without it (H100-checked); fp8 -vp: other bits on the GPU.
+    page_ids_l2: at the start of each task, prefetch the task's page ids into L2 (one
+        `prefetch.global.L2` per 128-byte line), so the loop's one-block-ahead id load hits L2
+        instead of waiting on DRAM behind the program's own K/V tiles (label -l2; GPU only, the
+        interpreter runs without it; not with flat_per_sm, whose loop crosses tasks).
     """
 
     block_n: int
@@ -109,6 +113,7 @@ class KernelConfig:
     max_registers: int | None = None
     v_pairs: bool = False
     flat_per_sm: int = 0
+    page_ids_l2: bool = False
 
     def __post_init__(self) -> None:
         if self.block_n not in (16, 32, 64, 128, 256):
@@ -138,29 +143,34 @@ class KernelConfig:
             raise ValueError("flat_per_sm: allowed only with page_ahead, and without prefetch, "
                              "v_widen and warp_split")
 
+        if self.page_ids_l2 and self.flat_per_sm:
+            raise ValueError("page_ids_l2: allowed only without flat_per_sm")
+
     @classmethod
     def from_label(cls, label: str) -> "KernelConfig":
         """The configuration a `label()` names: bn128-w4-s3-pa -> KernelConfig(128, 4, 3,
         page_ahead=True); ValueError (naming the form) for anything else."""
-        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw|-vp)*)(?:-ws(\d))?(?:-r(\d+))?"
+        m = re.fullmatch(r"bn(\d+)-w(\d+)-s(\d+)((?:-pf|-pa|-vw|-vp|-l2)*)(?:-ws(\d))?(?:-r(\d+))?"
                          r"(?:-fl(\d))?", label)
         if not m:
             raise ValueError(f"config: {label!r} not a label like bn128-w4-s3-pa "
-                             "(suffixes -pf, -pa, -vw, -vp, -ws4, -r168, -fl2)")
+                             "(suffixes -pf, -pa, -vw, -vp, -l2, -ws4, -r168, -fl2)")
         return cls(int(m[1]), int(m[2]), int(m[3]), prefetch="-pf" in m[4],
                    page_ahead="-pa" in m[4], v_widen="-vw" in m[4],
                    warp_split=int(m[5] or 1), max_registers=int(m[6]) if m[6] else None,
-                   v_pairs="-vp" in m[4], flat_per_sm=int(m[7] or 0))
+                   v_pairs="-vp" in m[4], flat_per_sm=int(m[7] or 0),
+                   page_ids_l2="-l2" in m[4])
 
     def label(self) -> str:
         """Short text for tables: bn128-w4-s2 (+ -pf for the register prefetch, -pa for the page
         ids one block ahead, -vw for fp8 V widened before the product, -vp for fp8 V read as
-        element pairs, -ws4 for 4 token
+        element pairs, -l2 for the page ids prefetched into L2, -ws4 for 4 token
         slices per step, -r168 for a register cap, -fl2 for the flattened persistent loop at two
         programs per SM)."""
         return (f"bn{self.block_n}-w{self.num_warps}-s{self.num_stages}"
                 + ("-pf" if self.prefetch else "") + ("-pa" if self.page_ahead else "")
                 + ("-vw" if self.v_widen else "") + ("-vp" if self.v_pairs else "")
+                + ("-l2" if self.page_ids_l2 else "")
                 + (f"-ws{self.warp_split}" if self.warp_split > 1 else "")
                 + (f"-r{self.max_registers}" if self.max_registers else "")
                 + (f"-fl{self.flat_per_sm}" if self.flat_per_sm else ""))

@@ -32,6 +32,27 @@ def page_ids(page_indices_ptr, page_base, tok, kv_hi, PAGE_SIZE: tl.constexpr):
 
 
 @triton.jit
+def prefetch_page_ids_l2(page_indices_ptr, page_base, kv_lo, kv_hi, PAGE_SIZE: tl.constexpr):
+    """Prefetch into L2 the page ids of token positions [kv_lo, kv_hi) of one request (kv_hi >
+    kv_lo): one `prefetch.global.L2` per 128-byte line (32 ids), 64 lines per step, nothing
+    waited on. Why: the loop loads each block's ids one block ahead, and that load, issued behind
+    num_stages - 1 K/V tiles of the same program, stalls the next step when it misses L2 (the
+    H200 profiles of fp8 head_dim 256 at pages 2-16: docs/KERNEL_NOTES.md). GPU only (inline
+    PTX); the interpreter's caller skips it."""
+    first = page_base + kv_lo // PAGE_SIZE
+    last = page_base + (kv_hi - 1) // PAGE_SIZE  # inclusive
+    offs = tl.arange(0, 64) * 32
+    for p0 in range(first, last + 32, 64 * 32):
+        # Stepping by 32 ids from `first` touches every line of [first, last]; the clamp to
+        # `last` covers its line when it is past the last step.
+        idx = tl.minimum(p0 + offs, last)
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+            "=r,l,r", [page_indices_ptr + idx, (p0 + offs < last + 32).to(tl.int32)],
+            dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def token_rows(page, tok, stride_kv_page, stride_kv_tok, PAGE_SIZE: tl.constexpr):
     """Element offset (int64) of each token's row in the page pool: page id x page stride plus
     slot x token stride (int64: page x stride passes 2^31 for large caches)."""

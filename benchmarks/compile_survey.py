@@ -136,6 +136,11 @@ def ptx_counts(ptx: str) -> dict:
             shared[op] += 1
         elif op.startswith("ld.global"):
             ops["ld.global"] += 1
+    # KernelConfig.page_ids_l2's prefetch.global.L2 sits inside an inline-asm { } block, which
+    # the per-line count above skips.
+    prefetches = len(re.findall(r"\bprefetch\.global", ptx))
+    if prefetches:
+        ops["prefetch"] = prefetches
     return {"ops": dict(ops), "cvt": dict(sorted(cvts.items(), key=lambda kv: -kv[1])),
             "shared": dict(sorted(shared.items(), key=lambda kv: -kv[1]))}
 

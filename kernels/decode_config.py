@@ -188,6 +188,11 @@ def _vp(block_n, warps, stages) -> KernelConfig:
     return KernelConfig(block_n, warps, stages, page_ahead=True, v_pairs=True)
 
 
+def _vp_l2(block_n, warps, stages) -> KernelConfig:
+    """_vp with the task's page ids prefetched into L2 (label -l2)."""
+    return KernelConfig(block_n, warps, stages, page_ahead=True, v_pairs=True, page_ids_l2=True)
+
+
 def _cap(config: KernelConfig, max_registers: int) -> KernelConfig:
     return replace(config, max_registers=max_registers)
 
@@ -308,8 +313,17 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 #   against 115.8 on skew80 B=8 balanced-2x, 131.3 against 130.8 on skew80 B=64 balanced-2x
 #   (-r96, five per SM: 90.5 / 104.4 / 106.9 / 133.2). So the head_dim 64 entry is the capped
 #   kernel.
-_MANY_8 = {64: _cap(_vp(128, 4, 3), 120), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
-_ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp(64, 4, 4)}
+# H200, thirty-third session (docs/PERFORMANCE.md, calls 1-3): fp8 head_dim 256 ran 10-12%
+#   slower at pages 2-16 than at 1 and 64; Nsight Compute put it on the loop's wait for the
+#   one-block-ahead page-id load (long scoreboard, 5,650 samples of 33,836 at page 4, 1,024 at
+#   64), which misses L2 and queues behind the program's own K/V tiles. With the task's page ids
+#   prefetched into L2 at its start (-l2) bn64-w4-s4-pa-vp ran uniform B=64 balanced-2x in
+#   272.0 / 267.7 / 262.9 / 262.8 us at pages 4 / 16 / 64 / 1 (301.2 / 291.4 / 270.0 / 263.3
+#   without), and 5 of 5 other page-16 plans 4-8% faster; its shallow twin 4 of 5 (uniform B=8
+#   fixed-2048 268.5 -> 277.4). At head_dim 64 and 128 (fp8) and for 16-bit pages -l2 ran
+#   within -1.3..+1.5% (smaller tiles per page id), so only head_dim 256's fp8 entries take it.
+_MANY_8 = {64: _cap(_vp(128, 4, 3), 120), 128: _vp(128, 4, 3), 256: _vp_l2(64, 4, 4)}
+_ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp_l2(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
 SMALL_PAGE = 16
@@ -413,7 +427,7 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
                _vp(128, 8, 3), _vp(128, 8, 4), _vp(256, 8, 3), _vp(64, 2, 4), _vp(64, 8, 4),
                _ws(64, 2, 4, 2), _cap(_vp(128, 4, 3), 168), _cap(_vp(128, 4, 2), 128)),
     (256, 1): (_pa(64, 4, 3), _vp(64, 4, 3), _vp(64, 4, 4), _vp(32, 4, 4), _vp(64, 8, 3),
-               _vp(128, 8, 3)),
+               _vp(128, 8, 3), _vp_l2(64, 4, 4), _vp_l2(64, 4, 3)),
 }
 
 
@@ -484,6 +498,9 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     # 3.6 in the tenth session), 74 KB -> 3 (the H200's skew80 B=8 balanced-2x: 272 tasks took
     # 303.0 us with it, 353.0 with s4, as three per SM against two predicts).
     (256, 1, _vp(64, 4, 4)): 2, (256, 1, _vp(64, 4, 3)): 3,
+    # The same kernels with -l2 (thirty-third session): 181 / 182 registers at page 16, the same
+    # shared memory (local compile).
+    (256, 1, _vp_l2(64, 4, 4)): 2, (256, 1, _vp_l2(64, 4, 3)): 3,
     # fp8 head_dim 64 (G = 2): bn128-w4-s3-pa-vp 148 registers from Triton 3.6, 48 KB -> 3
     # (registers); its "many" entry under a 120-register cap -> 4 (thirty-first session,
     # docs/PERFORMANCE.md call 5).
@@ -500,7 +517,9 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     # head_dim 64's "many" entry; also its "one-per-sm" entry (the same kernel; unmeasured there).
     (64, 2, _pa(128, 4, 4)): _pa(128, 4, 3),
     # fp8 head_dim 256's "many" entry (and its "one-per-sm" one, the same kernel; unmeasured).
-    (256, 1, _vp(64, 4, 4)): _vp(64, 4, 3),
+    # Set on the pair without -l2 (thirty-first session); with it (thirty-third, call 3) the
+    # pick was the faster of the pair on 5 of 5 page-16 plans timed.
+    (256, 1, _vp_l2(64, 4, 4)): _vp_l2(64, 4, 3),
 }
 # A table entry (or a shallow twin) -> the same kernel compiled under a register cap (-rN: same
 # arithmetic, same bits; one program more per SM, each perhaps slower: spills, less overlap).
@@ -593,8 +612,9 @@ WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
     (64, 2, _pa(128, 4, 4)): 0.2,
     # fp8 head_dim 256 (H200, thirty-first session, call 2): on 1,024 equal tasks (deep fill
     # 0.97, twin 0.86) s3 270.2 us against s4 303.1 at page 16; on 512 (0.97 against 0.65) s4
-    # 263.5 against 338.3 at page 1.
-    (256, 1, _vp(64, 4, 4)): 0.2,
+    # 263.5 against 338.3 at page 1 (both without -l2; thirty-third session, call 3, with it:
+    # 1,024 equal tasks s3 277.4 against s4 281.6).
+    (256, 1, _vp_l2(64, 4, 4)): 0.2,
 }
 # SHALLOW_TWIN keys whose twin also runs tasks of many lengths launched longest first where
 # neither the entry nor the twin finishes them within ONE_TASK_SLACK x the longest task (several
@@ -606,7 +626,7 @@ WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
 # against 353.4 and 299.3 against 355.8. The 16-bit head_dim-128 pair measured within 1% there
 # (twenty-ninth session), so it keeps the entry.
 SEVERAL_ROUNDS_TWIN: frozenset[tuple[int, int, KernelConfig]] = frozenset({
-    (256, 1, _vp(64, 4, 4)),
+    (256, 1, _vp_l2(64, 4, 4)),
 })
 # A table entry -> a same-bits twin of more programs per SM (one stage less and a register cap)
 # for launches of short tasks only: more tasks than the entry's slots and none longer than

@@ -126,3 +126,14 @@ def test_a_register_cap_in_the_label_reaches_the_compile(tmp_path):
     assert capped["config"] == "bn64-w4-s3-pa-vp-r80"
     assert capped["regs"] <= 80 < plain["regs"]
     assert capped["smem_bytes"] == plain["smem_bytes"]
+
+
+def test_page_ids_l2_adds_the_l2_prefetch_and_leaves_the_loop_alone(tmp_path):
+    # -l2 prefetches each task's page ids into L2 before the loop (KernelConfig.page_ids_l2):
+    # the compiled kernel has the prefetch, the one without it has none, and the loop's
+    # asynchronous K/V copies and products are the same.
+    plain, l2 = survey_fp8_hd64_g4(tmp_path, "bn64-w4-s3-pa-vp,bn64-w4-s3-pa-vp-l2")
+    assert l2["config"] == "bn64-w4-s3-pa-vp-l2"
+    assert l2.get("ptx_prefetch", 0) >= 1 and "ptx_prefetch" not in plain
+    for key in ("ptx_cp.async", "ptx_mma", "ptx_ldmatrix", "smem_bytes"):
+        assert l2[key] == plain[key], key

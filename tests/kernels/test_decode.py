@@ -683,7 +683,10 @@ def test_head_dim_64_takes_the_deeper_entry_only_where_equal_tasks_fill_its_wave
 def test_fp8_head_dim_256_picks_the_faster_of_its_pair_on_the_h200_plans(batch, skew, chunk,
                                                                           tasks, want_stages):
     # H200, thirty-first session (docs/PERFORMANCE.md, calls 2 and 5): on each of these plans
-    # the configuration picked here was the faster of bn64-w4-s4-pa-vp and bn64-w4-s3-pa-vp.
+    # the configuration picked here was the faster of bn64-w4-s4-pa-vp and bn64-w4-s3-pa-vp; the
+    # entries now prefetch the page ids into L2 (-l2, thirty-third session), and on the plans
+    # timed with both of the -l2 pair (call 3, page 16: skew80 B=8 and B=64 balanced-2x, and
+    # 1,024 equal tasks of 2,048 keys as uniform B=8 fixed-2048) the pick was again the faster.
     from kvtune.workloads.distributions import fixed_total_kv_lens
 
     shape = AttentionShape(num_qo_heads=16, num_kv_heads=8, head_dim=256, page_size=16,
@@ -693,7 +696,8 @@ def test_fp8_head_dim_256_picks_the_faster_of_its_pair_on_the_h200_plans(batch, 
     plan = policies.get("fixed-split", chunk_tokens=chunk).plan(kv, shape, device)
     assert plan.num_tasks == tasks
     config = launch_config(plan, shape, torch.float8_e4m3fn, 132)
-    assert config == KernelConfig(64, 4, want_stages, page_ahead=True, v_pairs=True)
+    assert config == KernelConfig(64, 4, want_stages, page_ahead=True, v_pairs=True,
+                                  page_ids_l2=True)
     # The hybrid kernel's decode items keep the three stages they were checked with.
     assert default_config(256, torch.float8_e4m3fn, 16, 2, num_kv_heads=8, group_size=2,
                           decode_launch=False).num_stages == 3

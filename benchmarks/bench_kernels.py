@@ -879,7 +879,9 @@ def section_shapes(runner: MatrixRunner, variants, dists, batches, plans, total_
                     row.update(_quiet_fields("triton", tri))
                     row.update({"triton_us": tri.latency_us, "triton_status": tri.status,
                                 "triton_rel_error": tri.rel_error,
-                                "triton_config": cfg.label(),
+                                # the launch's own, where it ran (a side split shows)
+                                "triton_config": (tri.extra or {}).get("kernel_config_label",
+                                                                       cfg.label()),
                                 "triton_launch_order": (runner.launch_order
                                                         or product_launch_order(plan)),
                                 "triton_merge": runner.triton.merge,

@@ -52,8 +52,8 @@ import sys
 
 import torch
 
-from kvtune.kernels.decode import (LAUNCH_ORDERS, MERGES, default_config, launch_config,
-                                   prepare_decode, run_decode)
+from kvtune.kernels.decode import (LAUNCH_ORDERS, MERGES, default_config, prepare_decode,
+                                   run_decode)
 from kvtune.kernels.decode_config import KernelConfig
 from kvtune.kernels import merge as merge_mod
 from kvtune.kernels.merge import launch_merge
@@ -295,15 +295,15 @@ def main(argv=None) -> int:
         return sweep(args)
     shape, kv, cache, q = build_case(args)
     plan = make_plan(args, kv, shape)
-    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    config = (launch_config(plan, shape, cache.kv_dtype, sm_count, args.launch_order)
-              if args.config == "product"
+    # "product": prepare_decode's own choice (config None), side split included
+    config = (None if args.config == "product"
               else KernelConfig.from_label(args.config) if args.config
               else default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
                                   plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
                                   group_size=shape.group_size))
     launch = prepare_decode(plan, cache, config=config, merge=args.merge,
                             merge_pdl=args.merge_pdl == "on", launch_order=args.launch_order)
+    config = launch.config
     ref = decode_reference(q, cache)
     out = torch.full_like(q, float("nan"))
     # The launch timed beside this one (--versus, or the ordinary merge launch under PDL), and
@@ -330,7 +330,7 @@ def main(argv=None) -> int:
     err = relative_error(out, ref)
     row = {"shape": args.shape, "dtype": args.dtype, "kv_dtype": shape.kv_dtype,
            "page": args.page, "dist": args.dist, "batch": args.batch, "chunk": args.chunk,
-           "config": config.label(), "merge": args.merge, "merge_pdl": launch.merge_pdl,
+           "config": launch.config_label, "merge": args.merge, "merge_pdl": launch.merge_pdl,
            "launch_order": launch.launch_order,
            "num_tasks": plan.num_tasks,
            "programs_per_sm": plan.num_tasks / bench_kernels.device_spec().sm_count,

@@ -80,7 +80,8 @@ from triton.language.extra.cuda import gdc_launch_dependents  # noqa: E402
 from kvtune.kernels.decode_steps import (
     kv_offsets, load_e4m3_as_f16, load_e4m3_pairs, online_softmax_step, online_softmax_step_pairs,
     online_softmax_step_split, page_ids, prefetch_page_ids_l2, query_rows_to_f16, token_rows)
-from kvtune.kernels.decode_config import (KernelConfig, default_config, fits_one_task,
+from kvtune.kernels.decode_config import (KernelConfig, default_config, element_bytes,
+                                          fits_one_task, side_launch_split,
                                           tasks_of_one_length)
 from kvtune.kernels.decode_flat import FlatSchedule, launch_flat, prepare_flat
 from kvtune.kernels.merge import launch_merge
@@ -352,6 +353,20 @@ _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.floa
 
 
 @dataclass(frozen=True, eq=False)
+class SideLaunch:
+    """The second stage-1 launch of a side split (decode_config.side_launch_split): the short
+    tasks, under the entry's shallow twin, on `stream` beside the main launch (which then runs
+    only the long items). items: [side items, 4] int32 as DecodeLaunch.items (longest first);
+    grid: (side tasks,); stream: a CUDA stream of the launch's device (None on the CPU, where
+    the two launches run one after the other)."""
+
+    config: KernelConfig
+    items: torch.Tensor
+    grid: tuple
+    stream: torch.cuda.Stream | None
+
+
+@dataclass(frozen=True, eq=False)
 class DecodeLaunch:
     """Everything `run_decode` needs on the device for one (plan, cache) pair: built once.
 
@@ -373,6 +388,8 @@ class DecodeLaunch:
     flat: the task lists of the flattened persistent stage 1 (config.flat_per_sm > 0,
     kernels/decode_flat.py), which then runs instead of _attend_kernel; None otherwise.
     launch_order: the order stage 1 hands out its tasks (kernels.plan.LAUNCH_ORDERS).
+    side: the short tasks' concurrent launch of a side split (SideLaunch; items then holds only
+    the long ones), or None.
     """
 
     plan: Plan
@@ -391,15 +408,24 @@ class DecodeLaunch:
     tail_merge: TailMerge | None = None
     flat: FlatSchedule | None = None
     launch_order: str = "plan"
+    side: SideLaunch | None = None
+
+    @property
+    def config_label(self) -> str:
+        """The stage-1 configuration's label, and with a side split the side launch's after a
+        '+' (bn128-w8-s3-pa+bn128-w8-s2-pa)."""
+        return self.config.label() + (f"+{self.side.config.label()}" if self.side else "")
 
     @property
     def num_launches(self) -> int:
-        """Kernel launches per decode: stage 1, plus the merge's when a request is split."""
+        """Kernel launches per decode: stage 1 (two with a side split), plus the merge's when a
+        request is split."""
+        stage1 = 1 + (self.side is not None)
         if self.tail_merge is not None:
-            return 1
+            return stage1
         if self.chunked_merge is not None:
-            return 1 + self.chunked_merge.num_launches
-        return 1 + (self.merge_requests.shape[0] > 0)
+            return stage1 + self.chunked_merge.num_launches
+        return stage1 + (self.merge_requests.shape[0] > 0)
 
 
 def launch_config(plan: Plan, shape: AttentionShape, kv_dtype: torch.dtype,
@@ -436,12 +462,15 @@ def pdl_supported(device: torch.device) -> bool:
 
 # SMs assumed for the flattened stage 1's program count where no GPU tells (the interpreter).
 FLAT_CPU_SM_COUNT = 4
+# SMs the side split (decode_config.side_launch_split) assumes without a GPU: None, no split
+# (the interpreter runs every configuration alike); the tests set it to run the two launches.
+SIDE_CPU_SM_COUNT: int | None = None
 
 
 def prepare_decode(plan: Plan, cache: PagedKVCache, *,
                    config: KernelConfig | None = None, merge: str = "chunked",
                    merge_pdl: bool = True, flat_programs: int | None = None,
-                   launch_order: str | None = None) -> DecodeLaunch:
+                   launch_order: str | None = None, side_launch: bool = True) -> DecodeLaunch:
     """Check `plan` against `cache` and put the plan's work list and scratch buffers on the device.
 
     config: overrides launch_config(plan, shape, KV page dtype, the GPU's SM count or None); that
@@ -463,6 +492,10 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         stage 1 or the tail merge, whose programs take tasks in their own order. None (the
         default): the product's, product_launch_order where it can run, else "plan". A None
         config is chosen for the order the launch runs in, given or default.
+    side_launch: with config None, a launch longest first and the chunked or blocks merge, let
+        decode_config.side_launch_split run the short tasks as a second launch beside the long
+        ones (DecodeLaunch.side) where it says so; False: one launch always (kernels/hybrid.py,
+        whose decode part has its own stream order).
     """
     if merge not in MERGES:
         raise ValueError(f"merge: {merge!r} not allowed; allowed: {', '.join(MERGES)}")
@@ -476,6 +509,7 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     # product's where none is given (the plan's under the tail merge, whose programs take tasks
     # in their own order).
     order = launch_order or ("plan" if merge == "tail" else product_launch_order(plan))
+    config_given = config
     if config is None:
         config = launch_config(plan, shape, cache.kv_dtype, sm_count, order)
         if _v_path_obstacle(config, "v_pairs", cache):
@@ -504,10 +538,35 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
     part_row = np.where(split[plan.work_request], row0[plan.work_request] + plan.work_split, -1)
     items = np.stack([plan.work_request, plan.work_kv_start, plan.work_kv_end, part_row], axis=1)
     grid = (plan.num_items, plan.num_kv_heads) if mode == 0 else (plan.grid_size,)
+    side = None
     if longest_first:
         # Each item keeps its partial row, so the merge reads the same rows in any order.
         items = items[launch_item_order(plan, launch_order)]
         mode, grid = LONGEST_FIRST_MODE, (plan.num_tasks,)
+        split_at = None
+        side_sms = sm_count or SIDE_CPU_SM_COUNT
+        if side_launch and config_given is None and merge != "tail" and side_sms:
+            split_at = side_launch_split(default_config(
+                shape.head_dim, cache.kv_dtype, shape.page_size, plan.ctas_per_sm,
+                num_kv_heads=shape.num_kv_heads, group_size=shape.group_size),
+                shape.head_dim, element_bytes(cache.kv_dtype), side_sms,
+                items[:, 2] - items[:, 1], plan.num_kv_heads)
+        if split_at is not None:
+            side_config, long_items = split_at
+            config = default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
+                                    plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
+                                    group_size=shape.group_size)
+            if _v_path_obstacle(config, "v_pairs", cache):
+                config = dataclasses.replace(config, v_pairs=False)
+                side_config = dataclasses.replace(side_config, v_pairs=False)
+            short = items[long_items:]
+            items = items[:long_items]
+            grid = (long_items * plan.num_kv_heads,)
+            side = SideLaunch(
+                config=side_config,
+                items=torch.from_numpy(np.ascontiguousarray(short, dtype=np.int32)).to(device),
+                grid=(short.shape[0] * plan.num_kv_heads,),
+                stream=torch.cuda.Stream(device) if device.type == "cuda" else None)
     flat = None
     if config.flat_per_sm:
         programs = flat_programs or config.flat_per_sm * (sm_count or FLAT_CPU_SM_COUNT)
@@ -545,10 +604,13 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         chunked_merge=prepare_chunked_merge(merge_req, row0[merge_req], plan.splits[merge_req],
                                             shape.num_qo_heads, shape.head_dim, device)
         if merge == "chunked" and merge_req.size else None,
+        # A programmatic dependent waits for the launch before it in its stream only, so not
+        # beside a side launch.
         merge_pdl=bool(merge == "chunked" and merge_req.size and merge_pdl
-                       and pdl_supported(device)),
+                       and pdl_supported(device) and side is None),
         tail_merge=tail,
         flat=flat,
+        side=side,
     )
 
 
@@ -588,6 +650,8 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     """
     shape = cache.shape
     _check_queries(q, cache)
+    if launch_pdl and launch.side is not None:
+        raise ValueError("launch_pdl: not with a side split (prepare_decode(side_launch=False))")
     if out is None:
         out = torch.empty_like(q)
     elif (out.shape != q.shape or out.dtype != q.dtype or out.stride(2) != 1
@@ -595,7 +659,6 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         raise ValueError(f"out: need q's shape {tuple(q.shape)}, dtype {q.dtype} and device, with "
                          "a contiguous head_dim axis")
     scale = 1.0 / math.sqrt(shape.head_dim) if sm_scale is None else float(sm_scale)
-    cfg = launch.config
     g = shape.group_size
     # fp8 pages with 16-bit queries: K, V, q and the softmax weights go to fp16 for the products
     # (module docstring); under the interpreter fp16 products are exact already.
@@ -608,26 +671,27 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
     k_scale = cache.k_scale if cache.is_fp8 else 1.0
     merge_pdl = (launch.merge_pdl and launch.chunked_merge is not None and not launch_pdl
                  and not INTERPRETED)
-    constants = dict(
-        NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
-        HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
-        DOT_PRECISION=precision, UPCAST_DOT=upcast, P_DTYPE=_TL_DTYPES[p_dtype],
-        KV_FP8=cache.is_fp8, Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
-        ASM=not INTERPRETED, V_PAIRS=cfg.v_pairs and fp16_products,
-        **({"GDC_TRIGGER": True} if merge_pdl else {}))
-    options = dict(
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
-        **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}))
-    if launch.flat is not None:
-        launch_flat(launch.flat, q, cache.k_pages, cache.v_pages, out, launch.partial_out,
-                    launch.partial_lse, cache.page_indptr, cache.page_indices,
-                    scale * k_scale * LOG2_E, cache.v_scale, constants, options)
-    else:
-        _attend_kernel[launch.grid](
+
+    def constants_for(cfg: KernelConfig) -> dict:
+        return dict(
+            NUM_QO_HEADS=shape.num_qo_heads, G=g, G_PAD=max(16, triton.next_power_of_2(g)),
+            HEAD_DIM=shape.head_dim, PAGE_SIZE=shape.page_size, BLOCK_N=cfg.block_n,
+            DOT_PRECISION=precision, UPCAST_DOT=upcast, P_DTYPE=_TL_DTYPES[p_dtype],
+            KV_FP8=cache.is_fp8, Q_TO_FP16=fp16_products and q.dtype == torch.bfloat16,
+            ASM=not INTERPRETED, V_PAIRS=cfg.v_pairs and fp16_products,
+            **({"GDC_TRIGGER": True} if merge_pdl else {}))
+
+    def options_for(cfg: KernelConfig) -> dict:
+        return dict(
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            **({"maxnreg": cfg.max_registers} if cfg.max_registers and not INTERPRETED else {}),
+            **({"launch_pdl": True} if launch_pdl and not INTERPRETED else {}))
+
+    def attend(cfg: KernelConfig, grid: tuple, items: torch.Tensor, num_tasks: int) -> None:
+        _attend_kernel[grid](
             q, cache.k_pages, cache.v_pages, out, launch.partial_out, launch.partial_lse,
-            cache.page_indptr, cache.page_indices, launch.items, launch.counter,
-            launch.plan.num_items, launch.plan.num_tasks,
+            cache.page_indptr, cache.page_indices, items, launch.counter,
+            launch.plan.num_items, num_tasks,
             launch.grid[0] if launch.mode in (1, 2) else 1,
             scale * k_scale * LOG2_E, cache.v_scale,
             q.stride(0), q.stride(1), out.stride(0), out.stride(1),
@@ -635,8 +699,35 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
             shape.num_qo_heads * shape.head_dim,
             MODE=launch.mode, PREFETCH=cfg.prefetch, PAGE_AHEAD=cfg.page_ahead,
             V_WIDE=cfg.v_widen and cache.is_fp8, WARP_SPLIT=cfg.warp_split,
-            PAGE_IDS_L2=cfg.page_ids_l2, **constants, **options, **_tail_args(launch.tail_merge),
+            PAGE_IDS_L2=cfg.page_ids_l2, **constants_for(cfg), **options_for(cfg),
+            **_tail_args(launch.tail_merge),
         )
+
+    cfg = launch.config
+    if launch.flat is not None:
+        launch_flat(launch.flat, q, cache.k_pages, cache.v_pages, out, launch.partial_out,
+                    launch.partial_lse, cache.page_indptr, cache.page_indices,
+                    scale * k_scale * LOG2_E, cache.v_scale, constants_for(cfg),
+                    options_for(cfg))
+    elif launch.side is None:
+        attend(cfg, launch.grid, launch.items, launch.plan.num_tasks)
+    else:
+        # Side split (decode_config.side_launch_split): the long tasks here, the short ones on
+        # the side stream at the same time; the merge below waits for both. In mode 3 a
+        # launch's task count is its grid.
+        side = launch.side
+        main_stream = torch.cuda.current_stream(q.device) if side.stream is not None else None
+        if side.stream is not None:
+            side.stream.wait_stream(main_stream)
+        attend(cfg, launch.grid, launch.items, launch.grid[0])
+        if side.stream is not None:
+            with torch.cuda.stream(side.stream):
+                attend(side.config, side.grid, side.items, side.grid[0])
+            # Joined before anything else on the caller's stream, so its tensors may be freed
+            # and reused there as after a one-launch decode.
+            main_stream.wait_stream(side.stream)
+        else:
+            attend(side.config, side.grid, side.items, side.grid[0])
     if launch.tail_merge is not None:
         pass  # merged by stage 1 itself
     elif launch.chunked_merge is not None:

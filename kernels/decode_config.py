@@ -857,6 +857,51 @@ def short_task_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, 
     return twin if keys.max() <= limit else None
 
 
+# Tasks of at least this fraction of the longest run in the main launch of a side split.
+SIDE_LONG_RATIO = 0.5
+
+
+def side_launch_split(config: KernelConfig, head_dim: int, kv_element_bytes: int, sm_count: int,
+                      item_keys, num_kv_heads: int) -> tuple[KernelConfig, int] | None:
+    """For a launch handed out longest first whose table entry `config` runs one program per SM
+    (RESIDENT_PER_SM 1) and has a SHALLOW_TWIN: (the twin, the number of long items) where the
+    long tasks should run as one launch of the entry and the short ones as a second launch, of
+    the twin, beside it on another stream; None otherwise. Same bits either way (the twin only
+    has one stage less), so a request's result does not depend on which launch runs it.
+
+    item_keys: keys per work item (>= 0), longest first; num_kv_heads >= 1; sm_count >= 1. The
+    long items are those of at least SIDE_LONG_RATIO x the longest item's keys. The split is
+    taken where (1) the long tasks (items x KV heads) leave at least one SM free, (2) one launch
+    of the entry, longest first, would finish after ONE_TASK_SLACK x the longest task
+    (in_order_finish): the short tasks queue on the SMs the long ones leave, and (3) those SMs
+    hold the short tasks' keys within ONE_TASK_SLACK x the longest task.
+    Why: one program per SM streams the long tasks fastest, but then the short ones run one per
+    SM, a few rounds deep, on the SMs left over; the twin fits two per SM there. H200, thirty-
+    third session, call 5 (docs/PERFORMANCE.md): llama3-70b-tp8 skew80 B=64 fixed-2048 (102
+    tasks of 2,048 keys, 64 of about 830) in one launch 55.8 us (the twin, the rule before),
+    FlashInfer 51.0; the long tasks alone under the entry 40.7, and with the short ones beside
+    them under the twin 49.3."""
+    key = (head_dim, kv_element_bytes, config)
+    twin = SHALLOW_TWIN.get(key)
+    if twin is None or RESIDENT_PER_SM.get(key) != 1 or item_keys is None:
+        return None
+    keys = np.asarray(item_keys, dtype=np.int64)
+    if keys.size == 0 or keys.max() <= 0:
+        return None
+    longest = int(keys.max())
+    long_items = int(np.count_nonzero(keys >= SIDE_LONG_RATIO * longest))
+    free_sms = sm_count - long_items * num_kv_heads
+    if long_items == keys.size or free_sms < 1:
+        return None
+    if in_order_finish(keys, num_kv_heads, sm_count, ONE_TASK_SLACK,
+                       "longest-first") <= ONE_TASK_SLACK:
+        return None
+    short_keys = np.sort(keys)[: keys.size - long_items]
+    if short_keys.sum() * num_kv_heads > ONE_TASK_SLACK * longest * free_sms:
+        return None
+    return twin, long_items
+
+
 def occupancy_twin(config: KernelConfig, head_dim: int, kv_element_bytes: int, programs: int,
                    sm_count: int, equal_tasks: bool, one_task: bool = False,
                    item_keys=None, num_kv_heads: int = 1,

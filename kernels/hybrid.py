@@ -892,8 +892,9 @@ def decode_parts(plan: HybridPlan, cache: PagedKVCache, launch_order: str | None
     # held-out hybrid batches it took 0.82-1.01x of the plan order's time for the serial step
     # and 0.86-1.01x for the H200 file, never more than 0.6% slower (H200, thirtieth session,
     # call 1; docs/PERFORMANCE.md).
+    # One stage-1 launch (side_launch=False): the hybrid schedules order their own streams.
     parts = {"decode_kernel": prepare_decode(plan.decode_plan, sub, merge_pdl=False,
-                                             launch_order=launch_order),
+                                             side_launch=False, launch_order=launch_order),
              "decode_cache": sub}
     if np.array_equal(rows, np.arange(rows[0], rows[0] + rows.size)):
         parts["decode_rows"] = (int(rows[0]), int(rows[0] + rows.size))

@@ -188,6 +188,7 @@ class TritonBackend:
                                message=f"verification failed: {check.message}")
         launch = self._launch(plan, inputs)
         extra = {"kernel_launches": launch.num_launches, "kernel_config": str(launch.config),
+                 "kernel_config_label": launch.config_label,
                  "launch_order": launch.launch_order}
         if not isinstance(self.timer, str):
             out = inputs.q.new_empty(inputs.q.shape)

@@ -37,12 +37,13 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import bench_kernels  # noqa: E402
 
 
-def part(kv, shape, seed, config, chunk):
+def part(kv, shape, seed, config, chunk, side_launch=True, cache=None, q=None):
     """(launch, q, cache, out) of one part, checked against float64 (raises if not ok)."""
-    cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=seed)
-    q = make_queries(len(kv), shape, device="cuda", seed=seed)
+    if cache is None:
+        cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=seed)
+        q = make_queries(len(kv), shape, device="cuda", seed=seed)
     plan = bench_kernels.fixed_split_plan(kv, shape, bench_kernels.device_spec(), chunk)[0]
-    launch = prepare_decode(plan, cache, config=config)
+    launch = prepare_decode(plan, cache, config=config, side_launch=side_launch)
     err, ok = bench_kernels.checked_run(launch, q, cache, decode_reference(q, cache), q.dtype)
     if not ok:
         raise SystemExit(f"check failed: {len(kv)} requests, {config}, rel error {err}")
@@ -55,6 +56,7 @@ def main(argv=None) -> int:
     p.add_argument("--kv-dtype", default="bf16")
     p.add_argument("--page", type=int, default=16)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--skew", type=int, default=80, help="percent of the tokens in one request")
     p.add_argument("--chunk", type=int, default=2048)
     p.add_argument("--total-tokens", type=int, default=bench_kernels.TOTAL_TOKENS)
     p.add_argument("--long-config", default="bn128-w8-s3-pa")
@@ -62,7 +64,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     shape = get_shape(args.shape, page_size=args.page, dtype="bf16", kv_dtype=args.kv_dtype)
-    kv = [int(x) for x in bench_kernels.matrix_kv_lens("skew80", args.batch, args.total_tokens)]
+    from kvtune.workloads.distributions import fixed_total_kv_lens
+
+    kv = [int(x) for x in fixed_total_kv_lens(args.batch, args.total_tokens, (args.skew,))]
     longest = max(kv)
     long_kv = [longest]
     short_kv = [x for x in kv if x != longest] or [1]
@@ -70,7 +74,8 @@ def main(argv=None) -> int:
     ceiling = bench_kernels.copy_bandwidth(timer)["bytes_per_s"]
     nbytes = bench_kernels.min_bytes(kv, shape)
     base = {"shape": args.shape, "kv_dtype": shape.kv_dtype, "page": args.page,
-            "batch": args.batch, "chunk": args.chunk, "copy_bytes_per_s": ceiling,
+            "batch": args.batch, "skew": args.skew, "total_tokens": args.total_tokens,
+            "chunk": args.chunk, "copy_bytes_per_s": ceiling,
             "gpu": torch.cuda.get_device_name(0)}
 
     def emit(what, t, **extra):
@@ -79,16 +84,21 @@ def main(argv=None) -> int:
                           "fraction_of_copy": nbytes / (t["median_us"] * 1e-6) / ceiling,
                           **extra}), flush=True)
 
-    # The whole batch, one launch, the product's configuration; FlashInfer on the same plan.
-    whole = part(kv, shape, 0, None, args.chunk)
+    # The whole batch, one launch, the product's configuration without its side split; then
+    # the product's own launch (the side split where decode_config.side_launch_split takes it);
+    # FlashInfer on the same plan.
+    whole = part(kv, shape, 0, None, args.chunk, side_launch=False)
     w_launch, w_q, w_cache, w_out, w_tasks, w_err = whole
     emit("one-launch", timer(lambda: run_decode(w_launch, w_q, w_cache, out=w_out)),
-         config=w_launch.config.label(), tasks=w_tasks, rel_error=w_err)
+         config=w_launch.config_label, tasks=w_tasks, rel_error=w_err)
+    prod = part(kv, shape, 0, None, args.chunk, cache=w_cache, q=w_q)
+    emit("product", timer(lambda: run_decode(prod[0], w_q, w_cache, out=w_out)),
+         config=prod[0].config_label, tasks=prod[4], rel_error=prod[5])
     runner = bench_kernels.MatrixRunner(False, ceiling, lambda msg: print(msg, file=sys.stderr))
     if runner.flashinfer is not None:
         from kvtune.workloads.batch import DecodeBatch
 
-        batch = DecodeBatch(kv, shape, seed=0, distribution="skew80")
+        batch = DecodeBatch(kv, shape, seed=0, distribution=f"skew{args.skew}")
         plan = bench_kernels.fixed_split_plan(kv, shape, bench_kernels.device_spec(),
                                               args.chunk)[0]
         fi = bench_kernels._measure(runner.flashinfer, batch, plan)

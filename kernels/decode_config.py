@@ -871,18 +871,20 @@ def side_launch_split(config: KernelConfig, head_dim: int, kv_element_bytes: int
 
     item_keys: keys per work item (>= 0), longest first; num_kv_heads >= 1; sm_count >= 1. The
     long items are those of at least SIDE_LONG_RATIO x the longest item's keys. The split is
-    taken where (1) there are more tasks (items x KV heads) than SMs, so one launch of the entry
-    runs some SM's tasks one after another, (2) the long tasks leave at least one SM free, and
-    (3) the SMs left hold the short tasks' keys within ONE_TASK_SLACK x the longest task.
+    taken where (1) the long tasks (items x KV heads) leave at least one SM free, (2) one launch
+    of the entry, longest first, would finish after ONE_TASK_SLACK x the longest task
+    (in_order_finish): the short tasks queue on the SMs the long ones leave, and (3) those SMs
+    hold the short tasks' keys within ONE_TASK_SLACK x the longest task.
     Why: one program per SM streams the long tasks fastest, but then the short ones run one per
     SM, a few rounds deep, on the SMs left over; the twin fits two per SM there. H200, thirty-
-    third session (docs/PERFORMANCE.md), llama3-70b-tp8 page 16: call 5, skew80 B=64 fixed-2048
-    (102 tasks of 2,048 keys, 64 of about 830) in one launch 55.8 us (the twin, the rule
-    before), FlashInfer 51.0; the long tasks alone under the entry 40.7, and with the short ones
-    beside them under the twin 49.3. Call 7: the split 1-8% faster than one launch on skew90
-    B=64, skew80 B=96 and B=128 fixed-2048, where one launch of the entry finishes within
-    ONE_TASK_SLACK of the longest task by keys (a first form of this rule required it not to),
-    14% on skew80 B=64 fixed-4096 at 524,288 tokens, even on fixed-1024 at 131,072."""
+    third session (docs/PERFORMANCE.md), llama3-70b-tp8 bf16 page 16. Call 5: skew80 B=64
+    fixed-2048 (102 tasks of 2,048 keys, 64 of about 830) in one launch 55.8 us (the twin, the
+    rule before), FlashInfer 51.0; the long tasks alone under the entry 40.7, and with the short
+    ones beside them under the twin 49.3. Held out (calls 7-8), where (2) holds: skew80 B=64
+    fixed-4096 at 524,288 tokens 84.0 against 97.7 in one launch, fixed-1024 at 131,072 35.4
+    against 35.3. Without (2) the split also ran on five batches where one launch of the entry
+    finishes on time: 1-4% faster on two, 3-11% slower on three (skew80 B=192 fixed-2048,
+    skew50 B=64, skew90 B=32), so (2) stays."""
     key = (head_dim, kv_element_bytes, config)
     twin = SHALLOW_TWIN.get(key)
     if twin is None or RESIDENT_PER_SM.get(key) != 1 or item_keys is None:
@@ -893,7 +895,10 @@ def side_launch_split(config: KernelConfig, head_dim: int, kv_element_bytes: int
     longest = int(keys.max())
     long_items = int(np.count_nonzero(keys >= SIDE_LONG_RATIO * longest))
     free_sms = sm_count - long_items * num_kv_heads
-    if long_items == keys.size or free_sms < 1 or keys.size * num_kv_heads <= sm_count:
+    if long_items == keys.size or free_sms < 1:
+        return None
+    if in_order_finish(keys, num_kv_heads, sm_count, ONE_TASK_SLACK,
+                       "longest-first") <= ONE_TASK_SLACK:
         return None
     short_keys = np.sort(keys)[: keys.size - long_items]
     if short_keys.sum() * num_kv_heads > ONE_TASK_SLACK * longest * free_sms:

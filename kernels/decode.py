@@ -12,7 +12,11 @@ How tasks reach programs follows `plan.schedule`:
   The product (prepare_decode's default launch order, product_launch_order) launches the same
   tasks as a 1-D grid over the items sorted longest first with the KV heads inner (task t =
   head t % H of item t // H), so every long task of every KV head starts in the first wave
-  (MODE 3; same bits); launch_order="plan" keeps the 2-D grid.
+  (MODE 3; same bits); launch_order="plan" keeps the 2-D grid. Where a one-program-per-SM
+  entry would leave its short tasks queued on the SMs its long ones leave
+  (decode_config.side_launch_split), the product runs the long items as this launch and the
+  short ones as a second launch of the entry's same-bits shallow twin on a side stream
+  (DecodeLaunch.side), the merge after both.
 - persistent-round-robin: grid = plan.grid_size programs; program i runs tasks i, i + grid, ...
 - persistent-heavy-first: grid = plan.grid_size programs pull the next task from a device
   counter (atomic add), so the heaviest items really start first. The last program to finish

@@ -550,16 +550,15 @@ def prepare_decode(plan: Plan, cache: PagedKVCache, *,
         split_at = None
         side_sms = sm_count or SIDE_CPU_SM_COUNT
         if side_launch and config_given is None and merge != "tail" and side_sms:
-            split_at = side_launch_split(default_config(
-                shape.head_dim, cache.kv_dtype, shape.page_size, plan.ctas_per_sm,
-                num_kv_heads=shape.num_kv_heads, group_size=shape.group_size),
-                shape.head_dim, element_bytes(cache.kv_dtype), side_sms,
-                items[:, 2] - items[:, 1], plan.num_kv_heads)
+            # The table's entry, before any twin: the split runs the long items under it.
+            entry = default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
+                                   plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
+                                   group_size=shape.group_size)
+            split_at = side_launch_split(entry, shape.head_dim, element_bytes(cache.kv_dtype),
+                                         side_sms, items[:, 2] - items[:, 1], plan.num_kv_heads)
         if split_at is not None:
             side_config, long_items = split_at
-            config = default_config(shape.head_dim, cache.kv_dtype, shape.page_size,
-                                    plan.ctas_per_sm, num_kv_heads=shape.num_kv_heads,
-                                    group_size=shape.group_size)
+            config = entry
             if _v_path_obstacle(config, "v_pairs", cache):
                 config = dataclasses.replace(config, v_pairs=False)
                 side_config = dataclasses.replace(side_config, v_pairs=False)

@@ -44,7 +44,11 @@ Those rules were set on launches in the plan's order. The product launches stati
 first (kernels.plan.product_launch_order); there tasks of many lengths, and equal tasks on an
 entry of one program per SM, take `longest_first_config`: the first of entry -> shallow twin ->
 capped twin whose slots finish the tasks, handed out longest first, in about one long task's
-time, else the entry (docs/KERNEL_NOTES.md "Longest first in the product").
+time, else the entry (docs/KERNEL_NOTES.md "Longest first in the product"). Where the entry runs
+one program per SM and would leave its short tasks queued on the SMs its long ones leave,
+`side_launch_split` runs the long tasks under the entry and the short ones as a second launch
+of its shallow twin beside it (kernels/decode.py DecodeLaunch.side; docs/KERNEL_NOTES.md "The
+side split").
 """
 
 from __future__ import annotations

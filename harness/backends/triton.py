@@ -187,7 +187,10 @@ class TritonBackend:
             return Measurement(status="failed", checked=True, rel_error=check.rel_error,
                                message=f"verification failed: {check.message}")
         launch = self._launch(plan, inputs)
-        extra = {"kernel_launches": launch.num_launches, "kernel_config": str(launch.config),
+        # A side split's second configuration is part of what launched (fidelity's launch key).
+        side = f"+{launch.side.config}" if launch.side is not None else ""
+        extra = {"kernel_launches": launch.num_launches,
+                 "kernel_config": str(launch.config) + side,
                  "kernel_config_label": launch.config_label,
                  "launch_order": launch.launch_order}
         if not isinstance(self.timer, str):

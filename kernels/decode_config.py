@@ -324,8 +324,10 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
 #   prefetched into L2 at its start (-l2) bn64-w4-s4-pa-vp ran uniform B=64 balanced-2x in
 #   272.0 / 267.7 / 262.9 / 262.8 us at pages 4 / 16 / 64 / 1 (301.2 / 291.4 / 270.0 / 263.3
 #   without), and 5 of 5 other page-16 plans 4-8% faster; its shallow twin 4 of 5 (uniform B=8
-#   fixed-2048 268.5 -> 277.4). At head_dim 64 and 128 (fp8) and for 16-bit pages -l2 ran
-#   within -1.3..+1.5% (smaller tiles per page id), so only head_dim 256's fp8 entries take it.
+#   fixed-2048 268.5 -> 277.4; call 9, three rounds on 1,024 equal tasks of 2,048 keys at B=8
+#   and B=64: 271.9-272.9 -> 281.3-283.0, a steady 3.5% loss there, against 2-7% gains on the
+#   other four). At head_dim 64 and 128 (fp8) and for 16-bit pages -l2 ran within -1.3..+1.5%
+#   (smaller tiles per page id), so only head_dim 256's fp8 entries take it.
 _MANY_8 = {64: _cap(_vp(128, 4, 3), 120), 128: _vp(128, 4, 3), 256: _vp_l2(64, 4, 4)}
 _ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp_l2(64, 4, 4)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}

@@ -38,7 +38,8 @@ import bench_kernels  # noqa: E402
 
 
 def part(kv, shape, seed, config, chunk, side_launch=True, cache=None, q=None):
-    """(launch, q, cache, out) of one part, checked against float64 (raises if not ok)."""
+    """(launch, q, cache, out, tasks, rel error) of one part (on `cache` and `q` where given,
+    else new ones of `kv`), checked against float64 (exits if not ok)."""
     if cache is None:
         cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=seed)
         q = make_queries(len(kv), shape, device="cuda", seed=seed)

@@ -719,18 +719,18 @@ def run_decode(launch: DecodeLaunch, q: torch.Tensor, cache: PagedKVCache, *,
         # the side stream at the same time; the merge below waits for both. In mode 3 a
         # launch's task count is its grid.
         side = launch.side
-        main_stream = torch.cuda.current_stream(q.device) if side.stream is not None else None
-        if side.stream is not None:
+        if side.stream is None:  # the CPU: one launch after the other
+            attend(cfg, launch.grid, launch.items, launch.grid[0])
+            attend(side.config, side.grid, side.items, side.grid[0])
+        else:
+            main_stream = torch.cuda.current_stream(q.device)
             side.stream.wait_stream(main_stream)
-        attend(cfg, launch.grid, launch.items, launch.grid[0])
-        if side.stream is not None:
+            attend(cfg, launch.grid, launch.items, launch.grid[0])
             with torch.cuda.stream(side.stream):
                 attend(side.config, side.grid, side.items, side.grid[0])
             # Joined before anything else on the caller's stream, so its tensors may be freed
             # and reused there as after a one-launch decode.
             main_stream.wait_stream(side.stream)
-        else:
-            attend(side.config, side.grid, side.items, side.grid[0])
     if launch.tail_merge is not None:
         pass  # merged by stage 1 itself
     elif launch.chunked_merge is not None:

@@ -48,3 +48,22 @@ matrix_run() {
   tar -C /tmp/matrix -czf $OUT/matrix.tgz .
   date -u
 }
+
+# print_ncu_details DIR METRIC...: unpack DIR/profiles.tgz (benchmarks/profile_gpu.sh) and print,
+# per profiled case, the first value of each named metric of its details page.
+print_ncu_details() {
+  local dir=$1; shift
+  rm -rf /tmp/ncu_x && mkdir -p /tmp/ncu_x && tar -C /tmp/ncu_x -xzf $dir/profiles.tgz
+  python3 - "$@" <<'PY'
+import csv, glob, os, sys
+keep = sys.argv[1:]
+for path in sorted(glob.glob("/tmp/ncu_x/*.details.csv")):
+    vals = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            name = r.get("Metric Name", "")
+            if name in keep and name not in vals:
+                vals[name] = f"{r.get('Metric Value', '')} {r.get('Metric Unit', '')}".strip()
+    print(os.path.basename(path).split(".")[0], vals)
+PY
+}

@@ -23,18 +23,6 @@ for cfg in bn64-w4-s3-pa-vp bn64-w4-s3-pa-vp-l2; do
   echo "${cfg} --shape hd256 --kv-dtype fp8_e4m3 --page 16 --dist uniform --batch 64 --chunk 2048 --config $cfg" >> $cases
 done
 timeout 400 bash benchmarks/profile_gpu.sh $OUT/ncu $cases | grep '^==\|^{'
-mkdir -p /tmp/ncu_x && tar -C /tmp/ncu_x -xzf $OUT/ncu/profiles.tgz
-python3 - <<'PY'
-import csv, glob, os
-keep = ("Duration", "DRAM Throughput", "Achieved Occupancy", "Registers Per Thread",
-        "Theoretical Occupancy", "Block Limit Registers", "Block Limit Shared Mem",
-        "Warp Cycles Per Issued Instruction", "L2 Hit Rate")
-for path in sorted(glob.glob("/tmp/ncu_x/*.details.csv")):
-    vals = {}
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            name = r.get("Metric Name", "")
-            if name in keep and name not in vals:
-                vals[name] = f"{r.get('Metric Value', '')} {r.get('Metric Unit', '')}".strip()
-    print(os.path.basename(path).split(".")[0], vals)
-PY
+print_ncu_details $OUT/ncu "Duration" "DRAM Throughput" "Achieved Occupancy" \
+  "Registers Per Thread" "Theoretical Occupancy" "Block Limit Registers" \
+  "Block Limit Shared Mem" "Warp Cycles Per Issued Instruction" "L2 Hit Rate"

@@ -7,7 +7,7 @@
 # programs per SM need at most 168 registers at 128 threads), then Nsight Compute on both
 # twins at uniform B=64 fixed-2048 (benchmarks/profile_gpu.sh: --clock-control none,
 # --set full, each case checked against float64 first), one line per case of the metrics.
-#   bash benchmarks/gpu_calls/l2_twin_ncu.sh
+#   bash benchmarks/gpu_calls/s34_call1.sh (ran as the thirty-fourth session call 1)
 source benchmarks/gpu_calls/common.sh
 kvtune_install
 python3 benchmarks/compile_survey.py --head-dim 256 --group 2 --kv fp8 --page 16 \

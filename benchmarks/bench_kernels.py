@@ -622,7 +622,38 @@ def variant_shape(v: tuple):
     from kvtune.workloads.shapes import get_shape
 
     name, dtype, kv, page = v
+    heads = parse_heads_name(name)
+    if heads is not None:  # a --heads shape: llama3-8b's with other heads
+        from dataclasses import replace
+
+        qo, kv_heads, head_dim = heads
+        return replace(get_shape("llama3-8b", page_size=page, dtype=dtype, kv_dtype=kv),
+                       num_qo_heads=qo, num_kv_heads=kv_heads, head_dim=head_dim)
     return get_shape(name, page_size=page, dtype=dtype, kv_dtype=kv)
+
+
+def parse_heads_name(name: str) -> tuple[int, int, int] | None:
+    """(query heads, KV heads, head_dim) of a --heads shape name "QO/KV/HD", else None."""
+    parts = name.split("/")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def heads_variants(text: str, full: bool) -> list[tuple]:
+    """--heads: shapes outside MATRIX_SHAPES, "QO/KV/HD" comma-separated (e.g. 40/8/128 for
+    qwen2.5-14b), each with the matrix's KV types and page sizes (--full) or bf16 and fp8 at
+    page 16. Raises ValueError naming the field for a malformed or unsupported shape."""
+    out = []
+    for name in (t.strip() for t in text.split(",")):
+        heads = parse_heads_name(name)
+        if heads is None:
+            raise ValueError(f"heads: {name!r} not allowed; allowed: QO/KV/HD, e.g. 40/8/128")
+        variant_shape((name, "bf16", "bf16", 16))  # AttentionShape's own range checks
+        kinds = MATRIX_KV if full else (("bf16", "bf16"), ("bf16", "fp8_e4m3"))
+        pages = MATRIX_PAGES if full else (16,)
+        out += [(name, d, k, p) for d, k in kinds for p in pages]
+    return out
 
 
 def balanced_chunk_tokens(kv_lens, shape, sm_count: int, programs_per_sm: int = 2) -> int:
@@ -1094,9 +1125,12 @@ def markdown_table(rows) -> str:
     return "\n".join(lines)
 
 
-def parse_variants(text: str | None, full: bool) -> list[tuple]:
-    """--variants: comma-separated indices into the chosen variant list (default: all of it)."""
-    variants = full_variants() if full else default_variants()
+def parse_variants(text: str | None, full: bool, variants: list[tuple] | None = None
+                   ) -> list[tuple]:
+    """--variants: comma-separated indices into the chosen variant list (default: all of it):
+    `variants` if given (--heads), else the full or default matrix list."""
+    if variants is None:
+        variants = full_variants() if full else default_variants()
     if not text:
         return variants
     out = []
@@ -1162,6 +1196,10 @@ def main(argv=None) -> int:
     ap.add_argument("--config-kv", default=None,
                     help="check and shape-configs: only the cases / sweep shapes with this KV "
                          "type (bf16, fp16, fp8 = fp8_e4m3); default: all")
+    ap.add_argument("--heads", default=None,
+                    help="shapes: instead of the matrix's shapes, these (held-out shapes), "
+                         "comma-separated QO/KV/HD, e.g. 40/8/128,16/2/128; bf16 and fp8 at "
+                         "page 16, or with --full every KV type and page size")
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU only: the shapes and shape-configs sections on a tiny batch in "
                          "Triton's interpreter, FlashInfer skipped; checks the script, not speed")
@@ -1175,8 +1213,11 @@ def main(argv=None) -> int:
               "--dry-run runs the shapes sections on the CPU", file=sys.stderr)
         return 2
     try:
-        variants = parse_variants(args.variants if args.variants or not args.dry_run
-                                  else DRY_RUN_VARIANTS, args.full)
+        if args.heads:
+            variants = parse_variants(args.variants, False, heads_variants(args.heads, args.full))
+        else:
+            variants = parse_variants(args.variants if args.variants or not args.dry_run
+                                      else DRY_RUN_VARIANTS, args.full)
         filter_sweep((), args.config_kv)  # a bad --config-kv fails before anything runs
         parse_sweep_cases(args.sweep_cases)
         read_configs = _parse_read_configs(args.read_configs)

@@ -60,7 +60,6 @@ from kvtune.kernels.merge import launch_merge
 from kvtune.kernels.merge_chunked import launch_chunked_merge, prepare_chunked_merge
 from kvtune.kernels.paged import PagedKVCache, make_queries
 from kvtune.kernels.reference import decode_reference, relative_error
-from kvtune.workloads.shapes import get_shape
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import bench_kernels  # noqa: E402  - the timer, copy ceiling and byte count of the kernel bench
@@ -69,7 +68,9 @@ ERROR_BOUND = 2e-2  # bench_kernels.BOUND for 16-bit outputs
 
 
 def build_case(args):
-    shape = get_shape(args.shape, page_size=args.page, dtype=args.dtype, kv_dtype=args.kv_dtype)
+    # A shape name, or QO/KV/HD for a shape outside the named ones (bench_kernels --heads).
+    shape = bench_kernels.variant_shape((args.shape, args.dtype, args.kv_dtype or args.dtype,
+                                         args.page))
     kv = bench_kernels.matrix_kv_lens(args.dist, args.batch, args.total_tokens)
     cache = PagedKVCache.from_lengths(kv, shape, device="cuda", seed=args.seed)
     q = make_queries(args.batch, shape, device="cuda", seed=args.seed)
@@ -229,7 +230,7 @@ def graph_replay_check(launch, q, cache, out):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", default="llama3-8b")
+    ap.add_argument("--shape", default="llama3-8b", help="a shape name or QO/KV/HD, e.g. 8/1/256")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--kv-dtype", default=None)
     ap.add_argument("--page", type=int, default=16)

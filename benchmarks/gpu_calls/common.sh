@@ -13,13 +13,14 @@ kvtune_install() {
 
 # config_sweep SHAPE KV_DTYPE PAGE CONFIGS DIST:BATCH:CHUNK...: profile_decode.py --configs
 # --flashinfer on each case, one JSON line per timed launch appended to $OUT/configs.jsonl.
+# SHAPE: a name or QO/KV/HD; SWEEP_TIMEOUT_S (default 70): the limit of each case's process.
 config_sweep() {
   local shape=$1 kv=$2 page=$3 cfgs=$4; shift 4
   for case in "$@"; do
     IFS=: read dist batch chunk <<< "$case"
-    timeout 70 python3 benchmarks/profile_decode.py --shape $shape --kv-dtype $kv \
+    timeout ${SWEEP_TIMEOUT_S:-70} python3 benchmarks/profile_decode.py --shape "$shape" --kv-dtype $kv \
       --page $page --dist $dist --batch $batch --chunk $chunk --configs $cfgs --flashinfer \
-      --settle-s 0 2>&1 | grep '^{\|rror' | sed "s/^{/{\"shape\": \"$shape\", \"page\": $page, /" \
+      --settle-s 0 2>&1 | grep '^{\|rror' | sed "s|^{|{\"shape\": \"$shape\", \"page\": $page, |" \
       >> $OUT/configs.jsonl
     date -u
   done

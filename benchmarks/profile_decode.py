@@ -117,7 +117,8 @@ def sweep(args) -> int:
     flashinfer_row("before")
     first_out = first_label = None
     for label in args.configs.split(","):
-        config = KernelConfig.from_label(label)
+        # "product": prepare_decode's own choice (twins and side split), as the matrix runs it
+        config = None if label == "product" else KernelConfig.from_label(label)
         plan = make_plan(args, kv, shape)
         row = {**case, "backend": "triton", "config": label, "num_tasks": plan.num_tasks}
         backend = runner.make_triton(config)
@@ -127,7 +128,8 @@ def sweep(args) -> int:
                    fraction_of_copy=bench_kernels._frac(meas, ceiling), message=meas.message[:200],
                    **bench_kernels._quiet_fields("matrix", meas))
         if meas.status == "ok":
-            launch = prepare_decode(plan, cache, config=config)
+            launch = prepare_decode(plan, cache, config=config, side_launch=config is None)
+            row["launch_config"] = launch.config_label
             err, ok = bench_kernels.checked_run(launch, q, cache, ref, q.dtype)
             if ok:
                 out = torch.empty_like(q)

@@ -276,7 +276,16 @@ def _ws(block_n, warps, stages, split) -> KernelConfig:
 #   twin's waves well enough (1,024 and 2,048 programs: s3 6-10% faster on the H200).
 _MANY_16 = {64: _pa(128, 4, 4), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
 _LARGE_GROUP_16 = {64: _c(256, 8, 2), 128: _pa(64, 4, 4), 256: _c(64, 4, 2)}
-_ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(32, 4, 4)}
+# H200, thirty-fourth session (docs/PERFORMANCE.md, calls 3-4): the head_dim-256 "one-per-sm"
+#   entry bn32-w4-s4-pa had been predicted and never timed. On a shape no rule was set on (8 q /
+#   1 KV head at head_dim 256, gemma-2b's) it ran 0.77-0.94x FlashInfer on 6 of 12 matrix cases.
+#   bn64-w8-s3-pa, the head_dim-128 entry's shape of step (8 warps, 32 KB of K+V per stage, page
+#   ahead; 141 KB of shared memory: one program per SM), ran the one-program-per-SM plans in
+#   76.3 / 94.0 / 86.8 us (uniform B=8, skew80 B=64 and B=256 fixed-2048) against 97.5 / 105.8 /
+#   120.3 (FlashInfer 79.8 / 85.4 / 93.6); on plans of 272-464 shorter tasks bn32-w4-s3-pa (other
+#   bits) was fastest, 76.0-85.7, and bn64-w8-s3-pa 83.6-102.8, so its shallow twin s2-pa (two
+#   per SM, same bits) is the second choice there.
+_ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(64, 8, 3)}
 # H200 sweep of 12:19 UTC (docs/PERFORMANCE.md, `--config-kv fp8`, 4.262 TB/s copy): fp8 head_dim 64
 #   "many" -> bn128-w4-s3-pa (hd64 uniform B=64 fixed-2048 136.5 us vs 151.2 for bn128-w4-s4-pa;
 #   -vw 136.2, within noise, so the plain one), head_dim 256 "many" -> bn64-w4-s3-pa (420.0 vs
@@ -372,6 +381,7 @@ LARGE_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 # kernel takes the entry's block, warps and stages, and its decode items were checked with three).
 HYBRID_DECODE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (64, 2, "many"): _pa(128, 4, 3),
+    (256, 2, "one-per-sm"): _pa(32, 4, 4),  # the decode launch's entry until the 34th session
     (256, 1, "many"): _vp(64, 4, 3),
     (256, 1, "many-large-group"): _vp(64, 4, 3),
 }
@@ -426,7 +436,8 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
                _ws(128, 4, 2, 4), _ws(64, 4, 4, 4), _ws(64, 4, 3, 4), _ws(128, 8, 3, 8),
                _ws(256, 8, 2, 8), _ws(64, 2, 4, 2)),
     (256, 2): (_c(64, 4, 2), _pa(32, 4, 4), _pa(32, 4, 3), _c(32, 4, 2), _pa(64, 8, 3),
-               _cap(_c(64, 4, 2), 168), _c(64, 4, 3), _c(64, 8, 2)),  # the last two: page 1
+               _cap(_c(64, 4, 2), 168), _c(64, 4, 3), _c(64, 8, 2),  # these two: page 1
+               _pa(64, 8, 2)),
     (64, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(128, 8, 3), _vp(64, 4, 4),
               _vp(256, 8, 3), _ws(128, 4, 3, 4), _cap(_vp(128, 4, 3), 120)),
     (128, 1): (_pa(128, 4, 3), _vp(128, 4, 3), _vp(128, 4, 4), _vp(64, 4, 4), _vp(64, 4, 3),
@@ -486,6 +497,10 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     (128, 2, _pa(128, 8, 3)): 1, (128, 2, _pa(128, 8, 2)): 2,
     (256, 2, _c(64, 4, 2)): 2, (256, 2, _cap(_c(64, 4, 2), 168)): 3,
     (128, 2, _cap(_pa(128, 8, 2), 80)): 3,
+    # head_dim 256's "one-per-sm" pair (thirty-fourth session, local compile, Triton 3.9):
+    # bn64-w8-s3-pa 128 registers x 256 threads, 141 KB -> 1 (shared memory); bn64-w8-s2-pa
+    # 128 x 256, 76 KB -> 2 (registers and shared memory).
+    (256, 2, _pa(64, 8, 3)): 1, (256, 2, _pa(64, 8, 2)): 2,
     (128, 1, _vp(128, 4, 3)): 2, (128, 1, _cap(_vp(128, 4, 3), 168)): 3,
     # Thirty-first session: bn128-w4-s2-pa-vp-r128, 128 registers (no spill in a local compile),
     # 40 KB -> 4 (registers).
@@ -519,6 +534,7 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
 SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
+    (256, 2, _pa(64, 8, 3)): _pa(64, 8, 2),  # head_dim 256 "one-per-sm" (thirty-fourth session)
     (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE and from LARGE_PAGE
     # head_dim 64's "many" entry; also its "one-per-sm" entry (the same kernel; unmeasured there).
     (64, 2, _pa(128, 4, 4)): _pa(128, 4, 3),

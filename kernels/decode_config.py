@@ -647,8 +647,14 @@ WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
 # in one long task (skew80 balanced-2x, 7,952-key pieces: B=256 1.01, B=64 1.05) it stays, 319.2
 # against 353.4 and 299.3 against 355.8. The 16-bit head_dim-128 pair measured within 1% there
 # (twenty-ninth session), so it keeps the entry.
+# 16-bit head_dim 256 "one-per-sm" (H200, thirty-fourth session, call 5; 8 q / 1 KV head, page
+# 16): on skew80 B=64 balanced-2x (272 tasks of up to 1,008 keys: 2.1 rounds of the entry's one
+# slot per SM, eight tasks past the twin's two) the twin ran 96.2 us against the entry's 102.7
+# (FlashInfer 96.3); on the four other plans of 264-464 tasks, where the twin finishes in time
+# and the rule gave it anyway, it was 4-8% faster than the entry.
 SEVERAL_ROUNDS_TWIN: frozenset[tuple[int, int, KernelConfig]] = frozenset({
     (256, 1, _vp_l2(64, 4, 4)),
+    (256, 2, _pa(64, 8, 3)),
 })
 # A table entry -> a same-bits twin of more programs per SM (one stage less and a register cap)
 # for launches of short tasks only: more tasks than the entry's slots and none longer than

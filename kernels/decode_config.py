@@ -338,7 +338,15 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(64, 8, 3)}
 #   other four). At head_dim 64 and 128 (fp8) and for 16-bit pages -l2 ran within -1.3..+1.5%
 #   (smaller tiles per page id), so only head_dim 256's fp8 entries take it.
 _MANY_8 = {64: _cap(_vp(128, 4, 3), 120), 128: _vp(128, 4, 3), 256: _vp_l2(64, 4, 4)}
-_ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp_l2(64, 4, 4)}
+# H200, thirty-fourth session (docs/PERFORMANCE.md, calls 4, 7, 8): fp8 head_dim 256 with one KV
+#   head had run the "many" kernel bn64-w4-s4-pa-vp-l2 (two per SM; never timed there): 3 of 12
+#   matrix cases at 1.4x FlashInfer on 2/1/256 (gemma-2-9b at tensor parallelism 8). On that
+#   shape (page 16, us) bn128-w8-s3-pa-vp (one per SM: 158 registers x 256 threads, 143 KB)
+#   ran uniform B=8 and skew80 B=256 fixed-2048 in 48.4 / 59.3 against 62.8 / 80.7 (FlashInfer
+#   86.9 / 108.1), and its two-stage twin under a 128-register cap (two per SM, same bits)
+#   ran 264-265 tasks of up to 1,008 keys in 49.6 / 50.2 against 51.2 / 51.9 (FlashInfer 66.8
+#   / 72.6), where the entry took 56.2 / 56.9.
+_ONE_8 = {64: _vp(128, 4, 4), 128: _vp(128, 4, 3), 256: _vp(128, 8, 3)}
 _F32 = {64: _c(64, 4, 2), 128: _c(32, 4, 2), 256: _c(16, 4, 2)}
 # Pages of fewer tokens than this use SMALL_PAGE_TABLE where it has an entry.
 SMALL_PAGE = 16
@@ -382,6 +390,7 @@ LARGE_PAGE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
 HYBRID_DECODE_TABLE: dict[tuple[int, int, str], KernelConfig] = {
     (64, 2, "many"): _pa(128, 4, 3),
     (256, 2, "one-per-sm"): _pa(32, 4, 4),  # the decode launch's entry until the 34th session
+    (256, 1, "one-per-sm"): _vp_l2(64, 4, 4),  # likewise
     (256, 1, "many"): _vp(64, 4, 3),
     (256, 1, "many-large-group"): _vp(64, 4, 3),
 }
@@ -444,7 +453,7 @@ CANDIDATES: dict[tuple[int, int], tuple[KernelConfig, ...]] = {
                _vp(128, 8, 3), _vp(128, 8, 4), _vp(256, 8, 3), _vp(64, 2, 4), _vp(64, 8, 4),
                _ws(64, 2, 4, 2), _cap(_vp(128, 4, 3), 168), _cap(_vp(128, 4, 2), 128)),
     (256, 1): (_pa(64, 4, 3), _vp(64, 4, 3), _vp(64, 4, 4), _vp(32, 4, 4), _vp(64, 8, 3),
-               _vp(128, 8, 3), _vp_l2(64, 4, 4), _vp_l2(64, 4, 3)),
+               _vp(128, 8, 3), _vp_l2(64, 4, 4), _vp_l2(64, 4, 3), _cap(_vp(128, 8, 2), 128)),
 }
 
 
@@ -501,6 +510,9 @@ RESIDENT_PER_SM: dict[tuple[int, int, KernelConfig], int] = {
     # bn64-w8-s3-pa 128 registers x 256 threads, 141 KB -> 1 (shared memory); bn64-w8-s2-pa
     # 128 x 256, 76 KB -> 2 (registers and shared memory).
     (256, 2, _pa(64, 8, 3)): 1, (256, 2, _pa(64, 8, 2)): 2,
+    # fp8 head_dim 256's "one-per-sm" pair (same session, local compile, G = 2): bn128-w8-s3-pa-vp
+    # 158 registers x 256 threads, 143 KB -> 1; bn128-w8-s2-pa-vp-r128 128 x 256, 78 KB -> 2.
+    (256, 1, _vp(128, 8, 3)): 1, (256, 1, _cap(_vp(128, 8, 2), 128)): 2,
     (128, 1, _vp(128, 4, 3)): 2, (128, 1, _cap(_vp(128, 4, 3), 168)): 3,
     # Thirty-first session: bn128-w4-s2-pa-vp-r128, 128 registers (no spill in a local compile),
     # 40 KB -> 4 (registers).
@@ -535,6 +547,9 @@ SHALLOW_TWIN: dict[tuple[int, int, KernelConfig], KernelConfig] = {
     (128, 2, _pa(64, 4, 4)): _pa(64, 4, 3),
     (128, 2, _pa(128, 8, 3)): _pa(128, 8, 2),
     (256, 2, _pa(64, 8, 3)): _pa(64, 8, 2),  # head_dim 256 "one-per-sm" (thirty-fourth session)
+    # fp8 head_dim 256 "one-per-sm" (thirty-fourth session): one stage less and a register cap,
+    # both leave the arithmetic alone (same bits), two programs per SM where the entry fits one.
+    (256, 1, _vp(128, 8, 3)): _cap(_vp(128, 8, 2), 128),
     (128, 2, _c(128, 4, 3)): _c(128, 4, 2),  # pages below SMALL_PAGE and from LARGE_PAGE
     # head_dim 64's "many" entry; also its "one-per-sm" entry (the same kernel; unmeasured there).
     (64, 2, _pa(128, 4, 4)): _pa(128, 4, 3),
@@ -655,6 +670,9 @@ WAVE_FILL_MARGIN_BY_TWIN: dict[tuple[int, int, KernelConfig], float] = {
 SEVERAL_ROUNDS_TWIN: frozenset[tuple[int, int, KernelConfig]] = frozenset({
     (256, 1, _vp_l2(64, 4, 4)),
     (256, 2, _pa(64, 8, 3)),
+    # fp8 (call 8, 2/1/256): skew80 B=8 balanced-2x, 265 tasks, one past the twin's slots: twin
+    # 50.2 us against the entry's 56.9.
+    (256, 1, _vp(128, 8, 3)),
 })
 # A table entry -> a same-bits twin of more programs per SM (one stage less and a register cap)
 # for launches of short tasks only: more tasks than the entry's slots and none longer than

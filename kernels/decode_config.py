@@ -336,7 +336,10 @@ _ONE_16 = {64: _pa(128, 4, 4), 128: _pa(128, 8, 3), 256: _pa(64, 8, 3)}
 #   fixed-2048 268.5 -> 277.4; call 9, three rounds on 1,024 equal tasks of 2,048 keys at B=8
 #   and B=64: 271.9-272.9 -> 281.3-283.0, a steady 3.5% loss there, against 2-7% gains on the
 #   other four). At head_dim 64 and 128 (fp8) and for 16-bit pages -l2 ran within -1.3..+1.5%
-#   (smaller tiles per page id), so only head_dim 256's fp8 entries take it.
+#   (smaller tiles per page id), so only head_dim 256's fp8 entries take it. Thirty-fourth
+#   session (calls 1-2): the twin's loss holds with the order reversed at a steady 1,980 MHz
+#   (273.4-273.7 against 282.9-283.4 us); Nsight Compute shows the page-id wait halved and the
+#   loop waiting on the next tile's shared-memory store and barrier instead. Cause unknown.
 _MANY_8 = {64: _cap(_vp(128, 4, 3), 120), 128: _vp(128, 4, 3), 256: _vp_l2(64, 4, 4)}
 # H200, thirty-fourth session (docs/PERFORMANCE.md, calls 4, 7, 8): fp8 head_dim 256 with one KV
 #   head had run the "many" kernel bn64-w4-s4-pa-vp-l2 (two per SM; never timed there): 3 of 12

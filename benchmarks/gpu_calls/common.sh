@@ -20,8 +20,8 @@ config_sweep() {
     IFS=: read dist batch chunk <<< "$case"
     timeout ${SWEEP_TIMEOUT_S:-70} python3 benchmarks/profile_decode.py --shape "$shape" \
       --kv-dtype $kv --page $page --dist $dist --batch $batch --chunk $chunk --configs $cfgs \
-      --flashinfer --settle-s 0 2>&1 | grep '^{\|rror' | sed "s|^{|{\"shape\": \"$shape\", \"page\": $page, |" \
-      >> $OUT/configs.jsonl
+      --flashinfer --settle-s 0 2>&1 | grep '^{\|rror' \
+      | sed "s|^{|{\"shape\": \"$shape\", \"page\": $page, |" >> $OUT/configs.jsonl
     date -u
   done
 }

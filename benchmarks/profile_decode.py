@@ -128,7 +128,7 @@ def sweep(args) -> int:
                    fraction_of_copy=bench_kernels._frac(meas, ceiling), message=meas.message[:200],
                    **bench_kernels._quiet_fields("matrix", meas))
         if meas.status == "ok":
-            launch = prepare_decode(plan, cache, config=config, side_launch=config is None)
+            launch = prepare_decode(plan, cache, config=config)  # None: the product's, split too
             row["launch_config"] = launch.config_label
             err, ok = bench_kernels.checked_run(launch, q, cache, ref, q.dtype)
             if ok:
